@@ -1,0 +1,69 @@
+# CausalFlow OCR: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+BINARIES := $(shell bash tests/cluster/build-binaries.sh --print-dir)
+export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help venv cluster-binaries cluster-up cluster-down test test-unit test-server test-e2e \
+        lint demo bench bench-server bench-operator tiny-model clean
+
+help:
+	@echo "make demo              run the whole product on a local cluster (no Docker, no GPU)"
+	@echo "make test              set everything up and run unit, server and e2e tests"
+	@echo "make test-unit | test-server | test-e2e | lint | bench"
+	@echo "make cluster-up        start the local control plane and print the KUBECONFIG line"
+	@echo "make cluster-down      stop it"
+
+# One virtual environment for everything: both packages editable, plus test tools.
+$(VENV)/.installed: server/pyproject.toml operator/pyproject.toml requirements-dev.txt
+	test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e ./server -e ./operator -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+cluster-binaries:
+	bash tests/cluster/build-binaries.sh
+
+cluster-up: venv cluster-binaries
+	$(VPY) -m tests.cluster up
+
+cluster-down: venv
+	$(VPY) -m tests.cluster down
+
+lint: venv
+	$(VENV)/bin/lint-imports
+	$(VPY) -m pytest -q tests/unit/test_dockerfiles.py
+
+test-unit: venv
+	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
+
+test-server: venv
+	$(VPY) -m pytest tests/server $(PYTEST_ARGS)
+
+test-e2e: venv cluster-binaries
+	$(VPY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+# All tiers in one pytest run, so the closing summary line counts everything.
+test: venv cluster-binaries
+	$(VENV)/bin/lint-imports
+	$(VPY) -m pytest tests $(PYTEST_ARGS)
+
+demo: venv cluster-binaries
+	$(VPY) hack/demo.py $(DEMO_ARGS)
+
+bench: bench-server bench-operator
+
+bench-server: venv
+	$(VPY) bench/server_bench.py
+
+bench-operator: venv cluster-binaries
+	$(VPY) bench/operator_bench.py
+
+clean:
+	-$(VPY) -m tests.cluster down
+	rm -rf .cluster .demo .pytest_cache
