@@ -1,0 +1,168 @@
+"""helm lint passes, and what the chart renders is valid Kubernetes and least privilege."""
+
+import json
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.unit.chart.helm import CHART, by_kind, objects, run_helm, template
+
+K8S_VERSION = "1.36.0"  # the local control plane's minor (tests/cluster/build-binaries.sh)
+
+VALUE_SETS = {
+    "defaults": {},
+    "namespaced RBAC, two watched namespaces": {"rbac.namespaced": "true", "watchNamespaces": "{team-a,team-b}"},
+    "namespaced RBAC, release namespace only": {"rbac.namespaced": "true"},
+    "cluster RBAC, one watched namespace": {"watchNamespaces": "{team-a}"},
+    "digest, no probe, no tests, CRD elsewhere": {
+        "image.digest": "sha256:" + "a" * 64, "livenessProbe.enabled": "false",
+        "tests.enabled": "false", "crds.install": "false",
+    },
+}
+
+
+def _operator(rendered: str) -> dict:
+    [deployment] = by_kind(rendered, "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_helm_lint_passes_in_strict_mode(values):
+    args = [f"--set={k}={v}" for k, v in values.items()]
+    result = run_helm("lint", "--strict", str(CHART), *args)
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_rendered_objects_validate_against_the_kubernetes_schemas(values):
+    rendered = objects(template(values))
+    assert rendered, "nothing rendered"
+    for obj in rendered:
+        # strict: unknown fields are errors too
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_values_yaml_satisfies_values_schema():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(yaml.safe_load((CHART / "values.yaml").read_text()))
+
+
+@pytest.mark.parametrize("bad", [
+    "logLevel=verbose", "rbac.namespaced=maybe", "watchNamespaces={Not_A_Namespace}",
+    "image.pullPolicy=Sometimes", "livenessProbe.port=80", "unknownKey=1",
+])
+def test_values_schema_rejects_invalid_values(bad):
+    result = run_helm("template", "x", str(CHART), "--set", bad, check=False)
+    assert result.returncode != 0
+    assert "schema" in result.stderr.lower()
+
+
+def test_cluster_mode_binds_one_cluster_role_and_watches_all_namespaces():
+    rendered = template()
+    assert [o["metadata"]["name"] for o in by_kind(rendered, "ClusterRoleBinding")] == ["ocr-causalflow-ocr"]
+    assert by_kind(rendered, "Role") == [] and by_kind(rendered, "RoleBinding") == []
+    assert "--all-namespaces" in _operator(rendered)["args"]
+
+
+def test_namespaced_mode_creates_a_role_and_binding_in_each_watched_namespace():
+    rendered = template(VALUE_SETS["namespaced RBAC, two watched namespaces"])
+    roles = {o["metadata"]["namespace"] for o in by_kind(rendered, "Role")}
+    bindings = {o["metadata"]["namespace"] for o in by_kind(rendered, "RoleBinding")}
+    assert roles == bindings == {"team-a", "team-b"}
+    args = _operator(rendered)["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--all-namespaces" not in args
+    for binding in by_kind(rendered, "RoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ocr-causalflow-ocr", "namespace": "ocr-system"}]
+
+
+def test_namespaced_mode_without_a_list_watches_only_the_release_namespace():
+    rendered = template(VALUE_SETS["namespaced RBAC, release namespace only"])
+    assert {o["metadata"]["namespace"] for o in by_kind(rendered, "Role")} == {"ocr-system"}
+    assert "--namespace=ocr-system" in _operator(rendered)["args"]
+
+
+def test_namespaced_mode_grants_nothing_but_crd_reads_cluster_wide():
+    rendered = template(VALUE_SETS["namespaced RBAC, two watched namespaces"])
+    [cluster_role] = by_kind(rendered, "ClusterRole")
+    assert cluster_role["rules"] == [{
+        "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    }]
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_rbac_has_no_wildcards_no_secrets_and_no_escalation(values):
+    rendered = template(values)
+    for role in by_kind(rendered, "ClusterRole") + by_kind(rendered, "Role"):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+            assert not {"secrets", "nodes", "roles", "clusterroles", "rolebindings"} & set(rule["resources"]), rule
+            assert not {"escalate", "bind", "impersonate", "deletecollection", "update"} & set(rule["verbs"]), rule
+
+
+def test_operator_container_is_locked_down():
+    rendered = template()
+    [deployment] = by_kind(rendered, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    container = _operator(rendered)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert container["resources"]["limits"]["memory"]
+
+
+def test_one_replica_with_recreate_so_two_operators_never_overlap():
+    [deployment] = by_kind(template(), "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_liveness_probe_reads_the_endpoint_kopf_serves():
+    container = _operator(template({"livenessProbe.port": "9090", "livenessProbe.path": "/alive"}))
+    assert "--liveness=http://0.0.0.0:9090/alive" in container["args"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/alive", "port": "health"}
+    assert container["ports"] == [{"name": "health", "containerPort": 9090, "protocol": "TCP"}]
+
+
+def test_disabling_the_liveness_probe_drops_flag_probe_and_port():
+    container = _operator(template({"livenessProbe.enabled": "false"}))
+    assert not any(a.startswith("--liveness") for a in container["args"])
+    assert "livenessProbe" not in container and "ports" not in container
+
+
+def test_log_level_reaches_the_operator():
+    assert "--log-level=debug" in _operator(template({"logLevel": "debug"}))["args"]
+
+
+def test_image_defaults_to_app_version_and_prefers_a_digest():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert _operator(template())["image"].endswith(":" + chart["appVersion"])
+    digest = "sha256:" + "b" * 64
+    assert _operator(template({"image.digest": digest}))["image"].endswith("@" + digest)
+
+
+def test_helm_test_hook_is_a_pod_running_the_checks_with_the_operator_account():
+    rendered = objects(run_helm("template", "ocr", str(CHART), "-n", "ocr-system", "--show-only",
+                                "templates/tests/test-operator.yaml").stdout)
+    [pod] = rendered
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert pod["spec"]["serviceAccountName"] == "ocr-causalflow-ocr"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    script = pod["spec"]["containers"][0]["args"][0]
+    assert script == (CHART / "files" / "helm-test.py").read_text()
+    compile(script, "helm-test.py", "exec")
+    env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+    assert env["HEALTH_URL"] == "http://ocr-causalflow-ocr-health:8080/healthz"
+
+
+def test_notes_name_the_watched_namespaces_and_the_kept_crd():
+    result = run_helm("install", "ocr", str(CHART), "-n", "ocr-system", "--dry-run=client",
+                      "--set", "rbac.namespaced=true", "--set", "watchNamespaces={team-a}")
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "team-a" in notes and "resource-policy: keep" in notes and "kubectl get ocrs" in notes
