@@ -21,9 +21,13 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Selector labels: stable across upgrades (a Deployment's selector is immutable). */}}
+{{/*
+Selector labels: stable across upgrades (a Deployment's selector is immutable). The name ends in
+-operator so that no OcrService's selector (app.kubernetes.io/name=causalflow-ocr plus its own
+name as instance) can ever match the operator pod, whatever the release is called.
+*/}}
 {{- define "causalflow-ocr.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "causalflow-ocr.name" . }}
+app.kubernetes.io/name: {{ include "causalflow-ocr.name" . }}-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}

@@ -166,3 +166,11 @@ def test_notes_name_the_watched_namespaces_and_the_kept_crd():
                       "--set", "rbac.namespaced=true", "--set", "watchNamespaces={team-a}")
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "team-a" in notes and "resource-policy: keep" in notes and "kubectl get ocrs" in notes
+
+
+def test_operator_pods_never_match_an_ocrservice_selector_even_with_the_same_name():
+    # An OcrService's pods are selected by app.kubernetes.io/name=causalflow-ocr + instance=<name>.
+    [deployment] = by_kind(template(release="ocr", namespace="ocr"), "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    ocrservice_selector = {"app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/instance": "ocr"}
+    assert not ocrservice_selector.items() <= pod_labels.items()
