@@ -1,0 +1,43 @@
+"""`python -m ocr_server`: read and validate the config, check the model directory, serve.
+
+Config and model-directory problems stop the process here with exit code 2 and a message naming
+the key, before the port opens. Weight problems stop it from the background loader (exit 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+
+def main() -> int:
+    from .config import ConfigError, load_config
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("ocr_server")
+    try:
+        cfg = load_config()
+        logging.getLogger().setLevel(cfg.service.log_level.upper())
+        from .engine import Engine
+
+        engine = Engine(cfg)
+        engine.inspect()
+    except ConfigError as exc:
+        log.error("configuration error: %s", exc)
+        print(f"ocr_server: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+    import uvicorn
+
+    from .app import build_app
+
+    app = build_app(cfg, engine)
+    log.info("listening on %s:%d (model loads in the background; /health answers 503 until ready)",
+             cfg.service.host, cfg.service.port)
+    uvicorn.run(app, host=cfg.service.host, port=cfg.service.port, log_level=cfg.service.log_level,
+                access_log=False, timeout_graceful_shutdown=10)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""build_app(config, engine): the FastAPI app; the engine loads in the background after the port opens.
+
+While loading, /health answers 503 (Retry-After) and /v1/ocr answers 503. A load that fails (missing
+tensors, wrong vocabulary) logs why and exits the process; so does an engine that dies while
+serving (vLLM launcher's terminate_if_errored): the kubelet restarts the pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from . import __version__
+from .config import ServerConfig
+from .metrics import Metrics
+from .routes import router
+from .service import OcrService
+
+log = logging.getLogger("ocr_server")
+EXIT_LOAD_FAILED = 3
+EXIT_ENGINE_DEAD = 4
+
+
+def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
+    def _bye() -> None:
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
+
+    loop.call_later(0.3, _bye)
+
+
+def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -> FastAPI:
+    metrics = Metrics()
+    service = OcrService(cfg, engine, metrics)
+
+    async def load_in_background() -> None:
+        loop = asyncio.get_running_loop()
+        if cfg.runtime.load_delay_sec:
+            await asyncio.sleep(cfg.runtime.load_delay_sec)
+        t0 = time.monotonic()
+        try:
+            info = await loop.run_in_executor(None, engine.load)
+        except Exception as exc:  # noqa: BLE001 - any load failure stops the server
+            service.load_error = str(exc)
+            log.error("model load failed, not serving: %s", exc)
+            if exit_on_failure:
+                _exit_soon(loop, EXIT_LOAD_FAILED)
+            return
+        if info.device.startswith("cuda"):
+            metrics.enable_gpu(int(info.device.split(":")[1]) if ":" in info.device else 0)
+
+        def on_fatal(exc: BaseException) -> None:
+            log.critical("engine failure (%s): exiting so the pod is restarted", exc)
+            if exit_on_failure:
+                _exit_soon(loop, EXIT_ENGINE_DEAD)
+
+        service.start(on_fatal)
+        log.info("ready: model %s revision %s on %s (%s), %s layout, loaded in %.1fs",
+                 info.name, info.revision, info.device, info.dtype, info.layout, time.monotonic() - t0)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        task = asyncio.create_task(load_in_background())
+        yield
+        task.cancel()
+        await service.stop()
+
+    app = FastAPI(title="CausalFlow OCR server", version=__version__, lifespan=lifespan)
+    app.state.config = cfg
+    app.state.service = service
+    app.state.metrics = metrics
+    app.state.log = log
+    app.include_router(router)
+    return app

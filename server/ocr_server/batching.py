@@ -1,0 +1,164 @@
+"""Admission control and dynamic batching.
+
+Admission: at most CONCURRENCY requests inside the engine (decode, crop, generate); at most
+QUEUE_SIZE more wait for a slot; beyond that 429 with Retry-After. Waiting past the deadline: 504.
+
+Batching (after Ray Serve's _BatchQueue): one future per page; one task takes the first waiting
+page, then more until BATCH_SIZE or the wait window closes, drops pages whose request expired or
+was cancelled (no GPU time for them), and runs one `generate` in the single engine thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+from .errors import DeadlineExceeded, EngineFailure, QueueFull
+from .metrics import Metrics
+
+log = logging.getLogger("ocr_server.batching")
+
+
+class Admission:
+    def __init__(self, concurrency: int, queue_size: int, metrics: Metrics) -> None:
+        self.concurrency, self.queue_size, self.metrics = concurrency, queue_size, metrics
+        self._sem = asyncio.Semaphore(concurrency)
+        self.waiting = 0
+        self.inside = 0
+        self._avg_latency = 2.0  # seconds, EWMA of time inside the engine; feeds Retry-After
+
+    def retry_after(self) -> int:
+        return max(1, math.ceil(self._avg_latency * (self.waiting + self.inside) / self.concurrency))
+
+    @asynccontextmanager
+    async def slot(self, deadline: float) -> AsyncIterator[None]:
+        if self.waiting >= self.queue_size:
+            raise QueueFull(
+                f"the server is at capacity ({self.inside} requests running, {self.waiting} waiting); retry later",
+                retry_after=self.retry_after(),
+            )
+        self.waiting += 1
+        self.metrics.queue_depth.inc()
+        try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded("the request deadline passed while waiting for the engine")
+            await asyncio.wait_for(self._sem.acquire(), remaining)
+        except TimeoutError:
+            raise DeadlineExceeded("the request deadline passed while waiting for the engine") from None
+        finally:
+            self.waiting -= 1
+            self.metrics.queue_depth.dec()
+        self.inside += 1
+        self.metrics.in_flight.inc()
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self._avg_latency = 0.8 * self._avg_latency + 0.2 * (time.monotonic() - start)
+            self.inside -= 1
+            self.metrics.in_flight.dec()
+            self._sem.release()
+
+
+@dataclass
+class _Pending:
+    item: Any  # engine.Prepared: deadline, cancelled
+    future: asyncio.Future
+
+
+class Batcher:
+    def __init__(
+        self,
+        run_batch: Callable[[list[Any]], list[Any]],
+        *,
+        batch_size: int,
+        wait_s: float,
+        metrics: Metrics,
+        on_fatal: Callable[[BaseException], None],
+    ) -> None:
+        self.run_batch, self.batch_size, self.wait_s = run_batch, batch_size, wait_s
+        self.metrics, self.on_fatal = metrics, on_fatal
+        self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="batcher")
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def submit(self, item: Any) -> Any:
+        """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
+        fut = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait(_Pending(item, fut))
+        self.metrics.queue_depth.inc()
+        try:
+            remaining = item.deadline - time.monotonic()
+            return await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.0))
+        except TimeoutError:
+            item.cancelled.set()  # a running generate stops this row at its next step
+            raise DeadlineExceeded("the request deadline passed during generation") from None
+        finally:
+            if not fut.done():
+                item.cancelled.set()
+
+    async def _collect(self) -> list[_Pending]:
+        first = await self.queue.get()
+        batch = [first]
+        window_end = time.monotonic() + self.wait_s
+        while len(batch) < self.batch_size:
+            try:
+                batch.append(self.queue.get_nowait())
+                continue
+            except asyncio.QueueEmpty:
+                pass
+            remaining = window_end - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self.queue.get(), remaining))
+            except TimeoutError:
+                break
+        self.metrics.queue_depth.dec(len(batch))
+        return batch
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = await self._collect()
+            now = time.monotonic()
+            live = []
+            for p in batch:
+                if p.future.done() or p.item.cancelled.is_set() or p.item.deadline <= now:
+                    self.metrics.dropped.inc()
+                    if not p.future.done():
+                        p.future.set_exception(DeadlineExceeded("the request deadline passed before generation"))
+                else:
+                    live.append(p)
+            if not live:
+                continue
+            self.metrics.batch_size.observe(len(live))
+            try:
+                results = await loop.run_in_executor(self.executor, self.run_batch, [p.item for p in live])
+                if len(results) != len(live):
+                    raise RuntimeError(f"engine returned {len(results)} results for {len(live)} pages")
+            except Exception as exc:  # noqa: BLE001 - a failing engine fails its batch, then the process
+                log.exception("generate failed; the engine is considered dead")
+                for p in live:
+                    if not p.future.done():
+                        p.future.set_exception(EngineFailure("the model failed while generating; the server restarts"))
+                self.on_fatal(exc)
+                continue
+            for p, r in zip(live, results):
+                if not p.future.done():
+                    p.future.set_result(r)

@@ -1,0 +1,286 @@
+"""Server configuration: YAML sections `service`, `model`, `runtime`, then environment overrides.
+
+Everything is validated once, at construction; a bad value raises ConfigError naming the key, the
+value and what is allowed, and `python -m ocr_server` exits with that message. Checks that need the
+model's own config (query embedding sizes) live in `validate_against_model`, run right after the
+config.json is read and before any weight is loaded.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"
+
+# Visual token arithmetic of DeepSeek-OCR-2 (model.md 2a): global view 256, each crop 144,
+# 0 or 2..6 crops, so 256..1120 tokens. The +1 view separator is reported separately.
+GLOBAL_TOKENS = 256
+CROP_TOKENS = 144
+MIN_CROPS, MAX_CROPS = 2, 6
+TOKEN_FLOOR = GLOBAL_TOKENS
+TOKEN_CEILING = GLOBAL_TOKENS + CROP_TOKENS * MAX_CROPS  # 1120
+PATCH = 16
+DOWNSAMPLE = 4
+
+
+class ConfigError(ValueError):
+    """A configuration value the server cannot run with; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    host: str = "0.0.0.0"
+    port: int = 8080
+    api_keys: tuple[str, ...] = ()
+    max_body_bytes: int = 20 * 1024 * 1024
+    max_pages: int = 8
+    pdf_dpi: int = 144
+    max_image_pixels: int = 64_000_000
+    cache_entries: int = 256
+    log_level: str = "info"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = DEFAULT_MODEL_NAME
+    path: str | None = None
+    cache_dir: str = "/models"
+    input_size: int = 768
+    base_size: int = 1024
+    max_visual_tokens: int = 1024
+    min_visual_tokens: int = 256
+    revision: str | None = None
+
+    @property
+    def model_dir(self) -> Path:
+        """MODEL_PATH when set, else CACHE_DIR/<MODEL_NAME>."""
+        return Path(self.path) if self.path else Path(self.cache_dir) / self.name
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    gpu_id: int = 0
+    device: str = "auto"  # auto | cpu | cuda
+    concurrency: int = 4
+    batch_size: int = 8
+    batch_wait_ms: int = 10
+    queue_size: int = 64
+    timeout_sec: float = 30.0
+    max_new_tokens: int = 8192
+    ngram_size: int = 20
+    ngram_window: int = 90
+    preprocess_workers: int = 2
+    load_delay_sec: float = 0.0  # wait before loading weights (staggers replicas; tests observe 'loading')
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    service: ServiceConfig = field(default_factory=ServiceConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+# env var -> (section, field)
+ENV_KEYS: dict[str, tuple[str, str]] = {
+    "HOST": ("service", "host"),
+    "PORT": ("service", "port"),
+    "API_KEYS": ("service", "api_keys"),
+    "MAX_BODY_BYTES": ("service", "max_body_bytes"),
+    "MAX_PAGES": ("service", "max_pages"),
+    "CACHE_ENTRIES": ("service", "cache_entries"),
+    "LOG_LEVEL": ("service", "log_level"),
+    "MODEL_NAME": ("model", "name"),
+    "MODEL_PATH": ("model", "path"),
+    "CACHE_DIR": ("model", "cache_dir"),
+    "INPUT_SIZE": ("model", "input_size"),
+    "BASE_SIZE": ("model", "base_size"),
+    "MAX_VISUAL_TOKENS": ("model", "max_visual_tokens"),
+    "MIN_VISUAL_TOKENS": ("model", "min_visual_tokens"),
+    "GPU_ID": ("runtime", "gpu_id"),
+    "DEVICE": ("runtime", "device"),
+    "CONCURRENCY": ("runtime", "concurrency"),
+    "BATCH_SIZE": ("runtime", "batch_size"),
+    "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
+    "QUEUE_SIZE": ("runtime", "queue_size"),
+    "TIMEOUT_SEC": ("runtime", "timeout_sec"),
+    "MAX_NEW_TOKENS": ("runtime", "max_new_tokens"),
+    "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
+    "PREPROCESS_WORKERS": ("runtime", "preprocess_workers"),
+}
+_KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
+_SECTIONS = {"service": ServiceConfig, "model": ModelConfig, "runtime": RuntimeConfig}
+
+
+def key_name(section: str, name: str) -> str:
+    """The name a user knows a setting by: the env var if there is one, else section.field."""
+    return _KEY_FOR.get((section, name), f"{section}.{name}")
+
+
+def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
+    key = key_name(section, name)
+    if name == "api_keys":
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return tuple(k.strip() for k in value.split(",") if k.strip())
+        return tuple(str(k) for k in value)
+    if name == "path":
+        return str(value) if value not in (None, "") else None
+    target = type(default) if default is not None else str
+    try:
+        if target is bool:
+            return str(value).lower() in ("1", "true", "yes", "on")
+        if target is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return int(str(value).strip())
+        if target is float:
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is not a valid {target.__name__}") from None
+
+
+def load_config(config_file: str | None = None, env: Mapping[str, str] | None = None) -> ServerConfig:
+    """Defaults <- YAML file (CONFIG_FILE) <- environment. Raises ConfigError."""
+    env = os.environ if env is None else env
+    config_file = config_file or env.get("CONFIG_FILE")
+    raw: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
+    if config_file:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"CONFIG_FILE={config_file!r} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"CONFIG_FILE={config_file!r} is not valid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"CONFIG_FILE={config_file!r} must hold a mapping with sections service, model, runtime")
+        for section, values in data.items():
+            if section not in _SECTIONS:
+                raise ConfigError(f"unknown section {section!r} in {config_file}; allowed: service, model, runtime")
+            if not isinstance(values, dict):
+                raise ConfigError(f"section {section!r} in {config_file} must be a mapping")
+            allowed = {f.name for f in fields(_SECTIONS[section])}
+            for name, value in values.items():
+                if name not in allowed:
+                    raise ConfigError(f"unknown key {section}.{name} in {config_file}; allowed: {sorted(allowed)}")
+                raw[section][name] = value
+    for env_key, (section, name) in ENV_KEYS.items():
+        if env_key in env and env[env_key] != "":
+            raw[section][name] = env[env_key]
+    built = {}
+    for section, cls in _SECTIONS.items():
+        defaults = cls()
+        values = {n: _coerce(section, n, v, getattr(defaults, n)) for n, v in raw[section].items()}
+        built[section] = replace(defaults, **values)
+    return ServerConfig(**built)
+
+
+def crops_allowed(max_visual_tokens: int) -> int:
+    """The largest crop count a visual-token cap allows (0, or 2..6: one crop never happens)."""
+    k = (max_visual_tokens - GLOBAL_TOKENS) // CROP_TOKENS
+    k = min(k, MAX_CROPS)
+    return k if k >= MIN_CROPS else 0
+
+
+def crops_required(min_visual_tokens: int) -> int:
+    """The smallest crop count a visual-token floor demands (0, or 2..6)."""
+    if min_visual_tokens <= GLOBAL_TOKENS:
+        return 0
+    return max(MIN_CROPS, math.ceil((min_visual_tokens - GLOBAL_TOKENS) / CROP_TOKENS))
+
+
+def _fail(key: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
+
+
+def validate(cfg: ServerConfig) -> None:
+    s, m, r = cfg.service, cfg.model, cfg.runtime
+    if not 1 <= s.port <= 65535:
+        _fail("PORT", s.port, "1..65535")
+    if s.max_body_bytes < 1024:
+        _fail("MAX_BODY_BYTES", s.max_body_bytes, ">= 1024")
+    if not 1 <= s.max_pages <= 200:
+        _fail("MAX_PAGES", s.max_pages, "1..200")
+    if not 36 <= s.pdf_dpi <= 600:
+        _fail("service.pdf_dpi", s.pdf_dpi, "36..600")
+    if s.cache_entries < 0:
+        _fail("CACHE_ENTRIES", s.cache_entries, ">= 0 (0 disables the cache)")
+    if any(len(k) < 8 for k in s.api_keys):
+        _fail("API_KEYS", "<redacted>", "comma-separated keys of at least 8 characters each")
+    # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the
+    # model-specific check (query embeddings 144/256) comes in validate_against_model.
+    for key, value in (("INPUT_SIZE", m.input_size), ("BASE_SIZE", m.base_size)):
+        if value <= 0 or value % (PATCH * DOWNSAMPLE):
+            _fail(key, value, f"a positive multiple of {PATCH * DOWNSAMPLE}; DeepSeek-OCR-2 uses INPUT_SIZE 768 and BASE_SIZE 1024")
+    for key, value in (("MAX_VISUAL_TOKENS", m.max_visual_tokens), ("MIN_VISUAL_TOKENS", m.min_visual_tokens)):
+        if not TOKEN_FLOOR <= value <= TOKEN_CEILING:
+            _fail(key, value, f"{TOKEN_FLOOR}..{TOKEN_CEILING} (global view {GLOBAL_TOKENS} + {CROP_TOKENS} per crop, 2..6 crops)")
+    if m.max_visual_tokens < m.min_visual_tokens:
+        _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens, f">= MIN_VISUAL_TOKENS ({m.min_visual_tokens})")
+    if crops_required(m.min_visual_tokens) > max(crops_allowed(m.max_visual_tokens), 0):
+        _fail(
+            "MIN_VISUAL_TOKENS", m.min_visual_tokens,
+            f"needs {crops_required(m.min_visual_tokens)} crops but MAX_VISUAL_TOKENS={m.max_visual_tokens} allows "
+            f"{crops_allowed(m.max_visual_tokens)}; possible counts are 256, 544, 688, 832, 976, 1120",
+        )
+    if not m.path and not m.name:
+        _fail("MODEL_NAME", m.name, "a model name (a folder under CACHE_DIR) or set MODEL_PATH")
+    if r.gpu_id < 0:
+        _fail("GPU_ID", r.gpu_id, ">= 0")
+    if r.device not in ("auto", "cpu", "cuda"):
+        _fail("DEVICE", r.device, "auto, cpu or cuda")
+    if not 1 <= r.concurrency <= 256:
+        _fail("CONCURRENCY", r.concurrency, "1..256")
+    if not 1 <= r.batch_size <= 64:
+        _fail("BATCH_SIZE", r.batch_size, "1..64")
+    if not 0 <= r.batch_wait_ms <= 1000:
+        _fail("BATCH_WAIT_MS", r.batch_wait_ms, "0..1000")
+    if r.queue_size < 1:
+        _fail("QUEUE_SIZE", r.queue_size, ">= 1")
+    if not 0 < r.timeout_sec <= 3600:
+        _fail("TIMEOUT_SEC", r.timeout_sec, "0 < value <= 3600 seconds")
+    if not 1 <= r.max_new_tokens <= 8192:
+        _fail("MAX_NEW_TOKENS", r.max_new_tokens, "1..8192 (the model's max_position_embeddings is 8192)")
+    if not 0 <= r.load_delay_sec <= 600:
+        _fail("LOAD_DELAY_SEC", r.load_delay_sec, "0..600 seconds")
+    if not 1 <= r.preprocess_workers <= 64:
+        _fail("PREPROCESS_WORKERS", r.preprocess_workers, "1..64")
+    if r.ngram_size < 0 or r.ngram_window < 0:
+        _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
+
+
+def validate_model_dir(cfg: ServerConfig) -> Path:
+    """The weights directory must exist and hold a config.json; named key in the message."""
+    d = cfg.model.model_dir
+    key = "MODEL_PATH" if cfg.model.path else "CACHE_DIR/MODEL_NAME"
+    if not d.is_dir():
+        raise ConfigError(f"{key}: weights directory {str(d)!r} does not exist (mount the model cache or set MODEL_PATH)")
+    if not (d / "config.json").is_file():
+        raise ConfigError(f"{key}: {str(d)!r} has no config.json; expected a DeepSeek-OCR-2 model directory")
+    return d
+
+
+def validate_against_model(cfg: ServerConfig, query_sizes: Mapping[int, int]) -> None:
+    """INPUT_SIZE/BASE_SIZE must produce a token count the model has query embeddings for.
+
+    query_sizes maps image size -> query count of the loaded model (768 -> 144, 1024 -> 256);
+    the tokens one view yields are (size / 16 / 4)^2.
+    """
+    supported = ", ".join(str(s) for s in sorted(query_sizes))
+    for key, value in (("INPUT_SIZE", cfg.model.input_size), ("BASE_SIZE", cfg.model.base_size)):
+        if value not in query_sizes:
+            _fail(key, value, f"one of {supported}: this model has query embeddings only for "
+                  + ", ".join(f"{s}px ({n} tokens)" for s, n in sorted(query_sizes.items())))
+    if cfg.model.input_size >= cfg.model.base_size:
+        _fail("INPUT_SIZE", cfg.model.input_size, f"smaller than BASE_SIZE ({cfg.model.base_size})")

@@ -1,0 +1,348 @@
+"""The model: load (both checkpoint layouts), prepare one page, generate one batch. No HTTP.
+
+transformers' native DeepseekOcr2 classes do the real work. What this module adds, and why:
+- The official upload's config is translated in memory (convert.py); transformers maps its keys.
+- The processor runs per page, not per batch: its crop settings are per call, and requests in one
+  batch may carry different visual-token caps. Collation (left padding) happens here.
+  Workaround: with `crop_to_patches=False` the native image processor shrinks the global view to
+  `tile_size` (768) while the processor still counts 256 tokens for it; so a page that must not be
+  cropped (low MAX_VISUAL_TOKENS) is processed with crop_to_patches=False and tile_size=BASE_SIZE.
+- Greedy decoding with the official windowed no-repeat n-gram guard (ngram 20, window 90, <td>
+  and </td> whitelisted), which transformers' `no_repeat_ngram_size` (whole sequence, no window,
+  no whitelist) does not reproduce. It looks only at generated tokens, so padding cannot change it.
+- Per-row stopping: each row stops at its own max_new_tokens, or as soon as its request is past
+  its deadline or cancelled, so no GPU time is spent on an answer nobody waits for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from PIL import Image
+
+from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
+from .convert import is_official_layout, read_config_json, translate_official_config
+from .images import CropPlan, plan_crops
+
+log = logging.getLogger("ocr_server.engine")
+
+PROMPTS = {
+    "markdown": "<image>\n<|grounding|>Convert the document to markdown.",
+    "free": "<image>\nFree OCR.",
+}
+TD_TOKENS = ("<td>", "</td>")
+TINY_MARKER = "TINY RANDOM MODEL"
+
+
+class StartupError(RuntimeError):
+    """The engine refuses to serve (missing tensors, vocabulary mismatch...)."""
+
+
+@dataclass
+class Prepared:
+    """One page ready for the model; built in a worker thread, consumed by generate_batch."""
+
+    input_ids: list[int]
+    pixel_values: torch.Tensor  # [1, 3, base, base]
+    pixel_values_local: torch.Tensor | None  # [crops, 3, s, s]
+    plan: CropPlan
+    max_new_tokens: int
+    deadline: float = math.inf  # time.monotonic()
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class Generated:
+    token_ids: list[int]
+    raw: str
+    finished: bool  # ended with EOS (False: stopped by max_new_tokens or deadline)
+    stopped_early: bool  # deadline or cancellation
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    revision: str
+    layout: str
+    tiny: bool
+    device: str
+    dtype: str
+
+
+class WindowedNoRepeatNGram:
+    """Ban a token that would repeat an n-gram seen in the last `window` generated tokens.
+
+    Same rule as the official NoRepeatNGramLogitsProcessor (DeepSeek-OCR-2 vLLM scripts).
+    """
+
+    def __init__(self, prompt_len: int, ngram: int, window: int, whitelist: set[int]) -> None:
+        self.prompt_len, self.ngram, self.window, self.whitelist = prompt_len, ngram, window, whitelist
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        n = self.ngram
+        if n <= 0:
+            return scores
+        generated = input_ids[:, self.prompt_len:].tolist()
+        for row, out in enumerate(generated):
+            if len(out) < n:
+                continue
+            prefix = out[-(n - 1):] if n > 1 else []
+            start = max(0, len(out) - self.window)
+            banned = {out[i + n - 1] for i in range(start, len(out) - n + 1) if out[i:i + n - 1] == prefix}
+            banned -= self.whitelist
+            if banned:
+                scores[row, list(banned)] = -math.inf
+        return scores
+
+
+class RowStop:
+    """Stopping criterion per row: own token budget, deadline, cancellation."""
+
+    def __init__(self, prompt_len: int, items: list[Prepared], clock: Callable[[], float] = time.monotonic) -> None:
+        self.prompt_len, self.items, self.clock = prompt_len, items, clock
+        self.early = [False] * len(items)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        produced = input_ids.shape[1] - self.prompt_len
+        now = self.clock()
+        done = []
+        for i, item in enumerate(self.items):
+            late = now > item.deadline or item.cancelled.is_set()
+            self.early[i] = self.early[i] or late
+            done.append(produced >= item.max_new_tokens or late)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def _revision(model_dir: Path, configured: str | None, tiny: bool) -> str:
+    if configured:
+        return configured
+    if tiny:
+        from .testing.tiny_model import TINY_REVISION
+
+        return TINY_REVISION
+    for name in ("revision", ".revision"):
+        if (model_dir / name).is_file():
+            return (model_dir / name).read_text().strip()[:64]
+    # HF cache snapshots live in snapshots/<commit>/
+    if model_dir.parent.name == "snapshots":
+        return model_dir.name[:12]
+    return "config-" + hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
+
+
+class Engine:
+    """Holds model, tokenizer and image processor; `generate_batch` is called from one thread."""
+
+    def __init__(self, cfg: ServerConfig) -> None:
+        self.cfg = cfg
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.image_processor: Any = None
+        self.info: ModelInfo | None = None
+        self.max_crops = crops_allowed(cfg.model.max_visual_tokens)
+        self.min_crops = crops_required(cfg.model.min_visual_tokens)
+
+    # ---------- loading ----------
+    def device(self) -> torch.device:
+        r = self.cfg.runtime
+        if r.device == "cpu" or (r.device == "auto" and not torch.cuda.is_available()):
+            return torch.device("cpu")
+        if not torch.cuda.is_available():
+            raise ConfigError("DEVICE=cuda but no CUDA device is available")
+        if r.gpu_id >= torch.cuda.device_count():
+            raise ConfigError(f"GPU_ID={r.gpu_id} is not allowed: {torch.cuda.device_count()} CUDA device(s) visible (0..{torch.cuda.device_count() - 1})")
+        return torch.device("cuda", r.gpu_id)
+
+    def inspect(self) -> None:
+        """Read config.json and check the configured sizes against it; no weights. Raises ConfigError."""
+        from transformers import DeepseekOcr2Config
+        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2VisionModel
+
+        cfg = self.cfg
+        model_dir = validate_model_dir(cfg)
+        try:
+            raw = read_config_json(model_dir)
+            official = is_official_layout(raw)
+            config = (DeepseekOcr2Config.from_dict(translate_official_config(raw)) if official
+                      else DeepseekOcr2Config.from_pretrained(str(model_dir), local_files_only=True))
+        except (ValueError, TypeError, KeyError, OSError) as exc:
+            raise ConfigError(f"MODEL_PATH: {model_dir}/config.json is not a DeepSeek-OCR-2 config: {exc}") from None
+        # Which crop sizes can this model serve? One query embedding per token of a view:
+        # size = sqrt(queries) * 16 * 4. Checked on a weightless skeleton, before loading weights.
+        with torch.device("meta"):
+            skeleton = DeepseekOcr2VisionModel(config.vision_config)
+        query_sizes = {}
+        for emb in (skeleton.query_768_resolution, skeleton.query_1024_resolution):
+            side = int(math.isqrt(emb.num_embeddings))
+            query_sizes[side * 64] = emb.num_embeddings
+        del skeleton
+        validate_against_model(cfg, query_sizes)
+        readme = model_dir / "README.md"
+        tiny = readme.is_file() and TINY_MARKER in readme.read_text(errors="ignore")
+        layout = "official (deepseek-ai, translated at load)" if official else "transformers-native"
+        self._inspected = (model_dir, config, layout, tiny)
+
+    def load(self) -> ModelInfo:
+        from transformers import DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, PreTrainedTokenizerFast
+
+        cfg = self.cfg
+        if getattr(self, "_inspected", None) is None:
+            self.inspect()
+        model_dir, config, layout, tiny = self._inspected
+        if tiny:
+            log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
+        device = self.device()
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        t0 = time.monotonic()
+        model, info = DeepseekOcr2ForConditionalGeneration.from_pretrained(
+            str(model_dir), config=config, dtype=dtype, local_files_only=True, output_loading_info=True,
+            attn_implementation="sdpa",
+        )
+        missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+        mismatched = info.get("mismatched_keys") or []
+        log.info(
+            "weights loaded from %s (%s layout): %d missing keys, %d unexpected keys, %d mismatched, %.1fs",
+            model_dir, layout, len(missing), len(unexpected), len(mismatched), time.monotonic() - t0,
+        )
+        if missing or mismatched:
+            raise StartupError(
+                f"refusing to serve: the checkpoint in {model_dir} lacks {len(missing)} tensor(s) "
+                f"{missing[:8]} and has {len(mismatched)} with the wrong shape {[m[0] if isinstance(m, tuple) else m for m in mismatched][:8]}"
+            )
+        if unexpected:
+            raise StartupError(f"refusing to serve: the checkpoint in {model_dir} has {len(unexpected)} unexpected tensor(s) {unexpected[:8]}")
+        model.to(device).eval()
+
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
+        tokenizer.padding_side = "left"
+        self._check_vocabulary(tokenizer, config)
+
+        self.model, self.tokenizer = model, tokenizer
+        self.image_processor = DeepseekOcr2ImageProcessorPil(
+            size={"height": cfg.model.base_size, "width": cfg.model.base_size}, tile_size=cfg.model.input_size
+        )
+        self.whitelist = {tokenizer.convert_tokens_to_ids(t) for t in TD_TOKENS}
+        self.image_token_id = config.image_token_id
+        name = cfg.model.name
+        if tiny:
+            from .testing.tiny_model import TINY_MODEL_NAME
+
+            name = f"{TINY_MODEL_NAME} (TINY RANDOM MODEL, meaningless output)"
+        self.info = ModelInfo(
+            name=name, revision=_revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
+            device=str(device), dtype=str(dtype).replace("torch.", ""),
+        )
+        return self.info
+
+    @staticmethod
+    def _check_vocabulary(tokenizer: Any, config: Any) -> None:
+        """A tokenizer that does not fit the embedding gives garbage or repeats: refuse it."""
+        vocab = config.text_config.vocab_size
+        if len(tokenizer) > vocab:
+            raise StartupError(f"refusing to serve: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab}")
+        image_id = tokenizer.convert_tokens_to_ids("<image>")
+        if image_id != config.image_token_id:
+            raise StartupError(f"refusing to serve: tokenizer maps <image> to {image_id}, the config expects {config.image_token_id}")
+        for tok in ("<|ref|>", "<|/ref|>", "<|det|>", "<|/det|>", "<|grounding|>", *TD_TOKENS):
+            tid = tokenizer.convert_tokens_to_ids(tok)
+            if tid is None or tid == tokenizer.unk_token_id or not 0 <= tid < vocab:
+                raise StartupError(f"refusing to serve: special token {tok} is missing from the tokenizer")
+        eos = config.text_config.eos_token_id
+        if tokenizer.eos_token_id != eos:
+            raise StartupError(f"refusing to serve: tokenizer EOS id {tokenizer.eos_token_id} != config eos_token_id {eos}")
+        log.info("tokenizer checked: %d tokens <= vocab_size %d, <image>=%d", len(tokenizer), vocab, image_id)
+
+    # ---------- one page ----------
+    def crop_bounds(self, max_visual_tokens: int | None) -> tuple[int, int]:
+        """(min, max) crop count for a request: server caps, narrowed by the request's cap."""
+        cap = self.max_crops if max_visual_tokens is None else min(self.max_crops, crops_allowed(max_visual_tokens))
+        lo = max(2, min(self.min_crops, cap)) if cap else 0
+        return lo, cap
+
+    def plan(self, image: Image.Image, max_visual_tokens: int | None = None) -> CropPlan:
+        lo, cap = self.crop_bounds(max_visual_tokens)
+        m = self.cfg.model
+        return plan_crops(image.width, image.height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap)
+
+    def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int) -> Prepared:
+        """Crop and normalise one page and build its prompt ids. CPU only; runs in a worker thread."""
+        plan = self.plan(image, max_visual_tokens)
+        m = self.cfg.model
+        if plan.crops:
+            lo, cap = self.crop_bounds(max_visual_tokens)
+            out = self.image_processor(image, crop_to_patches=True, min_patches=lo, max_patches=cap,
+                                       tile_size=m.input_size, return_tensors="pt")
+        else:
+            out = self.image_processor(image, crop_to_patches=False, tile_size=m.base_size, return_tensors="pt")
+        got = int(out["num_local_patches"][0])
+        if got != plan.crops:  # our plan and transformers' processor must agree, or token counts lie
+            raise RuntimeError(f"crop plan {plan.crops} != processor crops {got} for {image.size}")
+        n_image_tokens = plan.visual_tokens + 1  # + view separator
+        prompt = PROMPTS[prompt_mode].replace("<image>", "<image>" * n_image_tokens, 1)
+        ids = self.tokenizer(prompt)["input_ids"]
+        return Prepared(
+            input_ids=ids,
+            pixel_values=out["pixel_values"],
+            pixel_values_local=out.get("pixel_values_local") if plan.crops else None,
+            plan=plan,
+            max_new_tokens=max_new_tokens,
+        )
+
+    # ---------- one batch ----------
+    def collate(self, items: list[Prepared]) -> dict[str, Any]:
+        """Left-pad prompts (generation appends on the right) and stack the views."""
+        pad = self.tokenizer.pad_token_id
+        width = max(len(it.input_ids) for it in items)
+        ids = torch.full((len(items), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(items), width), dtype=torch.long)
+        for row, it in enumerate(items):
+            ids[row, width - len(it.input_ids):] = torch.tensor(it.input_ids)
+            mask[row, width - len(it.input_ids):] = 1
+        locals_ = [it.pixel_values_local for it in items if it.pixel_values_local is not None]
+        dev, dtype = self.model.device, self.model.dtype
+        return {
+            "input_ids": ids.to(dev),
+            "attention_mask": mask.to(dev),
+            "pixel_values": torch.cat([it.pixel_values for it in items]).to(dev, dtype),
+            "pixel_values_local": torch.cat(locals_).to(dev, dtype) if locals_ else None,
+            "num_local_patches": [it.plan.crops for it in items],
+        }
+
+    @torch.inference_mode()
+    def generate_batch(self, items: list[Prepared]) -> list[Generated]:
+        from transformers import LogitsProcessorList, StoppingCriteriaList
+
+        inputs = self.collate(items)
+        prompt_len = inputs["input_ids"].shape[1]
+        r = self.cfg.runtime
+        stop = RowStop(prompt_len, items)
+        out = self.model.generate(
+            **inputs,
+            max_new_tokens=max(it.max_new_tokens for it in items),
+            do_sample=False,
+            num_beams=1,
+            logits_processor=LogitsProcessorList([WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist)]),
+            stopping_criteria=StoppingCriteriaList([stop]),
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.tokenizer.eos_token_id,
+        )
+        results = []
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        for row, it in enumerate(items):
+            toks = out[row, prompt_len:].tolist()[: it.max_new_tokens]
+            finished = False
+            if eos in toks:
+                toks = toks[: toks.index(eos)]
+                finished = True
+            while toks and toks[-1] == pad and not finished:
+                toks.pop()
+            raw = self.tokenizer.decode(toks, skip_special_tokens=False)
+            results.append(Generated(toks, raw, finished, stop.early[row]))
+        return results

@@ -1,0 +1,81 @@
+"""The one error table: exception -> HTTP status, error type, param. No tracebacks leave the server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi.responses import JSONResponse
+
+
+class OcrError(Exception):
+    """Base of every error the API answers on purpose."""
+
+    status = 500
+    type = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.retry_after = retry_after
+
+
+class BadInput(OcrError):
+    status, type = 400, "invalid_input"
+
+
+class Unauthorized(OcrError):
+    status, type = 401, "unauthorized"
+
+
+class PayloadTooLarge(OcrError):
+    status, type = 413, "payload_too_large"
+
+
+class UnsupportedMedia(OcrError):
+    status, type = 415, "unsupported_media_type"
+
+
+class InvalidOptions(OcrError):
+    status, type = 422, "invalid_options"
+
+
+class QueueFull(OcrError):
+    status, type = 429, "queue_full"
+
+
+class ModelLoading(OcrError):
+    status, type = 503, "model_loading"
+
+
+class DeadlineExceeded(OcrError):
+    status, type = 504, "deadline_exceeded"
+
+
+class EngineFailure(OcrError):
+    """The model failed on a batch; the engine is considered dead and the process exits."""
+
+    status, type = 500, "engine_failure"
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    message: str
+    type: str
+    code: int
+    param: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """Map any exception to a JSON error; unknown ones become a 500 without details."""
+    if isinstance(exc, OcrError):
+        body = ErrorBody(exc.message, exc.type, exc.status, exc.param)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+        if isinstance(exc, Unauthorized):
+            headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        return JSONResponse(body.as_dict(), status_code=exc.status, headers=headers)
+    body = ErrorBody("internal server error", "internal_error", 500)
+    return JSONResponse(body.as_dict(), status_code=500)

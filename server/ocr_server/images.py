@@ -1,0 +1,181 @@
+"""Bytes -> upright RGB pages, safely; and the crop plan of one page.
+
+Nothing here trusts the client: the format is sniffed from magic bytes, the declared pixel count
+is checked from the header before any pixel is decoded (decompression bombs), truncated files are
+errors (never silently padded), EXIF rotation is applied before cropping, and every mode (CMYK,
+16-bit, palette, alpha, grayscale) becomes 8-bit RGB. PDF pages are rendered by documents.py.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
+
+from .config import CROP_TOKENS, GLOBAL_TOKENS, MIN_CROPS
+from .errors import BadInput, PayloadTooLarge, UnsupportedMedia
+
+ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated upload is an error, not a grey half-page
+
+# magic prefix -> format name. Order matters only for readability.
+_MAGIC: list[tuple[bytes, str]] = [
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"\xff\xd8\xff", "jpeg"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+    (b"BM", "bmp"),
+    (b"%PDF-", "pdf"),
+]
+SUPPORTED = "PNG, JPEG, WebP, TIFF, GIF, BMP, PDF"
+
+
+def sniff_format(data: bytes) -> str:
+    """The document format from its first bytes; raises for empty, SVG/HTML/text and unknown data."""
+    if not data:
+        raise BadInput("the body is empty (zero bytes); send an image or PDF", param="file")
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    for magic, fmt in _MAGIC:
+        if data.startswith(magic):
+            return fmt
+    head = data[:512].lstrip().lower()
+    if head.startswith((b"<svg", b"<?xml", b"<!doctype", b"<html")) or b"<svg" in head:
+        raise UnsupportedMedia(f"SVG, XML and HTML documents are not supported; send one of {SUPPORTED}", param="file")
+    raise UnsupportedMedia(f"the data is not a supported image or document; send one of {SUPPORTED}", param="file")
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """Any Pillow mode -> 8-bit RGB; alpha is composited on white (a page's background)."""
+    if img.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I"):
+        arr = np.asarray(img, dtype=np.float64)
+        hi = 65535.0 if img.mode.startswith("I;16") or arr.max(initial=0) > 255 else 255.0
+        img = Image.fromarray(np.clip(arr / hi * 255.0 + 0.5, 0, 255).astype(np.uint8), "L")
+    elif img.mode == "F":
+        arr = np.asarray(img, dtype=np.float64)
+        lo, hi = float(arr.min(initial=0)), float(arr.max(initial=1))
+        scale = 255.0 / (hi - lo) if hi > lo else 0.0
+        img = Image.fromarray(((arr - lo) * scale).astype(np.uint8), "L")
+    if img.mode == "P":
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        img = Image.alpha_composite(background, rgba)
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def _open_checked(data: bytes, max_pixels: int) -> Image.Image:
+    Image.MAX_IMAGE_PIXELS = max_pixels
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise PayloadTooLarge(f"the image declares more than {max_pixels} pixels", param="file") from None
+    except UnidentifiedImageError:
+        raise BadInput("the image could not be decoded (corrupt or not an image)", param="file") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise BadInput(f"the image could not be decoded: {exc}", param="file") from None
+    w, h = img.size
+    if w <= 0 or h <= 0:
+        raise BadInput(f"the image has zero size ({w}x{h})", param="file")
+    if w * h > max_pixels:
+        raise PayloadTooLarge(f"the image is {w}x{h} = {w * h} pixels; the limit is {max_pixels}", param="file")
+    return img
+
+
+def _decode_frame(img: Image.Image) -> Image.Image:
+    try:
+        img.load()
+        upright = ImageOps.exif_transpose(img)  # phone photos: turn upright before cropping
+        return _to_rgb(upright)
+    except (OSError, SyntaxError, ValueError, EOFError) as exc:
+        raise BadInput(f"the image is truncated or corrupt: {exc}", param="file") from None
+
+
+def decode_image_pages(data: bytes, fmt: str, max_pixels: int, pages: list[int] | None, max_pages: int) -> list[Image.Image]:
+    """Decode a raster document. TIFF yields each page; GIF/WebP animations yield the first frame."""
+    img = _open_checked(data, max_pixels)
+    n_frames = getattr(img, "n_frames", 1) if fmt == "tiff" else 1
+    wanted = select_pages(n_frames, pages, max_pages)
+    out = []
+    for index in wanted:
+        try:
+            img.seek(index)
+        except EOFError:
+            raise BadInput(f"page {index + 1} could not be read", param="pages") from None
+        w, h = img.size
+        if w * h > max_pixels:
+            raise PayloadTooLarge(f"page {index + 1} is {w}x{h}; the limit is {max_pixels} pixels", param="file")
+        out.append(_decode_frame(img))
+    return out
+
+
+def select_pages(n_pages: int, pages: list[int] | None, max_pages: int) -> list[int]:
+    """0-based page indices to process: the requested ones (1-based input), bounded by max_pages."""
+    if pages is None:
+        if n_pages > max_pages:
+            raise PayloadTooLarge(
+                f"the document has {n_pages} pages; the limit is {max_pages} per request "
+                f"(select pages with the 'pages' option, e.g. \"1-{max_pages}\")",
+                param="pages",
+            )
+        return list(range(n_pages))
+    bad = [p for p in pages if p < 1 or p > n_pages]
+    if bad:
+        raise BadInput(f"pages {bad} do not exist; the document has {n_pages} page(s)", param="pages")
+    if len(pages) > max_pages:
+        raise PayloadTooLarge(f"{len(pages)} pages requested; the limit is {max_pages} per request", param="pages")
+    return [p - 1 for p in pages]
+
+
+@dataclass(frozen=True)
+class CropPlan:
+    """How one page is shown to the model: a global view plus an optional grid of crops."""
+
+    width: int
+    height: int
+    base_size: int
+    crop_size: int
+    cols: int
+    rows: int
+
+    @property
+    def crops(self) -> int:
+        return self.cols * self.rows
+
+    @property
+    def visual_tokens(self) -> int:
+        """Tokens the LLM sees for this page, not counting the one view separator."""
+        return GLOBAL_TOKENS + CROP_TOKENS * self.crops
+
+    def as_layout(self) -> dict:
+        return {
+            "image_size": [self.width, self.height],
+            "global_view": [self.base_size, self.base_size],
+            "crop_size": [self.crop_size, self.crop_size],
+            "crop_grid": [self.cols, self.rows],
+            "crops": self.crops,
+            "visual_tokens": self.visual_tokens,
+        }
+
+
+def plan_crops(width: int, height: int, *, crop_size: int, base_size: int, min_crops: int, max_crops: int) -> CropPlan:
+    """The official rule (model.md 2a), via transformers' own grid search so both always agree.
+
+    An image no larger than crop_size on both sides gets the global view only. Otherwise the grid
+    (cols, rows) with min(2, min_crops) <= cols*rows <= max_crops whose aspect ratio is closest to
+    the image's is chosen. max_crops < 2 (a low MAX_VISUAL_TOKENS) means global view only.
+    """
+    from transformers.models.deepseek_ocr2.image_processing_pil_deepseek_ocr2 import get_optimal_tiled_canvas
+
+    if max(width, height) <= crop_size or max_crops < MIN_CROPS:
+        return CropPlan(width, height, base_size, crop_size, 0, 0)
+    lo = max(MIN_CROPS, min_crops)
+    cols, rows = get_optimal_tiled_canvas((height, width), (crop_size, crop_size), lo, max_crops)
+    return CropPlan(width, height, base_size, crop_size, cols, rows)

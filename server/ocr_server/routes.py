@@ -1,0 +1,171 @@
+"""Thin HTTP routes: read a bounded body, validate options, call the service, map errors."""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from . import __version__
+from .errors import BadInput, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
+from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
+
+router = APIRouter()
+_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 413, 415, 422, 429, 500, 503, 504)}
+_RAW_TYPES = ("image/", "application/pdf", "application/octet-stream")
+
+
+def check_api_key(request: Request) -> None:
+    """Constant-time compare against every configured key; health and metrics never call this."""
+    keys = request.app.state.config.service.api_keys
+    if not keys:
+        return
+    header = request.headers.get("authorization", "")
+    given = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
+    ok = False
+    for key in keys:
+        ok |= hmac.compare_digest(given.encode(), key.encode())
+    if not ok:
+        raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing as soon as it exceeds `limit` (not after buffering it all)."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # noqa: SLF001 - lets request.form() parse the bytes already read
+    return body
+
+
+def _options(values: dict) -> OcrOptions:
+    try:
+        return OcrOptions(**values)
+    except ValidationError as exc:
+        raise InvalidOptions(_explain(exc), param=_param(exc)) from None
+
+
+def _explain(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "body"
+        msg = "unknown option" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def _param(exc: ValidationError) -> str | None:
+    errs = exc.errors()
+    return ".".join(str(x) for x in errs[0]["loc"]) if errs else None
+
+
+async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
+    cfg = request.app.state.config.service
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    # base64 grows data by 4/3; allow that for JSON bodies so the decoded limit is the same.
+    limit = cfg.max_body_bytes * 4 // 3 + 4096 if ctype == "application/json" else cfg.max_body_bytes + 64 * 1024
+    if ctype == "multipart/form-data":
+        await read_body(request, limit)
+        try:
+            form = await request.form(max_files=1, max_fields=16)
+        except Exception:  # noqa: BLE001 - malformed multipart bodies
+            raise BadInput("the multipart body could not be parsed") from None
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise BadInput("multipart field 'file' with the document is required", param="file")
+        data = await upload.read()
+        if len(data) > cfg.max_body_bytes:
+            raise PayloadTooLarge(f"the file exceeds the limit of {cfg.max_body_bytes} bytes", param="file")
+        values = {k: v for k, v in form.multi_items() if k != "file"}
+        values.update(dict(request.query_params))
+        return data, _options(values)
+    if ctype == "application/json":
+        body = await read_body(request, limit)
+        try:
+            payload = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadInput("the body is not valid JSON") from None
+        if not isinstance(payload, dict):
+            raise BadInput('the JSON body must be an object like {"image": "<base64>"}')
+        try:
+            req = OcrJsonRequest(**payload)
+        except ValidationError as exc:
+            raise InvalidOptions(_explain(exc), param=_param(exc)) from None
+        from .service import decode_base64
+
+        data = decode_base64(req.image)
+        if len(data) > cfg.max_body_bytes:
+            raise PayloadTooLarge(f"the decoded image exceeds the limit of {cfg.max_body_bytes} bytes", param="image")
+        return data, OcrOptions(**req.model_dump(exclude={"image"}))
+    if ctype.startswith(_RAW_TYPES):
+        data = await read_body(request, cfg.max_body_bytes)
+        return data, _options(dict(request.query_params))
+    raise UnsupportedMedia(
+        f"content type {ctype or '(none)'!r} is not accepted; use multipart/form-data (field 'file'), "
+        "application/json ({\"image\": base64}) or a raw image/* or application/pdf body"
+    )
+
+
+@router.post("/v1/ocr", response_model=OcrResponse, responses=_ERRORS)
+async def ocr(request: Request) -> Response:
+    state = request.app.state
+    start = time.monotonic()
+    try:
+        check_api_key(request)
+        data, opts = await parse_request(request)
+        result = await state.service.ocr(data, opts)
+        response: Response = JSONResponse(result)
+    except OcrError as exc:
+        response = error_response(exc)
+    except Exception:  # noqa: BLE001 - never a traceback to the client
+        state.log.exception("unexpected error in /v1/ocr")
+        response = error_response(RuntimeError())
+    state.metrics.requests.labels("/v1/ocr", str(response.status_code)).inc()
+    state.metrics.latency.observe(time.monotonic() - start)
+    return response
+
+
+def _health_body(request: Request) -> tuple[int, dict, dict]:
+    service = request.app.state.service
+    if service.ready:
+        info = service.engine.info
+        return 200, {"status": "ok", "model": info.name, "revision": info.revision, "version": __version__,
+                     "device": info.device, "dtype": info.dtype, "layout": info.layout, "tiny": info.tiny}, {}
+    if service.load_error:
+        return 503, {"status": "failed", "error": service.load_error, "version": __version__}, {}
+    return 503, {"status": "loading", "model": request.app.state.config.model.name, "version": __version__}, {"Retry-After": "5"}
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    code, body, headers = _health_body(request)
+    return JSONResponse(body, status_code=code, headers=headers)
+
+
+@router.get("/health/ready")
+async def ready(request: Request) -> Response:
+    code, body, headers = _health_body(request)
+    return JSONResponse(body, status_code=code, headers=headers)
+
+
+@router.get("/health/live")
+async def live(request: Request) -> Response:
+    """The process and its event loop answer; a dead engine exits the process instead."""
+    return JSONResponse({"status": "alive", "version": __version__})
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
