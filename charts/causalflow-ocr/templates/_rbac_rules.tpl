@@ -1,24 +1,35 @@
 {{/*
-Cluster-scoped reads: whether the ServiceMonitor CRD exists (monitoring toggle), and kopf's
-discovery of the OcrService resource.
+Cluster-scoped reads: kopf watches CustomResourceDefinitions to notice the OcrService CRD (and
+others) appearing after it started. Whether ServiceMonitors exist is read from API discovery,
+which every authenticated user may read.
 */}}
 {{- define "causalflow-ocr.clusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
-  verbs: [get, list, watch]
+  verbs: [list, watch]
 {{- end }}
 
-{{/* Rules for the namespaces the operator watches. */}}
+{{/*
+Rules for the namespaces the operator watches: exactly what operator/ocr_operator does
+(kube.py TYPES, observe.py, apply.py, reconcile.py, status.py, settings.CHILD_RESOURCES).
+*/}}
 {{- define "causalflow-ocr.namespacedRules" -}}
-# The OcrServices themselves: kopf watches them and patches its annotations and finalizer.
+# OcrServices: kopf watches them (@kopf.on.event only: no kopf finalizer or annotations).
 - apiGroups: [ocr.causalflow.dev]
   resources: [ocrservices]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch]
+# The status is written with one merge patch when it changed.
 - apiGroups: [ocr.causalflow.dev]
   resources: [ocrservices/status]
-  verbs: [get, patch]
-# Children, written with server-side apply (patch; create for the first apply) and deleted when
-# a feature is switched off.
+  verbs: [patch]
+# Children carry an ownerReference with blockOwnerDeletion, which clusters that enable the
+# OwnerReferencesPermissionEnforcement admission plugin allow only with this.
+- apiGroups: [ocr.causalflow.dev]
+  resources: [ocrservices/finalizers]
+  verbs: [update]
+# Children: read for the snapshot, watched (label-filtered) to wake the owner's reconcile,
+# written with server-side apply (patch; create when it does not exist yet), deleted when a
+# feature is switched off.
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [get, list, watch, create, patch, delete]
@@ -34,17 +45,15 @@ discovery of the OcrService resource.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch, delete]
+# Only when prometheus-operator's CRD exists; not watched.
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
-  verbs: [get, list, watch, create, patch, delete]
-# Observed only: the rollout judges new pods from what Kubernetes reports.
-- apiGroups: [apps]
-  resources: [replicasets]
-  verbs: [get, list, watch]
+  verbs: [get, create, patch, delete]
+# Pods are only read: the rollout judges new pods from what Kubernetes reports.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch]
-# Events on every status transition.
+  verbs: [list, watch]
+# Events on status transitions (kopf's own event posting is off).
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
