@@ -1,0 +1,52 @@
+"""Pure render functions: OcrService (+ parsed spec) -> desired child manifests. No I/O."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..spec import OcrServiceSpec
+from . import configmap, deployment, hpa, networkpolicy, pdb, service, servicemonitor
+
+# Apply order: the HPA before the Deployment (so a Deployment applied without replicas is never
+# left without an owner of its size), ConfigMap before the pods that mount it.
+KINDS = ("ConfigMap", "HorizontalPodAutoscaler", "Deployment", "Service", "PodDisruptionBudget",
+         "NetworkPolicy", "ServiceMonitor")
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Every child the OcrService should have; None = must not exist."""
+
+    objects: Mapping[str, dict[str, Any] | None]
+    pod_template: dict[str, Any]
+    revision: str
+    active_schedule: str | None
+
+
+def render_all(
+    owner: Mapping[str, Any],
+    spec: OcrServiceSpec,
+    *,
+    now: dt.datetime | None = None,
+    pod_template: dict[str, Any] | None = None,
+    servicemonitor_available: bool = True,
+) -> Desired:
+    """Render all children. `pod_template` overrides the freshly rendered template (rollback to
+    the last good revision); everything else always follows the current spec."""
+    cm = configmap.render(owner, spec)
+    fresh = deployment.render_pod_template(owner, spec, config_hash=configmap.config_hash(cm))
+    template = pod_template if pod_template is not None else fresh
+    min_replicas, schedule = (spec.autoscaling.effective_min_replicas(now) if spec.autoscaling else (None, None))
+    objects: dict[str, dict[str, Any] | None] = {
+        "ConfigMap": cm,
+        "HorizontalPodAutoscaler": hpa.render(owner, spec, min_replicas=min_replicas),
+        "Deployment": deployment.render(owner, spec, template),
+        "Service": service.render(owner, spec),
+        "PodDisruptionBudget": pdb.render(owner, spec),
+        "NetworkPolicy": networkpolicy.render(owner, spec),
+        "ServiceMonitor": servicemonitor.render(owner, spec) if servicemonitor_available else None,
+    }
+    return Desired(objects=objects, pod_template=fresh, revision=deployment.revision_of(fresh),
+                   active_schedule=schedule)

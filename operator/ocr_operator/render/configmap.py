@@ -1,0 +1,87 @@
+"""ConfigMap with the server configuration (config.yaml: service / model / runtime sections)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import yaml
+
+from .. import naming
+from ..spec import OcrServiceSpec
+
+CONFIG_KEY = "config.yaml"
+CONFIG_DIR = "/etc/ocr"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
+
+
+def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
+    """The server's configuration file, sections named as the server reads them."""
+    inf = spec.inference
+    model: dict[str, Any] = {
+        "name": spec.model.name,
+        "cache_dir": spec.model.cache_dir,
+        "gpu_id": 0,
+        "input_size": inf.input_size,
+        "base_size": inf.base_size,
+        "min_visual_tokens": inf.min_visual_tokens,
+        "max_visual_tokens": inf.max_visual_tokens,
+        "max_new_tokens": inf.max_new_tokens,
+    }
+    if spec.model.path:
+        model["path"] = spec.model.path
+    if spec.model.revision:
+        model["revision"] = spec.model.revision
+    if spec.model.checksums:
+        model["checksums"] = dict(spec.model.checksums)
+    return {
+        "service": {"host": "0.0.0.0", "port": spec.service.port, "workers": 1},
+        "model": model,
+        "runtime": {
+            "concurrency": inf.concurrency,
+            "batch_size": inf.batch_size,
+            "timeout_sec": inf.timeout_seconds,
+        },
+    }
+
+
+def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
+    """The same configuration as the server's environment overrides (they win over the file)."""
+    inf = spec.inference
+    env = [
+        ("OCR_CONFIG", CONFIG_PATH),
+        ("HOST", "0.0.0.0"),
+        ("PORT", str(spec.service.port)),
+        ("MODEL_NAME", spec.model.name),
+        ("CACHE_DIR", spec.model.cache_dir),
+        ("GPU_ID", "0"),
+        ("INPUT_SIZE", str(inf.input_size)),
+        ("BASE_SIZE", str(inf.base_size)),
+        ("MIN_VISUAL_TOKENS", str(inf.min_visual_tokens)),
+        ("MAX_VISUAL_TOKENS", str(inf.max_visual_tokens)),
+        ("MAX_NEW_TOKENS", str(inf.max_new_tokens)),
+        ("CONCURRENCY", str(inf.concurrency)),
+        ("BATCH_SIZE", str(inf.batch_size)),
+        ("TIMEOUT_SEC", str(inf.timeout_seconds)),
+    ]
+    if spec.model.path:
+        env.append(("MODEL_PATH", spec.model.path))
+    if spec.model.revision:
+        env.append(("MODEL_REVISION", spec.model.revision))
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env]
+    if spec.auth is not None:
+        out.append({"name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": spec.auth.secret_name, "key": spec.auth.key}}})
+    return out
+
+
+def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any]:
+    name = owner["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": naming.metadata(owner, naming.configmap_name(name)),
+        "data": {CONFIG_KEY: yaml.safe_dump(server_config(spec), sort_keys=True)},
+    }
+
+
+def config_hash(cm: Mapping[str, Any]) -> str:
+    return naming.short_hash(cm["data"])

@@ -1,0 +1,162 @@
+"""apps/v1 Deployment of the OCR server: GPUs, probes, config, weights volume, safe rollouts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from .. import naming
+from ..spec import OcrServiceSpec
+from . import configmap
+
+CONTAINER = "server"
+CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
+TLS_DIR = "/etc/ocr/tls"
+PRESTOP_SLEEP_SECONDS = 5
+
+
+def _probe(path: str, spec: OcrServiceSpec, *, failure_threshold: int) -> dict[str, Any]:
+    hc = spec.rollout.health_check
+    return {
+        "httpGet": {"path": path, "port": "http", "scheme": "HTTPS" if spec.tls_secret_name else "HTTP"},
+        "periodSeconds": hc.period_seconds,
+        "timeoutSeconds": hc.timeout_seconds,
+        "failureThreshold": failure_threshold,
+        "successThreshold": 1,
+    }
+
+
+def startup_failure_threshold(spec: OcrServiceSpec) -> int:
+    """The startup probe's budget is modelLoadTimeoutSeconds, in probe periods (rounded up)."""
+    period = spec.rollout.health_check.period_seconds
+    return max(1, math.ceil(spec.rollout.model_load_timeout_seconds / period))
+
+
+def _env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
+    env = configmap.server_env(spec)
+    if spec.tls_secret_name:
+        env += [{"name": "TLS_CERT_FILE", "value": f"{TLS_DIR}/tls.crt"},
+                {"name": "TLS_KEY_FILE", "value": f"{TLS_DIR}/tls.key"}]
+    env += [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HUB_OFFLINE", "value": "1"}]
+    # User env last; a name the operator also sets is replaced in place (one entry per name).
+    user = {e["name"]: dict(e) for e in spec.env}
+    out = [user.pop(e["name"], e) for e in env]
+    return out + [user[k] for k in (e["name"] for e in spec.env) if k in user]
+
+
+def _resources(spec: OcrServiceSpec) -> dict[str, Any]:
+    r = spec.resources
+    requests: dict[str, Any] = {"cpu": r.cpu, "memory": r.memory}
+    limits: dict[str, Any] = {"memory": r.memory}
+    if r.gpus > 0:
+        requests[r.gpu_resource_name] = str(r.gpus)
+        limits[r.gpu_resource_name] = str(r.gpus)
+    return {"requests": requests, "limits": limits}
+
+
+def _volumes(spec: OcrServiceSpec, name: str) -> tuple[list[dict], list[dict]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": naming.configmap_name(name)}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": configmap.CONFIG_DIR, "readOnly": True},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    pvc = spec.model.pvc
+    if pvc is not None:
+        volumes.append({"name": "weights", "persistentVolumeClaim": {"claimName": pvc.claim_name, "readOnly": pvc.read_only}})
+        mount: dict[str, Any] = {"name": "weights", "mountPath": spec.model.cache_dir, "readOnly": pvc.read_only}
+        if pvc.sub_path:
+            mount["subPath"] = pvc.sub_path
+        mounts.append(mount)
+    if spec.tls_secret_name:
+        volumes.append({"name": "tls", "secret": {"secretName": spec.tls_secret_name}})
+        mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _tolerations(spec: OcrServiceSpec) -> list[dict[str, Any]]:
+    out = [dict(t) for t in spec.tolerations]
+    if spec.resources.gpus > 0 and not any(t.get("key") == spec.resources.gpu_resource_name for t in out):
+        # GPU nodes are usually tainted with the resource name (what ExtendedResourceToleration adds).
+        out.append({"key": spec.resources.gpu_resource_name, "operator": "Exists", "effect": "NoSchedule"})
+    return out
+
+
+def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, config_hash: str) -> dict[str, Any]:
+    """The pod template, stamped with its own revision (label and annotation)."""
+    name = owner["metadata"]["name"]
+    hc = spec.rollout.health_check
+    volumes, mounts = _volumes(spec, name)
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "ports": [{"name": "http", "containerPort": spec.service.port, "protocol": "TCP"}],
+        "env": _env(spec),
+        "resources": _resources(spec),
+        "startupProbe": _probe(hc.path, spec, failure_threshold=startup_failure_threshold(spec)),
+        "readinessProbe": _probe(hc.path, spec, failure_threshold=hc.failure_threshold),
+        "livenessProbe": _probe(hc.liveness_path, spec, failure_threshold=hc.failure_threshold),
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        "volumeMounts": mounts,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.node_selector)
+    tolerations = _tolerations(spec)
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    if spec.affinity:
+        pod_spec["affinity"] = dict(spec.affinity)
+    if spec.priority_class_name:
+        pod_spec["priorityClassName"] = spec.priority_class_name
+    if spec.service_account_name:
+        pod_spec["serviceAccountName"] = spec.service_account_name
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+
+    labels = {**dict(spec.pod_labels), **naming.labels(name)}
+    annotations = {**dict(spec.pod_annotations), CONFIG_HASH_KEY: config_hash}
+    template = {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec}
+    revision = naming.template_hash(template)
+    template["metadata"]["labels"][naming.REVISION_KEY] = revision
+    return template
+
+
+def revision_of(template: Mapping[str, Any]) -> str:
+    return template["metadata"]["labels"].get(naming.REVISION_KEY) or naming.template_hash(template)
+
+
+def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment running `template` (the desired one, or the last good one on rollback).
+    With autoscaling on, `replicas` is left out: the HPA owns it."""
+    name = owner["metadata"]["name"]
+    md = naming.metadata(owner, naming.deployment_name(name), {naming.REVISION_KEY: revision_of(template)})
+    dspec: dict[str, Any] = {
+        "selector": {"matchLabels": naming.selector_labels(name)},
+        "revisionHistoryLimit": spec.rollout.revision_history_limit,
+        "progressDeadlineSeconds": spec.rollout.progress_deadline_seconds,
+        "strategy": {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": spec.rollout.max_surge, "maxUnavailable": 0},
+        },
+        "template": template,
+    }
+    if spec.fixed_replicas is not None:
+        dspec["replicas"] = spec.fixed_replicas
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": md, "spec": dspec}

@@ -1,0 +1,54 @@
+"""autoscaling/v2 HorizontalPodAutoscaler on a Pods metric (GPU utilisation by default)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .. import naming
+from ..spec import OcrServiceSpec
+
+# Slow GPU cold starts: scale up promptly, scale down slowly.
+DEFAULT_BEHAVIOR = {
+    "scaleUp": {
+        "stabilizationWindowSeconds": 0,
+        "selectPolicy": "Max",
+        "policies": [{"type": "Pods", "value": 2, "periodSeconds": 60}],
+    },
+    "scaleDown": {
+        "stabilizationWindowSeconds": 300,
+        "selectPolicy": "Max",
+        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 120}],
+    },
+}
+
+
+def behavior(spec: OcrServiceSpec) -> dict[str, Any]:
+    out = {k: dict(v) for k, v in DEFAULT_BEHAVIOR.items()}
+    for direction, rules in (spec.autoscaling.behavior or {}).items():
+        out[direction] = {**out.get(direction, {}), **rules}
+    return out
+
+
+def render(owner: Mapping[str, Any], spec: OcrServiceSpec, *, min_replicas: int | None = None) -> dict[str, Any] | None:
+    a = spec.autoscaling
+    if a is None:
+        return None
+    name = owner["metadata"]["name"]
+    metric: dict[str, Any] = {"name": a.metric.name}
+    if a.metric.selector:
+        metric["selector"] = {"matchLabels": dict(a.metric.selector)}
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": naming.metadata(owner, naming.hpa_name(name)),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": naming.deployment_name(name)},
+            "minReplicas": a.min_replicas if min_replicas is None else min_replicas,
+            "maxReplicas": a.max_replicas,
+            "metrics": [{
+                "type": "Pods",
+                "pods": {"metric": metric, "target": {"type": "AverageValue", "averageValue": a.target_value()}},
+            }],
+            "behavior": behavior(spec),
+        },
+    }

@@ -1,0 +1,484 @@
+"""OcrService custom resource -> typed, defaulted, frozen spec.
+
+The API server already applies the CRD's schema defaults; this module applies the same defaults
+once more so that a spec coming from anywhere (a unit test, an old object stored before a default
+was added) reads the same. `tests/unit/operator/test_spec.py` checks that every default here equals
+the CRD schema's default, so the two cannot drift apart.
+
+Cross-field rules live in the CRD as CEL. `validate()` repeats them as plain Python for objects
+that never went through the API server (and for a clear error in the operator log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from zoneinfo import ZoneInfo
+
+GROUP = "ocr.causalflow.dev"
+VERSION = "v1alpha1"
+KIND = "OcrService"
+PLURAL = "ocrservices"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+DEFAULT_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+class SpecError(ValueError):
+    """A spec the operator cannot render; the message names the field."""
+
+
+def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((value or {}).items()))
+
+
+@dataclass(frozen=True)
+class PvcSource:
+    claim_name: str
+    sub_path: str | None = None
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str = "deepseek-ai/DeepSeek-OCR-2"
+    revision: str | None = None
+    cache_dir: str = "/models"
+    path: str | None = None
+    pvc: PvcSource | None = None
+    checksums: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Inference:
+    input_size: int = 768
+    base_size: int = 1024
+    min_visual_tokens: int = 256
+    max_visual_tokens: int = 1120
+    concurrency: int = 4
+    batch_size: int = 8
+    timeout_seconds: int = 30
+    max_new_tokens: int = 8192
+
+
+@dataclass(frozen=True)
+class Resources:
+    gpus: int = 1
+    gpu_resource_name: str = "nvidia.com/gpu"
+    cpu: str = "2"
+    memory: str = "16Gi"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str = DEFAULT_METRIC
+    target_average_value: str | None = None
+    selector: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    start: str
+    end: str
+    min_replicas: int
+    days: tuple[str, ...] = ()
+    time_zone: str = "UTC"
+
+    def is_open(self, now: dt.datetime) -> bool:
+        """Whether the window is open at `now` (aware datetime), in the window's time zone."""
+        local = now.astimezone(ZoneInfo(self.time_zone))
+        minutes = local.hour * 60 + local.minute
+        start = _minutes(self.start)
+        end = _minutes(self.end)
+        day = DAYS[local.weekday()]
+        if start < end:
+            return (not self.days or day in self.days) and start <= minutes < end
+        # Crosses midnight: the part after midnight belongs to the previous day's window.
+        if minutes >= start:
+            return not self.days or day in self.days
+        if minutes < end:
+            previous = DAYS[(local.weekday() - 1) % 7]
+            return not self.days or previous in self.days
+        return False
+
+
+def _minutes(hhmm: str) -> int:
+    hours, minutes = hhmm.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    min_replicas: int = 1
+    max_replicas: int = 3
+    target_gpu_utilization: int = 80
+    metric: Metric = field(default_factory=Metric)
+    behavior: Mapping[str, Any] | None = None
+    schedules: tuple[Schedule, ...] = ()
+
+    def target_value(self) -> str:
+        return self.metric.target_average_value or str(self.target_gpu_utilization)
+
+    def effective_min_replicas(self, now: dt.datetime | None) -> tuple[int, str | None]:
+        """minReplicas at `now` and the name of the open schedule window (first match wins)."""
+        if now is not None:
+            for window in self.schedules:
+                if window.is_open(now):
+                    return min(window.min_replicas, self.max_replicas), window.name
+        return self.min_replicas, None
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    path: str = "/health/ready"
+    liveness_path: str = "/health/live"
+    period_seconds: int = 10
+    timeout_seconds: int = 5
+    failure_threshold: int = 5
+
+
+@dataclass(frozen=True)
+class Rollout:
+    health_check: HealthCheck = field(default_factory=HealthCheck)
+    model_load_timeout_seconds: int = 900
+    progress_deadline_seconds: int = 1800
+    auto_rollback: bool = True
+    max_surge: int | str = 1
+    settle_seconds: int = 30
+    max_restarts: int = 3
+    unschedulable_grace_seconds: int = 300
+    revision_history_limit: int = 5
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    type: str = "ClusterIP"
+    port: int = 8080
+    annotations: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Auth:
+    secret_name: str
+    key: str = "api-keys"
+
+
+@dataclass(frozen=True)
+class NetworkPolicySpec:
+    enabled: bool = False
+    allow_same_namespace: bool = True
+    allowed_namespaces: tuple[str, ...] = ()
+    allowed_cidrs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PdbSpec:
+    enabled: bool = True
+    max_unavailable: int | str = 1
+
+
+@dataclass(frozen=True)
+class ServiceMonitorSpec:
+    enabled: bool = False
+    interval: str = "30s"
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class OcrServiceSpec:
+    image: str
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    model: Model = field(default_factory=Model)
+    inference: Inference = field(default_factory=Inference)
+    resources: Resources = field(default_factory=Resources)
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    affinity: Mapping[str, Any] | None = None
+    priority_class_name: str | None = None
+    service_account_name: str | None = None
+    termination_grace_period_seconds: int = 60
+    pod_labels: tuple[tuple[str, str], ...] = ()
+    pod_annotations: tuple[tuple[str, str], ...] = ()
+    env: tuple[Mapping[str, Any], ...] = ()
+    replicas: int | None = None
+    autoscaling: Autoscaling | None = None
+    rollout: Rollout = field(default_factory=Rollout)
+    service: ServiceSpec = field(default_factory=ServiceSpec)
+    auth: Auth | None = None
+    tls_secret_name: str | None = None
+    network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
+    pdb: PdbSpec = field(default_factory=PdbSpec)
+    service_monitor: ServiceMonitorSpec = field(default_factory=ServiceMonitorSpec)
+
+    @property
+    def fixed_replicas(self) -> int | None:
+        """Replicas the operator sets on the Deployment; None when the autoscaler owns them."""
+        return None if self.autoscaling is not None else (1 if self.replicas is None else self.replicas)
+
+    @property
+    def max_pods(self) -> int:
+        """Most pods that can exist in steady state (decides whether a PDB makes sense)."""
+        if self.autoscaling is not None:
+            return self.autoscaling.max_replicas
+        return self.fixed_replicas or 0
+
+
+def _int(section: Mapping[str, Any], key: str, default: int, where: str) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where}.{key} must be an integer, got {value!r}")
+    return value
+
+
+def _str(section: Mapping[str, Any], key: str, default: str | None, where: str) -> str | None:
+    value = section.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise SpecError(f"{where}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _bool(section: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}.{key} must be a boolean, got {value!r}")
+    return value
+
+
+def _section(spec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = spec.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where}.{key} must be an object, got {value!r}")
+    return value
+
+
+def _quantity(value: Any) -> str:
+    return str(value)
+
+
+def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
+    """Parse and default an OcrService `spec` mapping; raise SpecError naming the field."""
+    where = "spec"
+    image = spec.get("image")
+    if not isinstance(image, str) or not image:
+        raise SpecError("spec.image is required (the OCR server image)")
+
+    m = _section(spec, "model", where)
+    pvc = None
+    if m.get("pvc"):
+        p = m["pvc"]
+        if not p.get("claimName"):
+            raise SpecError("spec.model.pvc.claimName is required")
+        pvc = PvcSource(p["claimName"], p.get("subPath"), _bool(p, "readOnly", True, "spec.model.pvc"))
+    model = Model(
+        name=_str(m, "name", Model.name, "spec.model"),
+        revision=_str(m, "revision", None, "spec.model"),
+        cache_dir=_str(m, "cacheDir", Model.cache_dir, "spec.model"),
+        path=_str(m, "path", None, "spec.model"),
+        pvc=pvc,
+        checksums=_frozen_map(m.get("checksums")),
+    )
+
+    i = _section(spec, "inference", where)
+    w = "spec.inference"
+    inference = Inference(
+        input_size=_int(i, "inputSize", Inference.input_size, w),
+        base_size=_int(i, "baseSize", Inference.base_size, w),
+        min_visual_tokens=_int(i, "minVisualTokens", Inference.min_visual_tokens, w),
+        max_visual_tokens=_int(i, "maxVisualTokens", Inference.max_visual_tokens, w),
+        concurrency=_int(i, "concurrency", Inference.concurrency, w),
+        batch_size=_int(i, "batchSize", Inference.batch_size, w),
+        timeout_seconds=_int(i, "timeoutSeconds", Inference.timeout_seconds, w),
+        max_new_tokens=_int(i, "maxNewTokens", Inference.max_new_tokens, w),
+    )
+
+    r = _section(spec, "resources", where)
+    resources = Resources(
+        gpus=_int(r, "gpus", Resources.gpus, "spec.resources"),
+        gpu_resource_name=_str(r, "gpuResourceName", Resources.gpu_resource_name, "spec.resources"),
+        cpu=_quantity(r.get("cpu", Resources.cpu)),
+        memory=_quantity(r.get("memory", Resources.memory)),
+    )
+
+    replicas = spec.get("replicas")
+    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
+        raise SpecError(f"spec.replicas must be an integer, got {replicas!r}")
+
+    autoscaling = None
+    a = spec.get("autoscaling")
+    if a is None and replicas is None:
+        a = {}  # neither set: autoscaling with its defaults
+    if a is not None and _bool(a, "enabled", True, "spec.autoscaling"):
+        w = "spec.autoscaling"
+        met = _section(a, "metric", w)
+        tav = met.get("targetAverageValue")
+        autoscaling = Autoscaling(
+            min_replicas=_int(a, "minReplicas", Autoscaling.min_replicas, w),
+            max_replicas=_int(a, "maxReplicas", Autoscaling.max_replicas, w),
+            target_gpu_utilization=_int(a, "targetGPUUtilization", Autoscaling.target_gpu_utilization, w),
+            metric=Metric(
+                name=_str(met, "name", DEFAULT_METRIC, "spec.autoscaling.metric"),
+                target_average_value=None if tav is None else str(tav),
+                selector=_frozen_map(met.get("selector")),
+            ),
+            behavior=a.get("behavior") or None,
+            schedules=tuple(
+                Schedule(
+                    name=s["name"],
+                    start=s["start"],
+                    end=s["end"],
+                    min_replicas=int(s["minReplicas"]),
+                    days=tuple(s.get("days") or ()),
+                    time_zone=s.get("timeZone") or "UTC",
+                )
+                for s in a.get("schedules") or ()
+            ),
+        )
+
+    ro = _section(spec, "rollout", where)
+    hc = _section(ro, "healthCheck", "spec.rollout")
+    w = "spec.rollout.healthCheck"
+    rollout = Rollout(
+        health_check=HealthCheck(
+            path=_str(hc, "path", HealthCheck.path, w),
+            liveness_path=_str(hc, "livenessPath", HealthCheck.liveness_path, w),
+            period_seconds=_int(hc, "periodSeconds", HealthCheck.period_seconds, w),
+            timeout_seconds=_int(hc, "timeoutSeconds", HealthCheck.timeout_seconds, w),
+            failure_threshold=_int(hc, "failureThreshold", HealthCheck.failure_threshold, w),
+        ),
+        model_load_timeout_seconds=_int(ro, "modelLoadTimeoutSeconds", Rollout.model_load_timeout_seconds, "spec.rollout"),
+        progress_deadline_seconds=_int(ro, "progressDeadlineSeconds", Rollout.progress_deadline_seconds, "spec.rollout"),
+        auto_rollback=_bool(ro, "autoRollback", True, "spec.rollout"),
+        max_surge=ro.get("maxSurge", Rollout.max_surge),
+        settle_seconds=_int(ro, "settleSeconds", Rollout.settle_seconds, "spec.rollout"),
+        max_restarts=_int(ro, "maxRestarts", Rollout.max_restarts, "spec.rollout"),
+        unschedulable_grace_seconds=_int(ro, "unschedulableGraceSeconds", Rollout.unschedulable_grace_seconds, "spec.rollout"),
+        revision_history_limit=_int(ro, "revisionHistoryLimit", Rollout.revision_history_limit, "spec.rollout"),
+    )
+
+    sv = _section(spec, "service", where)
+    service = ServiceSpec(
+        type=_str(sv, "type", ServiceSpec.type, "spec.service"),
+        port=_int(sv, "port", ServiceSpec.port, "spec.service"),
+        annotations=_frozen_map(sv.get("annotations")),
+    )
+
+    auth = None
+    if spec.get("auth"):
+        au = spec["auth"]
+        if not au.get("secretName"):
+            raise SpecError("spec.auth.secretName is required")
+        auth = Auth(secret_name=au["secretName"], key=au.get("key") or "api-keys")
+
+    tls = (spec.get("tls") or {}).get("secretName")
+
+    npol = _section(spec, "networkPolicy", where)
+    network_policy = NetworkPolicySpec(
+        enabled=_bool(npol, "enabled", False, "spec.networkPolicy"),
+        allow_same_namespace=_bool(npol, "allowSameNamespace", True, "spec.networkPolicy"),
+        allowed_namespaces=tuple(npol.get("allowedNamespaces") or ()),
+        allowed_cidrs=tuple(npol.get("allowedCIDRs") or ()),
+    )
+
+    pd = _section(spec, "podDisruptionBudget", where)
+    pdb = PdbSpec(
+        enabled=_bool(pd, "enabled", True, "spec.podDisruptionBudget"),
+        max_unavailable=pd.get("maxUnavailable", PdbSpec.max_unavailable),
+    )
+
+    mon = _section(_section(spec, "monitoring", where), "serviceMonitor", "spec.monitoring")
+    service_monitor = ServiceMonitorSpec(
+        enabled=_bool(mon, "enabled", False, "spec.monitoring.serviceMonitor"),
+        interval=_str(mon, "interval", ServiceMonitorSpec.interval, "spec.monitoring.serviceMonitor"),
+        labels=_frozen_map(mon.get("labels")),
+    )
+
+    parsed = OcrServiceSpec(
+        image=image,
+        image_pull_policy=_str(spec, "imagePullPolicy", "IfNotPresent", where),
+        image_pull_secrets=tuple(s["name"] for s in spec.get("imagePullSecrets") or ()),
+        model=model,
+        inference=inference,
+        resources=resources,
+        node_selector=_frozen_map(spec.get("nodeSelector")),
+        tolerations=tuple(spec.get("tolerations") or ()),
+        affinity=spec.get("affinity") or None,
+        priority_class_name=_str(spec, "priorityClassName", None, where),
+        service_account_name=_str(spec, "serviceAccountName", None, where),
+        termination_grace_period_seconds=_int(spec, "terminationGracePeriodSeconds", 60, where),
+        pod_labels=_frozen_map(spec.get("podLabels")),
+        pod_annotations=_frozen_map(spec.get("podAnnotations")),
+        env=tuple(spec.get("env") or ()),
+        replicas=replicas,
+        autoscaling=autoscaling,
+        rollout=rollout,
+        service=service,
+        auth=auth,
+        tls_secret_name=tls,
+        network_policy=network_policy,
+        pdb=pdb,
+        service_monitor=service_monitor,
+    )
+    validate(parsed, raw_autoscaling=spec.get("autoscaling"))
+    return parsed
+
+
+def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None) -> None:
+    """The CRD's CEL and range rules, in Python; raise SpecError naming the field."""
+    errors: list[str] = []
+    inf = s.inference
+    for name, value in (("minVisualTokens", inf.min_visual_tokens), ("maxVisualTokens", inf.max_visual_tokens)):
+        if not 256 <= value <= 1120:
+            errors.append(f"spec.inference.{name} must be within 256..1120, got {value}")
+    if inf.min_visual_tokens > inf.max_visual_tokens:
+        errors.append("spec.inference.minVisualTokens must be <= spec.inference.maxVisualTokens")
+    for name, value in (("inputSize", inf.input_size), ("baseSize", inf.base_size)):
+        if value not in (768, 1024):
+            errors.append(f"spec.inference.{name} must be 768 or 1024, got {value}")
+    if inf.input_size > inf.base_size:
+        errors.append("spec.inference.inputSize (local crop) must be <= spec.inference.baseSize (global view)")
+    for name, value in (
+        ("concurrency", inf.concurrency),
+        ("batchSize", inf.batch_size),
+        ("timeoutSeconds", inf.timeout_seconds),
+        ("maxNewTokens", inf.max_new_tokens),
+    ):
+        if value < 1:
+            errors.append(f"spec.inference.{name} must be positive, got {value}")
+    if s.resources.gpus < 0:
+        errors.append(f"spec.resources.gpus must be >= 0, got {s.resources.gpus}")
+    if s.replicas is not None and s.replicas < 0:
+        errors.append(f"spec.replicas must be >= 0, got {s.replicas}")
+    enabled = raw_autoscaling is not None and raw_autoscaling.get("enabled", True)
+    if s.replicas is not None and enabled:
+        errors.append("spec.replicas and spec.autoscaling are mutually exclusive")
+    a = s.autoscaling
+    if a is not None:
+        if a.min_replicas < 1:
+            errors.append(f"spec.autoscaling.minReplicas must be >= 1, got {a.min_replicas}")
+        if a.min_replicas > a.max_replicas:
+            errors.append("spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas")
+        if not 1 <= a.target_gpu_utilization <= 100:
+            errors.append("spec.autoscaling.targetGPUUtilization must be within 1..100")
+        for window in a.schedules:
+            if window.min_replicas > a.max_replicas:
+                errors.append("spec.autoscaling.schedules[].minReplicas must be <= spec.autoscaling.maxReplicas")
+    hc = s.rollout.health_check
+    for name, value in (
+        ("periodSeconds", hc.period_seconds),
+        ("timeoutSeconds", hc.timeout_seconds),
+        ("failureThreshold", hc.failure_threshold),
+    ):
+        if value < 1:
+            errors.append(f"spec.rollout.healthCheck.{name} must be positive, got {value}")
+    if s.rollout.model_load_timeout_seconds < 1:
+        errors.append("spec.rollout.modelLoadTimeoutSeconds must be positive")
+    if s.rollout.progress_deadline_seconds <= s.rollout.model_load_timeout_seconds:
+        errors.append("spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds")
+    if s.model.pvc is not None and s.model.path is not None:
+        errors.append("spec.model.pvc and spec.model.path are mutually exclusive")
+    if errors:
+        raise SpecError("; ".join(errors))

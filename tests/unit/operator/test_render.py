@@ -1,0 +1,273 @@
+"""Render functions: spec -> child manifests, checked field by field without a cluster."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from ocr_operator import naming
+from ocr_operator.render import render_all
+from ocr_operator.render import deployment as D
+
+from .helpers import owner, parsed
+
+SERVER_ENV = {"INPUT_SIZE", "BASE_SIZE", "MAX_VISUAL_TOKENS", "MIN_VISUAL_TOKENS", "CACHE_DIR", "MODEL_NAME",
+              "GPU_ID", "CONCURRENCY", "BATCH_SIZE", "TIMEOUT_SEC", "MAX_NEW_TOKENS", "HOST", "PORT"}
+
+
+def children(spec=None, **kw):
+    body = owner(spec)
+    return render_all(body, parsed(body), **kw)
+
+
+def container(dep):
+    return dep["spec"]["template"]["spec"]["containers"][0]
+
+
+def env_of(dep):
+    return {e["name"]: e for e in container(dep)["env"]}
+
+
+def test_every_child_is_owned_by_the_ocrservice_and_labelled():
+    objs = children({"networkPolicy": {"enabled": True}, "monitoring": {"serviceMonitor": {"enabled": True}}}).objects
+    for kind, obj in objs.items():
+        assert obj is not None, kind
+        md = obj["metadata"]
+        assert md["ownerReferences"] == [{
+            "apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService", "name": "ocr",
+            "uid": "11111111-2222-3333-4444-555555555555", "controller": True, "blockOwnerDeletion": True}], kind
+        assert md["labels"]["app.kubernetes.io/instance"] == "ocr", kind
+        assert md["labels"]["app.kubernetes.io/managed-by"] == "causalflow-ocr-operator", kind
+        assert md["namespace"] == "team-a", kind
+
+
+def test_the_deployment_requests_and_limits_the_gpus():
+    dep = children({"resources": {"gpus": 2, "cpu": "8", "memory": "40Gi"}}).objects["Deployment"]
+    res = container(dep)["resources"]
+    assert res["requests"] == {"cpu": "8", "memory": "40Gi", "nvidia.com/gpu": "2"}
+    assert res["limits"] == {"memory": "40Gi", "nvidia.com/gpu": "2"}
+
+
+def test_a_cpu_only_pod_requests_no_gpu_and_gets_no_gpu_toleration():
+    dep = children({"resources": {"gpus": 0}}).objects["Deployment"]
+    assert "nvidia.com/gpu" not in container(dep)["resources"]["requests"]
+    assert "tolerations" not in dep["spec"]["template"]["spec"]
+
+
+def test_a_gpu_pod_tolerates_the_gpu_taint_besides_the_users_tolerations():
+    dep = children({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ocr", "effect": "NoSchedule"}]}
+                   ).objects["Deployment"]
+    assert dep["spec"]["template"]["spec"]["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "ocr", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+def test_node_selector_affinity_priority_and_pull_secrets_reach_the_pod():
+    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+    pod = children({"nodeSelector": {"nvidia.com/gpu.product": "H100"}, "affinity": aff, "priorityClassName": "gpu",
+                    "imagePullSecrets": [{"name": "regcred"}]}).objects["Deployment"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
+    assert pod["affinity"] == aff
+    assert pod["priorityClassName"] == "gpu"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_the_server_config_is_passed_as_the_servers_env_names():
+    dep = children({"inference": {"maxVisualTokens": 832, "batchSize": 4, "timeoutSeconds": 12}}).objects["Deployment"]
+    env = env_of(dep)
+    assert SERVER_ENV <= set(env)
+    assert env["MAX_VISUAL_TOKENS"]["value"] == "832"
+    assert env["BATCH_SIZE"]["value"] == "4"
+    assert env["TIMEOUT_SEC"]["value"] == "12"
+    assert env["GPU_ID"]["value"] == "0"
+    assert env["PORT"]["value"] == "8080"
+    assert "API_KEYS" not in env
+
+
+def test_api_keys_come_from_the_secret_never_from_the_configmap():
+    objs = children({"auth": {"secretName": "ocr-keys"}}).objects
+    assert env_of(objs["Deployment"])["API_KEYS"] == {
+        "name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": "ocr-keys", "key": "api-keys"}}}
+    text = objs["ConfigMap"]["data"]["config.yaml"].lower()
+    assert "api_keys" not in text and "ocr-keys" not in text
+
+
+def test_user_env_overrides_an_operator_value_and_adds_its_own():
+    dep = children({"env": [{"name": "BATCH_SIZE", "value": "2"}, {"name": "LOG_LEVEL", "value": "debug"}]}
+                   ).objects["Deployment"]
+    names = [e["name"] for e in container(dep)["env"]]
+    assert names.count("BATCH_SIZE") == 1
+    assert env_of(dep)["BATCH_SIZE"]["value"] == "2"
+    assert names[-1] == "LOG_LEVEL"
+
+
+def test_probes_use_the_health_endpoints_and_the_startup_budget_comes_from_model_load_timeout():
+    dep = children({"rollout": {"modelLoadTimeoutSeconds": 95, "progressDeadlineSeconds": 600,
+                                "healthCheck": {"periodSeconds": 10, "failureThreshold": 3}}}).objects["Deployment"]
+    c = container(dep)
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert c["startupProbe"]["httpGet"]["path"] == "/health/ready"
+    assert c["readinessProbe"]["failureThreshold"] == 3
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 95
+    assert c["startupProbe"]["failureThreshold"] == math.ceil(95 / 10)
+
+
+def test_rollouts_never_take_a_serving_pod_down_first():
+    dep = children({"rollout": {"maxSurge": "50%", "revisionHistoryLimit": 7}}).objects["Deployment"]
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%", "maxUnavailable": 0}}
+    assert dep["spec"]["revisionHistoryLimit"] == 7
+    assert dep["spec"]["progressDeadlineSeconds"] == 1800
+    assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
+
+
+def test_with_autoscaling_the_deployment_leaves_replicas_to_the_hpa():
+    assert "replicas" not in children({"autoscaling": {"maxReplicas": 4}}).objects["Deployment"]["spec"]
+    assert children({"replicas": 3}).objects["Deployment"]["spec"]["replicas"] == 3
+
+
+def test_the_revision_is_the_hash_of_the_pod_template_and_is_stamped_on_it():
+    d = children()
+    dep = d.objects["Deployment"]
+    tpl = dep["spec"]["template"]
+    assert tpl["metadata"]["labels"][naming.REVISION_KEY] == d.revision == naming.template_hash(tpl)
+    assert dep["metadata"]["annotations"][naming.REVISION_KEY] == d.revision
+    assert len(d.revision) == 10 and int(d.revision, 16) >= 0
+
+
+def test_a_new_image_is_a_new_revision_but_a_new_size_is_not():
+    base = children({"replicas": 1}).revision
+    assert children({"replicas": 5}).revision == base
+    assert children({"replicas": 1, "image": "registry.example/ocr-server:2.0"}).revision != base
+    assert children({"replicas": 1, "inference": {"batchSize": 2}}).revision != base
+
+
+def test_pod_labels_and_annotations_reach_the_pods_but_not_the_selector():
+    dep = children({"podLabels": {"team": "docs"}, "podAnnotations": {"prometheus.io/scrape": "true"}}
+                   ).objects["Deployment"]
+    tpl = dep["spec"]["template"]["metadata"]
+    assert tpl["labels"]["team"] == "docs"
+    assert tpl["annotations"]["prometheus.io/scrape"] == "true"
+    assert dep["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "causalflow-ocr",
+                                                       "app.kubernetes.io/instance": "ocr"}}
+
+
+def test_the_weights_pvc_is_mounted_at_the_cache_dir():
+    dep = children({"model": {"cacheDir": "/weights", "pvc": {"claimName": "ocr-weights"}}}).objects["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    assert {"name": "weights", "persistentVolumeClaim": {"claimName": "ocr-weights", "readOnly": True}} in pod["volumes"]
+    assert {"name": "weights", "mountPath": "/weights", "readOnly": True} in container(dep)["volumeMounts"]
+    assert env_of(dep)["CACHE_DIR"]["value"] == "/weights"
+
+
+def test_the_pod_runs_non_root_with_a_read_only_root_filesystem():
+    dep = children().objects["Deployment"]
+    assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    sc = container(dep)["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert {"name": "tmp", "mountPath": "/tmp"} in container(dep)["volumeMounts"]
+
+
+def test_the_configmap_holds_service_model_and_runtime_sections():
+    cm = children({"inference": {"concurrency": 2, "batchSize": 16}, "model": {"path": "/opt/model"}}).objects["ConfigMap"]
+    assert cm["metadata"]["name"] == "ocr-config"
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    assert set(cfg) == {"service", "model", "runtime"}
+    assert cfg["service"] == {"host": "0.0.0.0", "port": 8080, "workers": 1}
+    assert cfg["runtime"] == {"concurrency": 2, "batch_size": 16, "timeout_sec": 30}
+    assert cfg["model"]["path"] == "/opt/model"
+    assert cfg["model"]["max_visual_tokens"] == 1120
+
+
+def test_a_config_change_rolls_the_pods_through_the_config_hash():
+    a = children({"inference": {"concurrency": 2}}).objects["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    b = children({"inference": {"concurrency": 3}}).objects["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert a[D.CONFIG_HASH_KEY] != b[D.CONFIG_HASH_KEY]
+
+
+def test_the_hpa_reads_the_gpu_utilisation_pods_metric_with_the_target():
+    hpa = children({"autoscaling": {"minReplicas": 2, "maxReplicas": 6, "targetGPUUtilization": 70}}
+                   ).objects["HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ocr"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
+    assert hpa["spec"]["metrics"] == [{"type": "Pods", "pods": {
+        "metric": {"name": "DCGM_FI_DEV_GPU_UTIL"}, "target": {"type": "AverageValue", "averageValue": "70"}}}]
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+
+
+def test_the_hpa_behavior_from_the_spec_overrides_the_defaults_per_direction():
+    hpa = children({"autoscaling": {"behavior": {"scaleDown": {"stabilizationWindowSeconds": 0}}}}
+                   ).objects["HorizontalPodAutoscaler"]
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 0
+    assert hpa["spec"]["behavior"]["scaleDown"]["policies"] == [{"type": "Pods", "value": 1, "periodSeconds": 120}]
+    assert hpa["spec"]["behavior"]["scaleUp"]["stabilizationWindowSeconds"] == 0
+
+
+def test_a_queue_depth_metric_uses_its_own_target_value():
+    hpa = children({"autoscaling": {"metric": {"name": "ocr_queue_depth", "targetAverageValue": "4"}}}
+                   ).objects["HorizontalPodAutoscaler"]
+    assert hpa["spec"]["metrics"][0]["pods"] == {"metric": {"name": "ocr_queue_depth"},
+                                                 "target": {"type": "AverageValue", "averageValue": "4"}}
+
+
+def test_an_open_schedule_window_raises_the_hpa_minimum():
+    import datetime as dt
+    d = children({"autoscaling": {"minReplicas": 1, "maxReplicas": 5, "schedules": [
+        {"name": "always", "start": "00:00", "end": "23:59", "minReplicas": 3}]}},
+        now=dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc))
+    assert d.objects["HorizontalPodAutoscaler"]["spec"]["minReplicas"] == 3
+    assert d.active_schedule == "always"
+
+
+@pytest.mark.parametrize("spec, wanted", [
+    ({"replicas": 1}, False),
+    ({"replicas": 2}, True),
+    ({"autoscaling": {"minReplicas": 1, "maxReplicas": 1}}, False),
+    ({"autoscaling": {"maxReplicas": 3}}, True),
+    ({"replicas": 3, "podDisruptionBudget": {"enabled": False}}, False),
+])
+def test_a_pdb_exists_only_when_more_than_one_pod_can_exist(spec, wanted):
+    pdb = children(spec).objects["PodDisruptionBudget"]
+    assert (pdb is not None) is wanted
+    if pdb:
+        assert pdb["spec"]["maxUnavailable"] == 1
+        assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/instance"] == "ocr"
+
+
+def test_fixed_replicas_render_no_hpa():
+    assert children({"replicas": 2}).objects["HorizontalPodAutoscaler"] is None
+
+
+def test_the_service_targets_the_server_port_of_the_pods():
+    svc = children({"service": {"port": 9000, "type": "LoadBalancer"}}).objects["Service"]
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["ports"][0]["port"] == 9000 and svc["spec"]["ports"][0]["targetPort"] == "http"
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/instance": "ocr"}
+
+
+def test_the_network_policy_exists_only_when_asked_and_lists_the_sources():
+    assert children().objects["NetworkPolicy"] is None
+    np = children({"networkPolicy": {"enabled": True, "allowedNamespaces": ["gateway"], "allowedCIDRs": ["10.0.0.0/8"]}}
+                  ).objects["NetworkPolicy"]
+    assert np["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8080}], "from": [
+        {"podSelector": {}},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}},
+        {"ipBlock": {"cidr": "10.0.0.0/8"}}]}]
+
+
+def test_the_service_monitor_needs_both_the_toggle_and_its_crd():
+    on = {"monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
+    assert children().objects["ServiceMonitor"] is None
+    assert children(on, servicemonitor_available=False).objects["ServiceMonitor"] is None
+    sm = children(on).objects["ServiceMonitor"]
+    assert sm["metadata"]["labels"]["release"] == "prom"
+    assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+
+
+def test_rendering_is_deterministic():
+    assert children().objects == children().objects

@@ -1,0 +1,148 @@
+"""Spec defaulting and validation, and the CRD schema defaults they must agree with."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ocr_operator import spec as S
+
+CRD = Path(__file__).resolve().parents[3] / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
+
+
+def schema() -> dict:
+    crd = yaml.safe_load(CRD.read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+
+
+def default_of(*path: str):
+    node = schema()
+    for key in path:
+        node = node["properties"][key]
+    return node.get("default")
+
+
+@pytest.mark.parametrize("path, value", [
+    (("imagePullPolicy",), lambda s: s.image_pull_policy),
+    (("model", "name"), lambda s: s.model.name),
+    (("model", "cacheDir"), lambda s: s.model.cache_dir),
+    (("inference", "inputSize"), lambda s: s.inference.input_size),
+    (("inference", "baseSize"), lambda s: s.inference.base_size),
+    (("inference", "minVisualTokens"), lambda s: s.inference.min_visual_tokens),
+    (("inference", "maxVisualTokens"), lambda s: s.inference.max_visual_tokens),
+    (("inference", "concurrency"), lambda s: s.inference.concurrency),
+    (("inference", "batchSize"), lambda s: s.inference.batch_size),
+    (("inference", "timeoutSeconds"), lambda s: s.inference.timeout_seconds),
+    (("inference", "maxNewTokens"), lambda s: s.inference.max_new_tokens),
+    (("resources", "gpus"), lambda s: s.resources.gpus),
+    (("resources", "gpuResourceName"), lambda s: s.resources.gpu_resource_name),
+    (("resources", "cpu"), lambda s: s.resources.cpu),
+    (("resources", "memory"), lambda s: s.resources.memory),
+    (("terminationGracePeriodSeconds",), lambda s: s.termination_grace_period_seconds),
+    (("autoscaling", "minReplicas"), lambda s: s.autoscaling.min_replicas),
+    (("autoscaling", "maxReplicas"), lambda s: s.autoscaling.max_replicas),
+    (("autoscaling", "targetGPUUtilization"), lambda s: s.autoscaling.target_gpu_utilization),
+    (("rollout", "modelLoadTimeoutSeconds"), lambda s: s.rollout.model_load_timeout_seconds),
+    (("rollout", "progressDeadlineSeconds"), lambda s: s.rollout.progress_deadline_seconds),
+    (("rollout", "autoRollback"), lambda s: s.rollout.auto_rollback),
+    (("rollout", "maxSurge"), lambda s: s.rollout.max_surge),
+    (("rollout", "settleSeconds"), lambda s: s.rollout.settle_seconds),
+    (("rollout", "maxRestarts"), lambda s: s.rollout.max_restarts),
+    (("rollout", "unschedulableGraceSeconds"), lambda s: s.rollout.unschedulable_grace_seconds),
+    (("rollout", "revisionHistoryLimit"), lambda s: s.rollout.revision_history_limit),
+    (("rollout", "healthCheck", "path"), lambda s: s.rollout.health_check.path),
+    (("rollout", "healthCheck", "livenessPath"), lambda s: s.rollout.health_check.liveness_path),
+    (("rollout", "healthCheck", "periodSeconds"), lambda s: s.rollout.health_check.period_seconds),
+    (("rollout", "healthCheck", "timeoutSeconds"), lambda s: s.rollout.health_check.timeout_seconds),
+    (("rollout", "healthCheck", "failureThreshold"), lambda s: s.rollout.health_check.failure_threshold),
+    (("service", "type"), lambda s: s.service.type),
+    (("service", "port"), lambda s: s.service.port),
+    (("networkPolicy", "enabled"), lambda s: s.network_policy.enabled),
+    (("podDisruptionBudget", "enabled"), lambda s: s.pdb.enabled),
+    (("podDisruptionBudget", "maxUnavailable"), lambda s: s.pdb.max_unavailable),
+])
+def test_python_default_equals_the_crd_schema_default(path, value):
+    parsed = S.parse({"image": "img"})
+    assert value(parsed) == default_of(*path), f"spec.{'.'.join(path)}"
+
+
+def test_metric_default_is_the_dcgm_gpu_utilisation():
+    assert S.parse({"image": "img"}).autoscaling.metric.name == "DCGM_FI_DEV_GPU_UTIL" == default_of(
+        "autoscaling", "metric", "name")
+
+
+def test_a_minimal_spec_autoscales_with_the_defaults():
+    s = S.parse({"image": "img"})
+    assert s.autoscaling is not None
+    assert (s.autoscaling.min_replicas, s.autoscaling.max_replicas) == (1, 3)
+    assert s.fixed_replicas is None
+
+
+def test_a_replicas_spec_has_no_autoscaler_and_a_fixed_size():
+    s = S.parse({"image": "img", "replicas": 2})
+    assert s.autoscaling is None
+    assert s.fixed_replicas == 2
+
+
+def test_autoscaling_disabled_falls_back_to_replicas_or_one():
+    assert S.parse({"image": "img", "autoscaling": {"enabled": False}}).fixed_replicas == 1
+    assert S.parse({"image": "img", "replicas": 4, "autoscaling": {"enabled": False}}).fixed_replicas == 4
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"inference": {"maxVisualTokens": 1200}}, "spec.inference.maxVisualTokens"),
+    ({"inference": {"minVisualTokens": 100}}, "spec.inference.minVisualTokens"),
+    ({"inference": {"minVisualTokens": 900, "maxVisualTokens": 500}}, "spec.inference.minVisualTokens"),
+    ({"inference": {"inputSize": 640}}, "spec.inference.inputSize"),
+    ({"inference": {"inputSize": 1024, "baseSize": 768}}, "spec.inference.inputSize"),
+    ({"replicas": 2, "autoscaling": {"maxReplicas": 3}}, "spec.replicas"),
+    ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.autoscaling.minReplicas"),
+    ({"resources": {"gpus": -1}}, "spec.resources.gpus"),
+    ({"rollout": {"healthCheck": {"periodSeconds": 0}}}, "spec.rollout.healthCheck.periodSeconds"),
+    ({"rollout": {"modelLoadTimeoutSeconds": 600, "progressDeadlineSeconds": 300}}, "spec.rollout.progressDeadlineSeconds"),
+    ({"inference": {"batchSize": "eight"}}, "spec.inference.batchSize"),
+    ({"model": {"pvc": {"claimName": "w"}, "path": "/w"}}, "spec.model.pvc"),
+])
+def test_an_invalid_spec_is_rejected_naming_the_field(spec, field):
+    with pytest.raises(S.SpecError) as err:
+        S.parse({"image": "img", **spec})
+    assert field in str(err.value)
+
+
+def test_a_missing_image_is_rejected():
+    with pytest.raises(S.SpecError, match="spec.image"):
+        S.parse({})
+
+
+def _at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text)
+
+
+def test_a_schedule_window_raises_min_replicas_while_open():
+    s = S.parse({"image": "img", "autoscaling": {"minReplicas": 1, "maxReplicas": 6, "schedules": [
+        {"name": "peak", "days": ["Mon", "Tue", "Wed", "Thu", "Fri"], "start": "08:00", "end": "18:00",
+         "minReplicas": 4, "timeZone": "UTC"}]}})
+    assert s.autoscaling.effective_min_replicas(_at("2026-11-30T09:00:00+00:00")) == (4, "peak")  # Monday
+    assert s.autoscaling.effective_min_replicas(_at("2026-11-30T18:00:00+00:00")) == (1, None)
+    assert s.autoscaling.effective_min_replicas(_at("2026-11-29T09:00:00+00:00")) == (1, None)  # Sunday
+
+
+def test_a_window_across_midnight_belongs_to_the_day_it_started():
+    w = S.Schedule(name="night", start="22:00", end="06:00", min_replicas=1, days=("Fri",))
+    assert w.is_open(_at("2026-11-27T23:00:00+00:00"))  # Friday night
+    assert w.is_open(_at("2026-11-28T05:59:00+00:00"))  # Saturday early morning, Friday's window
+    assert not w.is_open(_at("2026-11-29T05:00:00+00:00"))  # Sunday early morning
+
+
+def test_a_window_is_read_in_its_own_time_zone():
+    w = S.Schedule(name="berlin", start="08:00", end="09:00", min_replicas=2, time_zone="Europe/Berlin")
+    assert w.is_open(_at("2026-11-30T07:30:00+00:00"))  # 08:30 in Berlin (UTC+1)
+    assert not w.is_open(_at("2026-11-30T08:30:00+00:00"))
+
+
+def test_max_pods_counts_the_autoscaler_maximum_or_the_fixed_size():
+    assert S.parse({"image": "img", "autoscaling": {"maxReplicas": 5}}).max_pods == 5
+    assert S.parse({"image": "img", "replicas": 1}).max_pods == 1
