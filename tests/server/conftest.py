@@ -1,0 +1,129 @@
+"""Server test fixtures: the tiny model written once, real `python -m ocr_server` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen
+    url: str
+    log_path: Path
+    first_health: httpx.Response | None = None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 120), **kw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wait_ready: bool = True,
+                 timeout: float = 120) -> ServerProcess:
+    port = free_port()
+    full = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
+    for key in ("API_KEYS", "CONFIG_FILE"):
+        if key not in env:
+            full.pop(key, None)
+    log_path = tmp / f"server-{port}.log"
+    proc = subprocess.Popen([sys.executable, "-m", module], env=full, cwd=ROOT,
+                            stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
+    if wait_ready:
+        wait_for(server, 200, timeout)
+    return server
+
+
+def wait_for(server: ServerProcess, status: int, timeout: float = 120) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise AssertionError(f"server exited with {server.proc.returncode}:\n{server.log()[-3000:]}")
+        try:
+            last = httpx.get(server.url + "/health", timeout=5)
+            if last.status_code == status:
+                return last
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"/health never answered {status} (last {last}):\n{server.log()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def tiny_native(tmp_path_factory) -> Path:
+    from ocr_server.testing.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny-native"), layout="native")
+
+
+@pytest.fixture(scope="session")
+def tiny_official(tmp_path_factory) -> Path:
+    from ocr_server.testing.tiny_model import write_tiny_model
+
+    return write_tiny_model(tmp_path_factory.mktemp("tiny-official"), layout="official")
+
+
+MAIN_ENV = {
+    "CONCURRENCY": "16",
+    "BATCH_SIZE": "8",
+    "BATCH_WAIT_MS": "100",
+    "MAX_NEW_TOKENS": "6",
+    "MAX_BODY_BYTES": str(2 * 1024 * 1024),
+    "MAX_PAGES": "3",
+    "LOAD_DELAY_SEC": "3",
+    "TIMEOUT_SEC": "120",
+}
+
+
+@pytest.fixture(scope="session")
+def main_server(tiny_native, tmp_path_factory):
+    """The real server with the tiny native model, no API keys. Started once per session.
+
+    It is returned as soon as the port answers (still loading: 503), so the first test can see
+    both states; `server` below waits for ready.
+    """
+    server = start_server(tmp_path_factory.mktemp("main"), {"MODEL_PATH": str(tiny_native), **MAIN_ENV}, wait_ready=False)
+    deadline = time.monotonic() + 60
+    server.first_health = None
+    while server.first_health is None and time.monotonic() < deadline and server.proc.poll() is None:
+        try:
+            server.first_health = httpx.get(server.url + "/health", timeout=5)
+        except httpx.TransportError:
+            time.sleep(0.05)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def server(main_server):
+    wait_for(main_server, 200)
+    return main_server

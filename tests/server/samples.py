@@ -1,0 +1,83 @@
+"""Documents users send, built in memory (no binary fixtures in the repo)."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+from PIL import Image
+
+
+def page(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A white page with dark text-like bars: deterministic, compressible."""
+    rng = np.random.default_rng(seed)
+    arr = np.full((height, width, 3), 255, dtype=np.uint8)
+    for y in range(8, max(height - 8, 9), 24):
+        x2 = int(rng.integers(width // 3, width))
+        arr[y:y + 8, 8:x2] = 30
+    return Image.fromarray(arr)
+
+
+def encode(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def png(width: int, height: int, seed: int = 0) -> bytes:
+    return encode(page(width, height, seed))
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def png_bomb(width: int = 100_000, height: int = 100_000) -> bytes:
+    """A valid PNG header declaring a huge image, with a tiny compressed body."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    idat = zlib.compress(b"\x00" * 1024)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+
+
+def cmyk_jpeg() -> bytes:
+    return encode(page(300, 200).convert("CMYK"), "JPEG")
+
+
+def png16_gray() -> bytes:
+    arr = (np.linspace(0, 65535, 200 * 100).reshape(100, 200)).astype(np.uint16)
+    return encode(Image.fromarray(arr).convert("I;16") if Image.fromarray(arr).mode != "I;16" else Image.fromarray(arr))
+
+
+def gray_png() -> bytes:
+    return encode(page(200, 100).convert("L"))
+
+
+def animated_gif() -> bytes:
+    frames = [page(120, 80, s).convert("P") for s in range(3)]
+    return encode(frames[0], "GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+
+
+def exif_rotated_jpeg(width: int = 1600, height: int = 800) -> bytes:
+    """Stored landscape (width x height) with EXIF Orientation 6: upright it is height x width."""
+    img = page(width, height)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    return encode(img, "JPEG", exif=exif.tobytes())
+
+
+def multipage_tiff(n: int) -> bytes:
+    frames = [page(200, 150, s) for s in range(n)]
+    return encode(frames[0], "TIFF", save_all=True, append_images=frames[1:])
+
+
+def pdf(pages: int, width_pt: float = 200, height_pt: float = 150) -> bytes:
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument.new()
+    for _ in range(pages):
+        doc.new_page(width_pt, height_pt)
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
