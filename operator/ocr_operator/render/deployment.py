@@ -99,7 +99,6 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         "startupProbe": _probe(hc.path, spec, failure_threshold=startup_failure_threshold(spec)),
         "readinessProbe": _probe(hc.path, spec, failure_threshold=hc.failure_threshold),
         "livenessProbe": _probe(hc.liveness_path, spec, failure_threshold=hc.failure_threshold),
-        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "volumeMounts": mounts,
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -108,6 +107,9 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if spec.termination_grace_period_seconds > PRESTOP_SLEEP_SECONDS:
+        # Let endpoints drop the pod before SIGTERM, so no request lands on a stopping server.
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}}
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,

@@ -1,0 +1,61 @@
+"""The sole writer of children: server-side apply with one field manager, deletes by uid.
+
+A plan with only Skip actions makes no request at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import naming
+from .kube import ApiError, Kube, retrying
+from .plan import CONFLICT, CREATE, DELETE, UPDATE, Action
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outcome:
+    live: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    writes: int = 0
+
+
+async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outcome:
+    out = Outcome()
+    for action in actions:
+        out.live[action.kind] = action.observed
+        if action.verb == CONFLICT:
+            out.conflicts.append(f"{action.kind} {action.name} {action.reason}")
+            continue
+        if not action.writes:
+            continue
+        log.info("%s/%s: %s", namespace, action.name, action)
+        try:
+            if action.verb in (CREATE, UPDATE):
+                if action.handover_replicas is not None:
+                    # Keep spec.replicas owned (by a separate manager) so that dropping it from
+                    # our apply does not reset the Deployment to 1 pod before the HPA acts.
+                    await retrying(lambda: kube.apply({
+                        "apiVersion": "apps/v1", "kind": "Deployment",
+                        "metadata": {"name": action.name, "namespace": namespace},
+                        "spec": {"replicas": action.handover_replicas},
+                    }, manager=naming.HANDOVER_MANAGER))
+                    out.writes += 1
+                out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
+                out.writes += 1
+            elif action.verb == DELETE:
+                obs = action.observed or {}
+                await retrying(lambda: kube.delete(obs.get("kind") or action.kind, namespace, action.name,
+                                                   uid=obs.get("metadata", {}).get("uid")))
+                out.live[action.kind] = None
+                out.writes += 1
+        except ApiError as exc:
+            if exc.retryable:
+                raise
+            # Invalid for the API server (e.g. a bad affinity): report it, do not crash-loop.
+            out.errors.append(f"{action.verb} {action.kind} {action.name}: {exc.message}")
+    return out

@@ -1,0 +1,131 @@
+"""One level-based, idempotent reconcile of one OcrService.
+
+snapshot -> parse spec -> render -> rollout.decide -> plan -> apply -> status (+ events).
+Called for every reason alike (create, update, restart, a child changed, a deadline); a call
+that finds everything in shape makes no write at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import observe, plan, revisions, rollout, status
+from .apply import execute
+from .kube import Kube
+from .render import render_all
+from .spec import OcrServiceSpec, SpecError, parse
+
+log = logging.getLogger(__name__)
+
+# Full reconcile of every object this often even when nothing wakes it (a safety net for a
+# missed watch event); deadlines and child events wake it much earlier.
+RESYNC_SECONDS = float(os.environ.get("OCR_OPERATOR_RESYNC_SECONDS", "300"))
+
+
+@dataclass
+class Result:
+    requeue_after: float | None = RESYNC_SECONDS
+    writes: int = 0
+    actions: list[str] = field(default_factory=list)
+    status: dict[str, Any] | None = None  # the OcrService as returned by the status patch
+
+
+def policy(spec: OcrServiceSpec) -> rollout.Policy:
+    r = spec.rollout
+    return rollout.Policy(
+        failure_threshold=r.health_check.failure_threshold,
+        period_seconds=r.health_check.period_seconds,
+        model_load_timeout_seconds=r.model_load_timeout_seconds,
+        progress_deadline_seconds=r.progress_deadline_seconds,
+        auto_rollback=r.auto_rollback,
+        settle_seconds=r.settle_seconds,
+        max_restarts=r.max_restarts,
+        unschedulable_grace_seconds=r.unschedulable_grace_seconds,
+    )
+
+
+def _next_minute(now: dt.datetime) -> float:
+    return 60.0 - now.second - now.microsecond / 1e6 + 0.5
+
+
+async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any], changed, events, now, result):
+    md = owner["metadata"]
+    patch = status.diff(owner.get("status"), new)
+    if patch is not None:
+        result.status = await kube.merge_patch("OcrService", md["namespace"], md["name"], {"status": patch},
+                                               subresource="status")
+        result.writes += 1
+    for type_, reason, message in [*events, *status.transition_events(changed)]:
+        try:
+            await status.post_event(kube, owner, type_, reason, message, now)
+            result.writes += 1
+        except Exception as exc:  # an event is best effort; never fail the reconcile for it
+            log.warning("event %s for %s/%s not posted: %s", reason, md["namespace"], md["name"], exc)
+
+
+async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
+                    servicemonitor_available: bool = False) -> Result:
+    md = owner["metadata"]
+    ns, name, uid = md["namespace"], md["name"], md["uid"]
+    result = Result()
+    if md.get("deletionTimestamp"):
+        return Result(requeue_after=None)  # garbage collection removes the children
+
+    try:
+        spec = parse(owner.get("spec") or {})
+    except SpecError as exc:
+        snap = await observe.snapshot(kube, ns, name, servicemonitor_available=False)
+        new, changed = status.build(owner, None, now=now, deployment=snap.deployment, spec_error=str(exc))
+        await _write_status(kube, owner, new, changed, [], now, result)
+        result.requeue_after = None
+        return result
+
+    snap = await observe.snapshot(kube, ns, name, servicemonitor_available=servicemonitor_available)
+    fresh = render_all(owner, spec, now=now, servicemonitor_available=servicemonitor_available)
+
+    history = revisions.parse_history(snap.children.get("RevisionHistory"),
+                                      limit=spec.rollout.revision_history_limit)
+    observed = rollout.observe(snap.deployment, snap.pods)
+    prior = rollout.RolloutStatus.from_status(owner.get("status"))
+    decision = rollout.decide(fresh.revision, prior, observed, policy(spec), now)
+
+    history = history.record(fresh.revision, fresh.pod_template)
+    try:
+        history = history.mark_good(decision.status.last_good_revision)
+    except KeyError:
+        log.warning("%s/%s: last good revision %s has no stored template", ns, name,
+                    decision.status.last_good_revision)
+    template = revisions.target_template(decision.target_revision, fresh.revision, fresh.pod_template, history)
+    if template is None:
+        log.warning("%s/%s: no stored template for revision %s; applying the desired one", ns, name,
+                    decision.target_revision)
+        template = fresh.pod_template
+    desired = render_all(owner, spec, now=now, pod_template=template, servicemonitor_available=servicemonitor_available)
+
+    objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
+    objects["RevisionHistory"] = revisions.render_history(owner, history)
+    actions = plan.plan(objects, snap.children, uid, observe.child_names(name))
+    result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
+    outcome = await execute(kube, actions, namespace=ns)
+    result.writes += outcome.writes
+
+    new, changed = status.build(
+        owner, spec, now=now, desired_revision=fresh.revision,
+        deployment=outcome.live.get("Deployment"), hpa=outcome.live.get("HorizontalPodAutoscaler"),
+        decision=decision, apply_errors=outcome.errors, conflicts=outcome.conflicts,
+        active_schedule=desired.active_schedule,
+    )
+    events = [(e.type, e.reason, e.message) for e in decision.events]
+    await _write_status(kube, owner, new, changed, events, now, result)
+
+    waits = [RESYNC_SECONDS]
+    if decision.requeue_after is not None:
+        waits.append(decision.requeue_after)
+    if spec.autoscaling is not None and spec.autoscaling.schedules:
+        waits.append(_next_minute(now))
+    result.requeue_after = min(waits)
+    return result

@@ -1,0 +1,222 @@
+"""Build the whole new status, diff it with the old one, patch only what changed.
+
+Pure except for `write()`. Events are produced only for reported transitions: the rollout
+state machine's own events, plus a change of the Ready / Available / ScalingActive status.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from typing import Any, Mapping
+
+from . import conditions as C
+from . import naming
+from .kube import Kube
+from .plan import parse_quantity
+from .render import service as service_render
+from .spec import OcrServiceSpec
+
+FAILED_PHASES = ("RolledBack", "Failed", "NoGoodRevision")
+
+
+def iso(now: dt.datetime) -> str:
+    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fmt_quantity(value: Any) -> str:
+    q = parse_quantity(value)
+    if q is None:
+        return str(value)
+    return str(int(q)) if q == int(q) else f"{float(q):.1f}"
+
+
+def gpu_utilization(spec: OcrServiceSpec, hpa: Mapping[str, Any] | None) -> str | None:
+    if spec.autoscaling is None:
+        return None
+    target = _fmt_quantity(spec.autoscaling.target_value())
+    current = "<unknown>"
+    for metric in ((hpa or {}).get("status") or {}).get("currentMetrics") or ():
+        pods = metric.get("pods") or {}
+        if (pods.get("metric") or {}).get("name") == spec.autoscaling.metric.name:
+            value = (pods.get("current") or {}).get("averageValue")
+            if value is not None:
+                current = _fmt_quantity(value)
+    return f"{current}/{target}"
+
+
+def scaling_condition(spec: OcrServiceSpec, hpa: Mapping[str, Any] | None) -> C.Condition | None:
+    """ScalingActive copied from the HPA itself (reason FailedGetPodsMetric when the metric is missing)."""
+    if spec.autoscaling is None:
+        return None
+    hpa_cond = C.get(((hpa or {}).get("status") or {}).get("conditions"), "ScalingActive")
+    if hpa_cond is None:
+        return C.Condition(C.SCALING_ACTIVE, C.UNKNOWN, "WaitingForAutoscaler",
+                           "the HorizontalPodAutoscaler has not reported yet")
+    return C.Condition(C.SCALING_ACTIVE, hpa_cond.get("status") or C.UNKNOWN, hpa_cond.get("reason") or "Unknown",
+                       hpa_cond.get("message") or "")
+
+
+def build(
+    owner: Mapping[str, Any],
+    spec: OcrServiceSpec | None,
+    *,
+    now: dt.datetime,
+    desired_revision: str | None = None,
+    deployment: Mapping[str, Any] | None = None,
+    hpa: Mapping[str, Any] | None = None,
+    decision: Any = None,
+    spec_error: str | None = None,
+    apply_errors: list[str] | None = None,
+    conflicts: list[str] | None = None,
+    active_schedule: str | None = None,
+) -> tuple[dict[str, Any], list[tuple[C.Condition, str | None]]]:
+    """The complete new status and the condition transitions it reports."""
+    md = owner["metadata"]
+    old = owner.get("status") or {}
+    generation = md.get("generation") or 0
+    name = md["name"]
+    conds: list[C.Condition] = []
+    new: dict[str, Any] = {"observedGeneration": generation, "selector": naming.selector_string(name)}
+
+    dep = deployment or {}
+    dstatus = dep.get("status") or {}
+    replicas = int(dstatus.get("replicas") or 0)
+    ready = int(dstatus.get("readyReplicas") or 0)
+    updated = int(dstatus.get("updatedReplicas") or 0)
+    desired = (dep.get("spec") or {}).get("replicas")
+    desired = int(desired) if desired is not None else 0
+    new.update(replicas=replicas, readyReplicas=ready, updatedReplicas=updated, desiredReplicas=desired,
+               replicaSummary=f"{ready}/{desired}")
+
+    if spec_error is not None:
+        msg = f"the spec cannot be rendered: {spec_error}"
+        conds += [
+            C.Condition(C.READY, C.FALSE, "InvalidSpec", msg),
+            C.Condition(C.PROGRESSING, C.FALSE, "InvalidSpec", msg),
+            C.Condition(C.DEGRADED, C.TRUE, "InvalidSpec", msg),
+        ]
+        # Keep what the last valid spec reported about revisions and the rollout.
+        for key in ("currentRevision", "desiredRevision", "lastGoodRevision", "failedRevision", "failedReason",
+                    "failedMessage", "rollout", "url", "gpuUtilization", "activeSchedule"):
+            if key in old:
+                new[key] = old[key]
+    else:
+        assert spec is not None
+        rstatus = decision.status
+        summary = {k: v for k, v in rstatus.summary().items() if v is not None}
+        new.update(summary)
+        new["currentRevision"] = decision.target_revision
+        new["desiredRevision"] = desired_revision
+        new["rollout"] = {k: v for k, v in rstatus.to_status().items() if v is not None}
+        new["url"] = service_render.url(owner, spec)
+        util = gpu_utilization(spec, hpa)
+        if util is not None:
+            new["gpuUtilization"] = util
+        if active_schedule:
+            new["activeSchedule"] = active_schedule
+
+        live_rev = (dep.get("metadata", {}).get("annotations") or {}).get(naming.REVISION_KEY)
+        dep_current = (dep.get("metadata") or {}).get("generation") == dstatus.get("observedGeneration")
+        problems = (apply_errors or []) + (conflicts or [])
+        phase = rstatus.phase
+        if apply_errors:
+            ready_c = C.Condition(C.READY, C.FALSE, "ApplyFailed", "; ".join(apply_errors))
+        elif conflicts:
+            ready_c = C.Condition(C.READY, C.FALSE, "ChildConflict", "; ".join(conflicts))
+        elif phase in FAILED_PHASES:
+            ready_c = C.Condition(C.READY, C.FALSE, phase, decision.degraded.message)
+        elif not dep:
+            ready_c = C.Condition(C.READY, C.FALSE, "WaitingForDeployment", "the Deployment does not exist yet")
+        elif live_rev != decision.target_revision or not dep_current or updated < desired or replicas > desired:
+            ready_c = C.Condition(C.READY, C.FALSE, "RolloutInProgress",
+                                  f"revision {decision.target_revision}: {updated}/{desired} pods updated, {ready} Ready")
+        elif ready < desired:
+            ready_c = C.Condition(C.READY, C.FALSE, "ReplicasNotReady", f"{ready}/{desired} pods Ready")
+        elif desired == 0:
+            ready_c = C.Condition(C.READY, C.TRUE, "ScaledToZero", "replicas is 0")
+        else:
+            ready_c = C.Condition(C.READY, C.TRUE, "AllReplicasReady",
+                                  f"{ready}/{desired} pods of revision {decision.target_revision} Ready")
+        conds.append(ready_c)
+        prog = decision.progressing
+        conds.append(C.Condition(C.PROGRESSING, prog.status, prog.reason, prog.message))
+        deg = decision.degraded
+        if deg.status != C.TRUE and problems:
+            conds.append(C.Condition(C.DEGRADED, C.TRUE, "ApplyFailed" if apply_errors else "ChildConflict",
+                                     "; ".join(problems)))
+        else:
+            conds.append(C.Condition(C.DEGRADED, deg.status, deg.reason, deg.message))
+        scaling = scaling_condition(spec, hpa)
+        if scaling is not None:
+            conds.append(scaling)
+
+    if desired == 0 and spec_error is None and dep:
+        conds.append(C.Condition(C.AVAILABLE, C.FALSE, "ScaledToZero", "no pods are wanted"))
+    elif ready >= 1:
+        conds.append(C.Condition(C.AVAILABLE, C.TRUE, "MinimumReplicasAvailable", f"{ready} pod(s) Ready and serving"))
+    else:
+        conds.append(C.Condition(C.AVAILABLE, C.FALSE, "NoReplicasReady", "no pod is Ready to serve"))
+
+    new["conditions"], changed = C.merge(old.get("conditions"), conds, generation=generation, now=iso(now))
+    return new, changed
+
+
+def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A JSON merge patch turning `old` into `new` (top-level keys; None deletes), or None if equal."""
+    old = old or {}
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    # A nested record (status.rollout) must lose keys that are gone: send explicit nulls.
+    for key, value in list(patch.items()):
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            patch[key] = {**{k: None for k in old[key] if k not in value}, **value}
+    return patch or None
+
+
+def transition_events(changed: list[tuple[C.Condition, str | None]]) -> list[tuple[str, str, str]]:
+    """(type, reason, message) Events for condition transitions worth telling a human about.
+    Progressing/Degraded transitions are told by the rollout state machine's own events."""
+    events = []
+    for cond, previous in changed:
+        if cond.type == C.READY:
+            if cond.status == C.TRUE:
+                events.append(("Normal", "Ready", cond.message))
+            elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed", "ChildConflict"):
+                events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
+                               cond.message))
+        elif cond.type == C.AVAILABLE and previous == C.TRUE and cond.status != C.TRUE:
+            events.append(("Warning", cond.reason, cond.message))
+        elif cond.type == C.SCALING_ACTIVE and cond.status == C.FALSE:
+            events.append(("Warning", cond.reason, cond.message))
+    return events
+
+
+async def post_event(kube: Kube, owner: Mapping[str, Any], type_: str, reason: str, message: str,
+                     now: dt.datetime) -> None:
+    md = owner["metadata"]
+    stamp = iso(now)
+    await kube.create("Event", md["namespace"], {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{md['name']}.", "namespace": md["namespace"]},
+        "involvedObject": {
+            "apiVersion": owner.get("apiVersion", "ocr.causalflow.dev/v1alpha1"),
+            "kind": owner.get("kind", "OcrService"),
+            "name": md["name"],
+            "namespace": md["namespace"],
+            "uid": md.get("uid"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "source": {"component": naming.FIELD_MANAGER},
+        "reportingComponent": naming.FIELD_MANAGER,
+        "reportingInstance": os.environ.get("POD_NAME") or socket.gethostname(),
+    })

@@ -1,0 +1,127 @@
+"""Status building: conditions, transitions, events, and the diff that avoids idle writes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from ocr_operator import conditions as C, rollout, status as St
+
+from .helpers import owner, parsed
+
+NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
+LATER = NOW + dt.timedelta(minutes=5)
+
+
+def deployment(rev="abc", ready=2, replicas=2, updated=2, desired=2, generation=3, observed=3):
+    return {"metadata": {"generation": generation, "annotations": {"ocr.causalflow.dev/revision": rev}},
+            "spec": {"replicas": desired},
+            "status": {"observedGeneration": observed, "replicas": replicas, "readyReplicas": ready,
+                       "updatedReplicas": updated}}
+
+
+def decision(rev="abc", phase="Healthy"):
+    st = rollout.RolloutStatus(current_revision=rev, last_good_revision=rev, phase=phase)
+    return rollout.Decision(rev, st, (), None,
+                            rollout.ConditionSpec("Progressing", "False", "RolloutComplete", "done"),
+                            rollout.ConditionSpec("Degraded", "False", "AsExpected", "fine"))
+
+
+def hpa(current="45", scaling=("True", "ValidMetricFound", "ok")):
+    return {"status": {"currentMetrics": [{"type": "Pods", "pods": {"metric": {"name": "DCGM_FI_DEV_GPU_UTIL"},
+                                                                   "current": {"averageValue": current}}}],
+                       "conditions": [{"type": "ScalingActive", "status": scaling[0], "reason": scaling[1],
+                                       "message": scaling[2]}]}}
+
+
+def build(body, now=NOW, **kw):
+    kw.setdefault("deployment", deployment())
+    kw.setdefault("decision", decision())
+    kw.setdefault("hpa", hpa())
+    return St.build(body, parsed(body), now=now, desired_revision="abc", **kw)
+
+
+def cond(st, type_):
+    return C.get(st["conditions"], type_)
+
+
+def test_all_pods_ready_on_the_desired_revision_is_ready_and_available():
+    st, _ = build(owner(generation=3))
+    assert cond(st, "Ready")["status"] == "True"
+    assert cond(st, "Available")["status"] == "True"
+    assert st["observedGeneration"] == 3
+    assert all(c["observedGeneration"] == 3 for c in st["conditions"])
+    assert st["replicaSummary"] == "2/2"
+    assert st["selector"] == "app.kubernetes.io/name=causalflow-ocr,app.kubernetes.io/instance=ocr"
+    assert st["url"] == "http://ocr.team-a.svc:8080"
+    assert st["gpuUtilization"] == "45/80"
+
+
+def test_pods_still_rolling_are_not_ready_but_the_old_ones_keep_it_available():
+    st, _ = build(owner(), deployment=deployment(updated=1, ready=2, replicas=3))
+    assert (cond(st, "Ready")["status"], cond(st, "Ready")["reason"]) == ("False", "RolloutInProgress")
+    assert cond(st, "Available")["status"] == "True"
+
+
+def test_a_rolled_back_service_is_available_but_not_ready_and_degraded():
+    d = decision(phase="RolledBack")
+    d = rollout.Decision("abc", d.status, (), None, d.progressing,
+                         rollout.ConditionSpec("Degraded", "True", "RolledBack", "revision def failed"))
+    st, _ = build(owner(), decision=d)
+    assert (cond(st, "Ready")["status"], cond(st, "Ready")["reason"]) == ("False", "RolledBack")
+    assert (cond(st, "Degraded")["status"], cond(st, "Degraded")["reason"]) == ("True", "RolledBack")
+    assert cond(st, "Available")["status"] == "True"
+
+
+def test_scaling_active_copies_the_hpa_reason_when_the_metric_is_missing():
+    st, _ = build(owner(), hpa=hpa(scaling=("False", "FailedGetPodsMetric", "unable to get metric DCGM_FI_DEV_GPU_UTIL")))
+    c = cond(st, "ScalingActive")
+    assert (c["status"], c["reason"]) == ("False", "FailedGetPodsMetric")
+    assert "DCGM_FI_DEV_GPU_UTIL" in c["message"]
+
+
+def test_fixed_replicas_report_no_scaling_condition():
+    st, _ = build(owner({"replicas": 2}))
+    assert cond(st, "ScalingActive") is None and "gpuUtilization" not in st
+
+
+def test_an_unchanged_status_keeps_its_transition_times_and_needs_no_patch():
+    body = owner()
+    first, changed = build(body)
+    assert {c.type for c, _ in changed} == {"Ready", "Available", "Progressing", "Degraded", "ScalingActive"}
+    body["status"] = first
+    second, changed = build(body, now=LATER)
+    assert changed == []
+    assert second == first
+    assert St.diff(first, second) is None
+
+
+def test_a_transition_gets_a_new_time_and_only_its_condition_changes():
+    body = owner()
+    body["status"], _ = build(body)
+    second, changed = build(body, now=LATER, deployment=deployment(ready=1))
+    assert [(c.type, prev) for c, prev in changed] == [("Ready", "True")]
+    assert cond(second, "Ready")["lastTransitionTime"] == "2026-11-29T12:05:00Z"
+    assert cond(second, "Available")["lastTransitionTime"] == "2026-11-29T12:00:00Z"
+
+
+def test_the_diff_deletes_fields_that_are_gone_including_nested_ones():
+    old = {"failedRevision": "x", "rollout": {"phase": "RolledBack", "failedRevision": "x"}, "replicas": 1}
+    new = {"rollout": {"phase": "Healthy"}, "replicas": 1}
+    assert St.diff(old, new) == {"failedRevision": None, "rollout": {"failedRevision": None, "phase": "Healthy"}}
+
+
+def test_events_are_told_for_ready_transitions_and_missing_metrics_only():
+    ready = C.Condition("Ready", "True", "AllReplicasReady", "2/2")
+    lost = C.Condition("Ready", "False", "ReplicasNotReady", "1/2")
+    metric = C.Condition("ScalingActive", "False", "FailedGetPodsMetric", "no metric")
+    prog = C.Condition("Progressing", "True", "RolloutInProgress", "rolling")
+    events = St.transition_events([(ready, None), (prog, "False"), (metric, "True")])
+    assert [e[:2] for e in events] == [("Normal", "Ready"), ("Warning", "FailedGetPodsMetric")]
+    assert St.transition_events([(lost, "True")])[0][0] == "Warning"
+
+
+def test_an_invalid_spec_is_reported_without_losing_the_revisions():
+    body = owner(status={"currentRevision": "abc", "lastGoodRevision": "abc"})
+    st, _ = St.build(body, None, now=NOW, deployment=deployment(), spec_error="spec.inference.batchSize must be an integer")
+    assert (cond(st, "Ready")["reason"], cond(st, "Degraded")["status"]) == ("InvalidSpec", "True")
+    assert st["currentRevision"] == "abc" and st["lastGoodRevision"] == "abc"
