@@ -1,0 +1,278 @@
+"""The Helm chart on a real API server: install, RBAC that is enough, upgrade and uninstall.
+
+The chart's operator Deployment is "run" by kwok (no container), so the operator itself runs as a
+local process authenticated with a token of the chart's ServiceAccount: whatever the chart's RBAC
+does not allow fails exactly as it would in a pod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cluster.cluster import free_port
+from tests.e2e.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "causalflow-ocr"
+CRD_FILE = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
+CRD_NAME = "ocrservices.ocr.causalflow.dev"
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+# --------------------------------------------------------------------------- helpers
+
+def helm(cluster, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("helm", path=cluster.env.get("PATH"))
+    assert exe, "helm not found: `make cluster-binaries` builds it next to kubectl"
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, env=cluster.env, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def kjson(cluster, *args: str) -> dict:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def crd(cluster) -> dict | None:
+    proc = cluster.kubectl("get", "crd", CRD_NAME, "-o", "json", check=False)
+    return json.loads(proc.stdout) if proc.returncode == 0 else None
+
+
+def ensure_crd(cluster) -> None:
+    """Other tests share the session's cluster and may have applied the CRD with kubectl."""
+    if crd(cluster) is None:
+        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{CRD_NAME}")
+
+
+def adopt_crd(cluster, release: str, namespace: str) -> None:
+    """Let a release own the existing CRD (the README's adoption recipe)."""
+    cluster.kubectl("label", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+    cluster.kubectl("annotate", "crd", CRD_NAME, f"meta.helm.sh/release-name={release}",
+                    f"meta.helm.sh/release-namespace={namespace}", "--overwrite")
+
+
+def condition(obj: dict, kind: str) -> dict:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), {})
+
+
+def create_namespace(cluster, prefix: str) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", name)
+    wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
+             timeout=30, message=f"default ServiceAccount in {name}")
+    return name
+
+
+def service_account_kubeconfig(cluster, namespace: str, sa: str, path: Path) -> str:
+    """A kubeconfig that authenticates as the ServiceAccount (a bound token, like a pod's)."""
+    token = cluster.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").stdout.strip()
+    admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    admin["users"] = [{"name": sa, "user": {"token": token}}]
+    for ctx in admin["contexts"]:
+        ctx["context"]["user"] = sa
+    path.write_text(yaml.safe_dump(admin))
+    path.chmod(0o600)
+    return token
+
+
+def ocrservice(name: str, namespace: str, **spec) -> dict:
+    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"image": "registry.example.com/causalflow/ocr-server:0.1.0",
+                     "rollout": {"settleSeconds": 1}, **spec}}
+
+
+# --------------------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def release(cluster, tmp_path_factory):
+    """The chart installed in namespaced RBAC mode, and the operator running as its ServiceAccount."""
+    ensure_crd(cluster)
+    ns = create_namespace(cluster, "chart")
+    name = "ocr"
+    helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false",
+         "--set", "rbac.namespaced=true", "--wait", "--timeout", "90s")
+    sa = kjson(cluster, "deploy", "-n", ns, "ocr-causalflow-ocr")["spec"]["template"]["spec"]["serviceAccountName"]
+    tmp = tmp_path_factory.mktemp("chart-operator")
+    kubeconfig = tmp / "sa.kubeconfig"
+    token = service_account_kubeconfig(cluster, ns, sa, kubeconfig)
+    port = free_port()
+    log = tmp / "operator.log"
+    env = dict(cluster.env, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ocr_operator", "--namespace", ns, "--liveness-host",
+                                 "127.0.0.1", f"--liveness-port={port}"], stdout=out, stderr=subprocess.STDOUT,
+                                env=env, cwd=ROOT, start_new_session=True)
+
+    def live():
+        assert proc.poll() is None, f"operator exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    wait_for(live, timeout=60, message="the operator's liveness endpoint")
+    info = {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
+            "token": token, "kubeconfig": kubeconfig, "log": log, "port": port, "started": time.time()}
+    try:
+        yield info
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        helm(cluster, "uninstall", name, "-n", ns, "--wait", "--timeout", "60s", check=False)
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+# --------------------------------------------------------------------------- the tests
+
+@pytest.mark.parametrize("values", [[], ["--set", "rbac.namespaced=true", "--set", "watchNamespaces={NS}"]],
+                         ids=["cluster RBAC", "namespaced RBAC"])
+def test_rendered_chart_passes_the_api_servers_server_side_dry_run(cluster, namespace, values):
+    values = [v.replace("NS", namespace) for v in values]
+    rendered = helm(cluster, "template", "dry", str(CHART), "-n", namespace, *values).stdout
+    proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
+    assert proc.returncode == 0, proc.stderr
+    kinds = {line.split("/")[0] for line in proc.stdout.splitlines()}
+    assert {"deployment.apps", "serviceaccount", "customresourcedefinition.apiextensions.k8s.io"} <= kinds
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_passes_the_crds_validation_on_the_api_server(cluster, namespace, example):
+    ensure_crd(cluster)
+    docs = [d for d in yaml.safe_load_all(example.read_text()) if d]
+    assert any(d["kind"] == "OcrService" for d in docs)
+    for doc in docs:
+        doc["metadata"]["namespace"] = namespace
+    proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(docs), check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_helm_install_brings_the_operator_deployment_up(cluster, release):
+    deploy = kjson(cluster, "deploy", "-n", release["namespace"], "ocr-causalflow-ocr")
+    assert deploy["status"].get("availableReplicas") == 1
+    status = json.loads(helm(cluster, "status", release["name"], "-n", release["namespace"], "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+
+
+def test_operator_under_the_charts_service_account_reconciles_an_ocrservice(cluster, release):
+    ns = release["namespace"]
+    cluster.apply(ocrservice("rbac-check", ns, autoscaling={"minReplicas": 1, "maxReplicas": 2},
+                             networkPolicy={"enabled": True}))
+
+    def ready():
+        obj = kjson(cluster, "ocrs", "rbac-check", "-n", ns)
+        return obj if condition(obj, "Ready").get("status") == "True" else None
+
+    obj = wait_for(ready, timeout=60, message=f"OcrService Ready under the chart's RBAC; log:\n{release['log']}")
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    for kind, name in [("deploy", "rbac-check"), ("svc", "rbac-check"), ("cm", "rbac-check-config"),
+                       ("hpa", "rbac-check"), ("pdb", "rbac-check"), ("networkpolicy", "rbac-check")]:
+        assert cluster.kubectl("get", kind, name, "-n", ns, check=False).returncode == 0, f"{kind}/{name} missing"
+    events = kjson(cluster, "events", "-n", ns, "--field-selector", "involvedObject.name=rbac-check")
+    assert events["items"], "the operator posted no Event (events: create)"
+
+
+def test_operator_under_the_charts_service_account_deletes_a_switched_off_child(cluster, release):
+    ns = release["namespace"]
+    cluster.apply(ocrservice("rbac-delete", ns, replicas=1, networkPolicy={"enabled": True}))
+    wait_for(lambda: cluster.kubectl("get", "networkpolicy", "rbac-delete", "-n", ns, check=False).returncode == 0,
+             timeout=60, message="NetworkPolicy created")
+    cluster.kubectl("patch", "ocrs", "rbac-delete", "-n", ns, "--type=merge",
+                    "-p", json.dumps({"spec": {"networkPolicy": {"enabled": False}}}))
+    wait_for(lambda: cluster.kubectl("get", "networkpolicy", "rbac-delete", "-n", ns, check=False).returncode != 0,
+             timeout=60, message=f"NetworkPolicy deleted under the chart's RBAC; log:\n{release['log']}")
+
+
+def test_service_account_was_never_forbidden(cluster, release):
+    """After the reconciles above, neither the operator's log nor the audit log shows a 403."""
+    log = release["log"].read_text()
+    assert "403" not in log and "Forbidden" not in log and "forbidden" not in log, log[-3000:]
+    if cluster.audit_log is None:
+        pytest.skip("external cluster: no audit log (the operator log above was checked)")
+    forbidden = []
+    requests = 0
+    for line in Path(cluster.audit_log).read_text().splitlines():
+        event = json.loads(line)
+        if event.get("user", {}).get("username") != release["user"]:
+            continue
+        requests += 1
+        if event.get("responseStatus", {}).get("code") == 403:
+            forbidden.append(f"{event['verb']} {event['requestURI']}")
+    assert requests > 0, "the audit log has no request of the ServiceAccount"
+    assert forbidden == []
+
+
+def test_helm_test_hook_checks_pass_against_the_release(cluster, release, tmp_path):
+    """The hook Pod's script (kwok cannot run it), run with the same ServiceAccount token."""
+    kubeconfig = yaml.safe_load(release["kubeconfig"].read_text())
+    server = kubeconfig["clusters"][0]["cluster"]
+    ca = tmp_path / "ca.crt"
+    if "certificate-authority-data" in server:
+        import base64
+        ca.write_bytes(base64.b64decode(server["certificate-authority-data"]))
+    else:
+        ca.write_text(Path(server["certificate-authority"]).read_text())
+    token = tmp_path / "token"
+    token.write_text(release["token"])
+    env = dict(os.environ, KUBERNETES_API=server["server"], TOKEN_FILE=str(token), CA_FILE=str(ca),
+               WATCH_NAMESPACES=release["namespace"], HEALTH_URL=f"http://127.0.0.1:{release['port']}/healthz")
+    proc = subprocess.run([sys.executable, str(CHART / "files" / "helm-test.py")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok   CRD" in proc.stdout and "ok   RBAC" in proc.stdout and "ok   liveness" in proc.stdout
+
+
+def test_helm_test_hook_fails_for_a_namespace_the_release_may_not_read(cluster, release, tmp_path):
+    server = yaml.safe_load(release["kubeconfig"].read_text())["clusters"][0]["cluster"]
+    import base64
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(base64.b64decode(server["certificate-authority-data"]))
+    token = tmp_path / "token"
+    token.write_text(release["token"])
+    env = dict(os.environ, KUBERNETES_API=server["server"], TOKEN_FILE=str(token), CA_FILE=str(ca),
+               WATCH_NAMESPACES="kube-system")
+    proc = subprocess.run([sys.executable, str(CHART / "files" / "helm-test.py")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "FAIL RBAC: HTTP 403" in proc.stdout
+
+
+def test_helm_upgrade_and_uninstall_keep_the_crd_and_existing_ocrservices(cluster, namespace):
+    ensure_crd(cluster)
+    release = "keep"
+    adopt_crd(cluster, release, namespace)
+    uid = crd(cluster)["metadata"]["uid"]
+    helm(cluster, "install", release, str(CHART), "-n", namespace, "--set", f"watchNamespaces={{{namespace}}}")
+    assert crd(cluster)["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    cluster.apply(ocrservice("survivor", namespace, replicas=1))
+
+    helm(cluster, "upgrade", release, str(CHART), "-n", namespace, "--reuse-values", "--set", "logLevel=debug")
+    after_upgrade = crd(cluster)
+    assert after_upgrade["metadata"]["uid"] == uid, "helm upgrade replaced the CRD"
+    assert condition(after_upgrade, "Established").get("status") == "True"
+    args = kjson(cluster, "deploy", "-n", namespace, "keep-causalflow-ocr")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--debug" in args, "the upgrade did not reach the operator Deployment"
+
+    helm(cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "60s")
+    after_uninstall = crd(cluster)
+    assert after_uninstall is not None and after_uninstall["metadata"]["uid"] == uid, "helm uninstall removed the CRD"
+    assert kjson(cluster, "ocrs", "survivor", "-n", namespace)["spec"]["replicas"] == 1
+    assert cluster.kubectl("get", "deploy", "keep-causalflow-ocr", "-n", namespace, check=False).returncode != 0
+    assert cluster.kubectl("get", "clusterrole", "keep-causalflow-ocr", check=False).returncode != 0
