@@ -45,7 +45,11 @@ def check(name, fn):
 
 
 def crd_established():
-    crd = api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/" + CRD)
+    # list with a field selector: the operator's role may list and watch CRDs, not get them
+    found = api_get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions?fieldSelector=metadata.name%3D" + CRD)
+    if not found["items"]:
+        raise RuntimeError(f"{CRD} is not installed")
+    crd = found["items"][0]
     conds = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
     if conds.get("Established") != "True":
         raise RuntimeError(f"{CRD} is not Established: {conds}")

@@ -1,11 +1,15 @@
 {{/*
-Cluster-scoped reads: kopf watches CustomResourceDefinitions to notice the OcrService CRD (and
-others) appearing after it started. Whether ServiceMonitors exist is read from API discovery,
-which every authenticated user may read.
+Cluster-scoped reads, both kopf's: it watches CustomResourceDefinitions to notice the OcrService
+CRD (and others) appearing after it started, and Namespaces to learn which of the watched ones
+exist (even with exact --namespace names it lists them, and retries until allowed). Whether
+ServiceMonitors exist is read from API discovery, which every authenticated user may read.
 */}}
 {{- define "causalflow-ocr.clusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
   resources: [customresourcedefinitions]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [namespaces]
   verbs: [list, watch]
 {{- end }}
 

@@ -85,13 +85,13 @@ def test_namespaced_mode_without_a_list_watches_only_the_release_namespace():
     assert "--namespace=ocr-system" in _operator(rendered)["args"]
 
 
-def test_namespaced_mode_grants_nothing_but_crd_reads_cluster_wide():
+def test_namespaced_mode_grants_nothing_cluster_wide_but_kopfs_crd_and_namespace_reads():
     rendered = template(VALUE_SETS["namespaced RBAC, two watched namespaces"])
     [cluster_role] = by_kind(rendered, "ClusterRole")
-    assert cluster_role["rules"] == [{
-        "apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-        "verbs": ["list", "watch"],
-    }]
+    assert cluster_role["rules"] == [
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    ]
 
 
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
