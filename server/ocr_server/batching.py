@@ -38,23 +38,26 @@ class Admission:
 
     @asynccontextmanager
     async def slot(self, deadline: float) -> AsyncIterator[None]:
-        if self.waiting >= self.queue_size:
-            raise QueueFull(
-                f"the server is at capacity ({self.inside} requests running, {self.waiting} waiting); retry later",
-                retry_after=self.retry_after(),
-            )
-        self.waiting += 1
-        self.metrics.queue_depth.inc()
-        try:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DeadlineExceeded("the request deadline passed while waiting for the engine")
-            await asyncio.wait_for(self._sem.acquire(), remaining)
-        except TimeoutError:
-            raise DeadlineExceeded("the request deadline passed while waiting for the engine") from None
-        finally:
-            self.waiting -= 1
-            self.metrics.queue_depth.dec()
+        if not self._sem.locked():
+            await self._sem.acquire()  # a free slot: returns at once, never counts as waiting
+        else:
+            if self.waiting >= self.queue_size:
+                raise QueueFull(
+                    f"the server is at capacity ({self.inside} requests running, {self.waiting} waiting); retry later",
+                    retry_after=self.retry_after(),
+                )
+            self.waiting += 1
+            self.metrics.queue_depth.inc()
+            try:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise DeadlineExceeded("the request deadline passed while waiting for the engine")
+                await asyncio.wait_for(self._sem.acquire(), remaining)
+            except TimeoutError:
+                raise DeadlineExceeded("the request deadline passed while waiting for the engine") from None
+            finally:
+                self.waiting -= 1
+                self.metrics.queue_depth.dec()
         self.inside += 1
         self.metrics.in_flight.inc()
         start = time.monotonic()

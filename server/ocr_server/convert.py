@@ -176,7 +176,7 @@ def convert(src: str | Path, dst: str | Path) -> Path:
             f"unexpected keys {sorted(info['unexpected_keys'])[:10]}"
         )
     dst.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(dst)
+    model.save_pretrained(dst, save_original_format=False)  # native key names, no mapping needed at load
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(src), local_files_only=True)
     tokenizer.padding_side = "left"
     DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessor(), tokenizer=tokenizer).save_pretrained(dst)

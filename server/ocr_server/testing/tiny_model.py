@@ -241,7 +241,7 @@ def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0)
     tokenizer = build_tokenizer()
     if layout == "native":
         model.config.name_or_path = TINY_MODEL_NAME
-        model.save_pretrained(out)
+        model.save_pretrained(out, save_original_format=False)  # native key names (transformers defaults to the original ones)
         processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tokenizer)
         processor.save_pretrained(out)
     elif layout == "official":
