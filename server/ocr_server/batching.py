@@ -103,6 +103,7 @@ class Batcher:
     async def submit(self, item: Any) -> Any:
         """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
         fut = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.queue.put_nowait(_Pending(item, fut))
         self.metrics.queue_depth.inc()
         try:
