@@ -1,0 +1,521 @@
+"""A real Kubernetes control plane on 127.0.0.1, for the e2e tests and the demo.
+
+etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler -> kwok (fake GPU nodes,
+pods that "run" without containers) -> a custom-metrics adapter behind an APIService. Nothing is
+mocked inside Kubernetes: Deployments create ReplicaSets and Pods, the scheduler binds them to the
+fake nodes by their `nvidia.com/gpu` capacity, the HPA controller scales on the metrics a test
+sets. Only the node agent (kwok instead of a kubelet) and the GPU metric pipeline (the adapter)
+stand in for hardware, and kwok's pods get fake 10.x addresses that nothing ever connects to.
+
+Three ways in: the `cluster` pytest fixture (tests/e2e/conftest.py), `make cluster-up` /
+`make cluster-down` (python -m tests.cluster), and this context manager:
+
+    with LocalCluster() as cluster:
+        cluster.kubectl("get", "nodes")
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.cluster.pki import Pki, make_pki, self_signed
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"
+STAGES_FILE = Path(__file__).with_name("stages.yaml")
+SIMULATE_LABEL = "causalflow.dev/simulate"
+SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error")
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_NODES = (("gpu-node-0", 8), ("gpu-node-1", 8))
+# Users in the static token file. All are cluster admins except where a test narrows them with a
+# ServiceAccount token; separate names let the audit log attribute every write.
+USERS = ("causalflow-admin", "causalflow-operator", "system:kube-controller-manager",
+         "system:kube-scheduler", "kwok-controller", "causalflow-metrics-adapter")
+METRICS_APISERVICE_VERSIONS = ("v1beta2", "v1beta1")
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be started; the message names the component and its log."""
+
+
+def binaries_dir(build: bool = True) -> Path:
+    """The cached binaries' directory, building them first (minutes, once) when missing."""
+    if build:
+        subprocess.run(["bash", str(BUILD_SCRIPT)], check=True)
+    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    return Path(out)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Component:
+    name: str
+    argv: list[str]
+    log: Path
+    pid: int | None = None
+    env: dict[str, str] | None = None
+    _proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self._proc = subprocess.Popen(
+                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.env,
+            )
+        self.pid = self._proc.pid
+
+    def alive(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self.pid is not None and pid_alive(self.pid)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; reaps the child when we are its parent."""
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self._proc is not None:
+            self._proc.wait(timeout=5)
+        else:
+            while pid_alive(self.pid) and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+def pid_alive(pid: int) -> bool:
+    """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+class LocalCluster:
+    """Starts and stops the control plane; see the module docstring."""
+
+    external = False
+
+    def __init__(self, workdir: Path | None = None, bin_dir: Path | None = None, quiet: bool = True) -> None:
+        self.bin_dir = bin_dir or binaries_dir()
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="causalflow-cluster-"))
+        self.quiet = quiet
+        self.components: dict[str, Component] = {}
+        self.tokens = {user: secrets.token_hex(16) for user in USERS}
+        self.ports: dict[str, int] = {}
+        self.pki: Pki | None = None
+        self.started_seconds: float | None = None
+
+    # -- paths a user of the cluster needs ---------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    @property
+    def operator_kubeconfig(self) -> Path:
+        """Kubeconfig of the user `causalflow-operator`, so the audit log can single it out."""
+        return self.workdir / "operator.kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "logs" / "audit.log"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {name: c.pid for name, c in self.components.items() if c.pid is not None}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> LocalCluster:
+        t0 = time.monotonic()
+        for stale in ("etcd", "logs", "pki"):  # every start is a fresh, empty cluster
+            shutil.rmtree(self.workdir / stale, ignore_errors=True)
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            self.pki = make_pki(self.workdir / "pki")
+            for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler",
+                         "kwok", "metrics", "metrics-admin"):
+                self.ports[name] = free_port()
+            self._write_static_files()
+            self._start_etcd()
+            self._start_apiserver()
+            self._write_kubeconfigs()
+            self._start_controllers()
+            self._start_kwok()
+            self._create_nodes()
+            self._start_metrics_adapter()
+            self._wait_for_nodes_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.started_seconds = time.monotonic() - t0
+        self.save_state()
+        return self
+
+    def stop(self) -> None:
+        """Stops every component (reverse start order) by PID and removes the work dir."""
+        for comp in reversed(list(self.components.values())):
+            comp.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def restart_apiserver(self) -> None:
+        """Kill and restart kube-apiserver with the same flags (a fault the operator must survive)."""
+        comp = self.components["apiserver"]
+        comp.stop()
+        comp._proc = None
+        comp.start()
+        self._wait_ready("apiserver", self._apiserver_ready, 60)
+
+    # -- state for `make cluster-up` / `make cluster-down` -----------------------------------
+    def save_state(self) -> None:
+        state = {"workdir": str(self.workdir), "bin_dir": str(self.bin_dir), "ports": self.ports,
+                 "pids": self.pids, "argv": {n: c.argv for n, c in self.components.items()},
+                 "tokens": self.tokens}
+        (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
+
+    @classmethod
+    def attach(cls, workdir: Path) -> LocalCluster:
+        """Re-open a cluster started by another process (`make cluster-up`) to use or stop it."""
+        state = json.loads((Path(workdir) / "state.json").read_text())
+        self = cls.__new__(cls)
+        self.bin_dir, self.workdir = Path(state["bin_dir"]), Path(state["workdir"])
+        self._own_workdir, self.quiet, self.started_seconds = True, True, None
+        self.ports, self.tokens, self.pki = state["ports"], state["tokens"], None
+        self.components = {}
+        for name, pid in state["pids"].items():
+            comp = Component(name, state["argv"][name], self.workdir / "logs" / f"{name}.log", pid=pid)
+            self.components[name] = comp
+        return self
+
+    # -- conveniences for tests ---------------------------------------------------------------
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, text=True,
+                              capture_output=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc
+
+    def apply(self, manifest: dict | list | str) -> None:
+        if not isinstance(manifest, str):
+            docs = manifest if isinstance(manifest, list) else [manifest]
+            manifest = yaml.safe_dump_all(docs)
+        self.kubectl("apply", "-f", "-", input=manifest)
+
+    def set_metric(self, namespace: str, metric: str, value: float | None, pod: str | None = None) -> None:
+        """Sets a Pods custom metric for every pod in `namespace`, or for one `pod` (None clears it)."""
+        body = json.dumps({"namespace": namespace, "metric": metric, "value": value, "pod": pod}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.ports['metrics-admin']}/set", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            resp.read()
+
+    def api_get(self, path: str, token_user: str = "causalflow-admin") -> dict:
+        """GET a path from the API server (what `kubectl get --raw` does)."""
+        req = urllib.request.Request(self.server + path,
+                                     headers={"Authorization": f"Bearer {self.tokens[token_user]}"})
+        with urllib.request.urlopen(req, context=self._ssl(), timeout=10) as resp:
+            return json.load(resp)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _ssl(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.workdir / "pki" / "ca.crt"))
+
+    def _log(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"  cluster: {msg}", flush=True)
+
+    def _component(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
+        comp = Component(name, argv, self.workdir / "logs" / f"{name}.log", env=env)
+        self.components[name] = comp
+        comp.start()
+        return comp
+
+    def _wait_ready(self, name: str, probe, timeout: float) -> None:
+        comp = self.components.get(name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if comp is not None and not comp.alive():
+                raise ClusterError(f"{name} exited during start-up; last log lines:\n{comp.tail()}")
+            try:
+                if probe():
+                    self._log(f"{name} ready")
+                    return
+            except (OSError, urllib.error.URLError, ValueError, subprocess.SubprocessError):
+                pass
+            time.sleep(0.2)
+        tail = comp.tail() if comp else ""
+        raise ClusterError(f"{name} not ready after {timeout:.0f}s; last log lines:\n{tail}")
+
+    def _write_static_files(self) -> None:
+        w = self.workdir
+        (w / "tokens.csv").write_text("".join(
+            f'{tok},{user},{user},"system:masters"\n' for user, tok in self.tokens.items()))
+        (w / "audit-policy.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [
+                {"level": "None", "verbs": ["get", "list", "watch"]},
+                {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+                {"level": "Metadata"},
+            ],
+        }))
+        stages = _upstream_stages(self.bin_dir.parent / "kwok-stages")
+        stages.extend(yaml.safe_load_all(STAGES_FILE.read_text()))
+        (w / "kwok.yaml").write_text(yaml.safe_dump_all(stages, sort_keys=False))
+
+    def _start_etcd(self) -> None:
+        p, pp = self.ports["etcd"], self.ports["etcd-peer"]
+        self._component("etcd", [
+            str(self.bin_dir / "etcd"), "--name=default", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
+            f"--listen-peer-urls=http://127.0.0.1:{pp}", f"--initial-advertise-peer-urls=http://127.0.0.1:{pp}",
+            f"--initial-cluster=default=http://127.0.0.1:{pp}", "--unsafe-no-fsync",
+            "--auto-compaction-retention=1", "--quota-backend-bytes=4294967296", "--log-level=warn",
+        ])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=2) as r:
+                return json.load(r).get("health") == "true"
+
+        self._wait_ready("etcd", healthy, 30)
+
+    def _apiserver_argv(self) -> list[str]:
+        w, pki = self.workdir, self.workdir / "pki"
+        return [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--tls-cert-file={pki / 'serving.crt'}", f"--tls-private-key-file={pki / 'serving.key'}",
+            f"--token-auth-file={w / 'tokens.csv'}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            # 127.0.0.1 is not a valid Endpoints address, so the apiserver must not publish itself.
+            "--endpoint-reconciler-type=none",
+            # Aggregation (the custom-metrics APIService) proxies with this client identity.
+            f"--proxy-client-cert-file={pki / 'serving.crt'}", f"--proxy-client-key-file={pki / 'serving.key'}",
+            f"--requestheader-client-ca-file={pki / 'ca.crt'}", "--requestheader-allowed-names=",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--audit-policy-file={w / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
+            "--audit-log-maxsize=200", "--audit-log-format=json",
+            "--profiling=false", "--v=1",
+        ]
+
+    def _apiserver_ready(self) -> bool:
+        req = urllib.request.Request(self.server + "/readyz",
+                                     headers={"Authorization": f"Bearer {self.tokens['causalflow-admin']}"})
+        with urllib.request.urlopen(req, context=self._ssl(), timeout=3) as r:
+            return r.status == 200
+
+    def _start_apiserver(self) -> None:
+        self._component("apiserver", self._apiserver_argv())
+        self._wait_ready("apiserver", self._apiserver_ready, 90)
+
+    def _kubeconfig_for(self, user: str) -> str:
+        ca = base64.b64encode((self.workdir / "pki" / "ca.crt").read_bytes()).decode()
+        return yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "causalflow-local",
+            "clusters": [{"name": "causalflow-local", "cluster": {"server": self.server,
+                                                                   "certificate-authority-data": ca}}],
+            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
+            "contexts": [{"name": "causalflow-local", "context": {"cluster": "causalflow-local", "user": user}}],
+        })
+
+    def _write_kubeconfigs(self) -> None:
+        self.kubeconfig.write_text(self._kubeconfig_for("causalflow-admin"))
+        self.operator_kubeconfig.write_text(self._kubeconfig_for("causalflow-operator"))
+        for user, fname in (("system:kube-controller-manager", "controller-manager"),
+                            ("system:kube-scheduler", "scheduler"), ("kwok-controller", "kwok"),
+                            ("causalflow-metrics-adapter", "metrics")):
+            (self.workdir / f"{fname}.kubeconfig").write_text(self._kubeconfig_for(user))
+        for f in self.workdir.glob("*.kubeconfig"):
+            f.chmod(0o600)
+
+    def _start_controllers(self) -> None:
+        w, pki = self.workdir, self.workdir / "pki"
+        kcm_kc, sch_kc = w / "controller-manager.kubeconfig", w / "scheduler.kubeconfig"
+        self._component("controller-manager", [
+            str(self.bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm_kc}",
+            f"--authentication-kubeconfig={kcm_kc}", f"--authorization-kubeconfig={kcm_kc}",
+            "--leader-elect=false", "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['controller-manager']}",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            # Test speed: the HPA looks every 2 s; scale-down speed comes from each HPA's behavior.
+            "--horizontal-pod-autoscaler-sync-period=2s",
+            "--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-deployment-syncs=10",
+            "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=20", "--v=1",
+        ])
+        self._component("scheduler", [
+            str(self.bin_dir / "kube-scheduler"), f"--kubeconfig={sch_kc}",
+            f"--authentication-kubeconfig={sch_kc}", f"--authorization-kubeconfig={sch_kc}",
+            "--leader-elect=false", "--bind-address=127.0.0.1",
+            f"--secure-port={self.ports['scheduler']}", "--kube-api-qps=200", "--kube-api-burst=400", "--v=1",
+        ])
+
+        def healthz(port: int) -> bool:
+            ctx = ssl._create_unverified_context()  # self-signed serving certs of local components
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=ctx, timeout=2) as r:
+                return r.status == 200
+
+        self._wait_ready("controller-manager", lambda: healthz(self.ports["controller-manager"]), 60)
+        self._wait_ready("scheduler", lambda: healthz(self.ports["scheduler"]), 60)
+
+    def _start_kwok(self) -> None:
+        self._component("kwok", [
+            str(self.bin_dir / "kwok"), f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
+            f"--config={self.workdir / 'kwok.yaml'}", "--manage-all-nodes=true",
+            "--cidr=10.0.0.0/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{self.ports['kwok']}",
+        ])
+
+        def healthz() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['kwok']}/healthz", timeout=2) as r:
+                return r.status == 200
+
+        self._wait_ready("kwok", healthz, 30)
+
+    def _create_nodes(self) -> None:
+        nodes = []
+        for name, gpus in GPU_NODES:
+            nodes.append({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake",
+                                                           "node.alpha.kubernetes.io/ttl": "0"},
+                             "labels": {"type": "kwok", "kubernetes.io/hostname": name,
+                                        "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                        "node.kubernetes.io/instance-type": "fake-gpu-8x",
+                                        "nvidia.com/gpu.present": "true",
+                                        "nvidia.com/gpu.product": "NVIDIA-H200",
+                                        "nvidia.com/gpu.count": str(gpus)}},
+                "status": {"capacity": (cap := {"cpu": "64", "memory": "512Gi", "pods": "110",
+                                                "ephemeral-storage": "1Ti", GPU_RESOURCE: str(gpus)}),
+                           "allocatable": dict(cap)},
+            })
+        self.apply(nodes)
+
+    def _wait_for_nodes_ready(self) -> None:
+        def ready() -> bool:
+            items = self.api_get("/api/v1/nodes")["items"]
+            return len(items) == len(GPU_NODES) and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                for n in items)
+
+        self._wait_ready("nodes", ready, 60)
+
+    def _start_metrics_adapter(self) -> None:
+        cert, key = self_signed(self.workdir / "pki", "metrics")
+        self._component("metrics", [
+            sys.executable, "-m", "tests.cluster.metrics_adapter",
+            f"--port={self.ports['metrics']}", f"--admin-port={self.ports['metrics-admin']}",
+            f"--cert={cert}", f"--key={key}", f"--apiserver={self.server}",
+            f"--token={self.tokens['causalflow-metrics-adapter']}", f"--ca={self.workdir / 'pki' / 'ca.crt'}",
+        ], env={**os.environ, "PYTHONPATH": str(REPO)})
+
+        def up() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics-admin']}/", timeout=2) as r:
+                return r.status == 200
+
+        self._wait_ready("metrics", up, 30)
+        # The aggregator resolves an ExternalName Service to https://<externalName>:<port>, which is
+        # how an APIService reaches a process on loopback without kube-proxy.
+        docs: list[dict] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "causalflow-system"}},
+            {"apiVersion": "v1", "kind": "Service",
+             "metadata": {"name": "custom-metrics", "namespace": "causalflow-system"},
+             "spec": {"type": "ExternalName", "externalName": "localhost",
+                      "ports": [{"name": "https", "port": self.ports["metrics"]}]}},
+        ]
+        for v in METRICS_APISERVICE_VERSIONS:
+            docs.append({
+                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": f"{v}.custom.metrics.k8s.io"},
+                "spec": {"group": "custom.metrics.k8s.io", "version": v, "insecureSkipTLSVerify": True,
+                         "groupPriorityMinimum": 100, "versionPriority": 200 if v == "v1beta2" else 100,
+                         "service": {"name": "custom-metrics", "namespace": "causalflow-system",
+                                     "port": self.ports["metrics"]}},
+            })
+        self.apply(docs)
+        self._wait_ready("custom-metrics APIService", lambda: bool(self.api_get("/apis/custom.metrics.k8s.io/v1beta2")), 60)
+
+
+def _upstream_stages(stage_dir: Path) -> list[dict]:
+    """kwok's own node and pod stages, with pod-ready narrowed to pods that simulate nothing."""
+    files = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+             "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"]
+    stages = []
+    for rel in files:
+        path = stage_dir / rel
+        if not path.exists():
+            raise ClusterError(f"kwok stage {path} missing: rebuild with `make cluster-binaries`")
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["metadata"]["name"] == "pod-ready":
+                doc["spec"]["selector"]["matchExpressions"].append({
+                    "key": f'.metadata.labels["{SIMULATE_LABEL}"]', "operator": "NotIn",
+                    "values": [s for s in SIMULATIONS if s != "flap"],
+                })
+            if doc:
+                stages.append(doc)
+    return stages

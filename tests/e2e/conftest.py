@@ -1,0 +1,108 @@
+"""Fixtures for the e2e tier: one real control plane per session, one namespace per test.
+
+By default the session starts tests/cluster's LocalCluster (etcd, kube-apiserver, controllers,
+scheduler, kwok GPU nodes, custom-metrics adapter) on 127.0.0.1. With
+`CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
+(kind, for example); tests that need the harness' own parts (the metrics adapter, the audit
+log, kwok's failure stages, restarting the API server) are skipped there with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.cluster import LocalCluster
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+class ExternalCluster:
+    """The cluster KUBECONFIG names; offers the LocalCluster interface where it can."""
+
+    external = True
+    audit_log = None
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = self.operator_kubeconfig = kubeconfig
+        self.bin_dir = Path(shutil.which("kubectl") or "kubectl").parent
+        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(["kubectl", *args], input=input, text=True, capture_output=True,
+                              env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc
+
+    def apply(self, manifest) -> None:
+        import yaml
+        if not isinstance(manifest, str):
+            manifest = yaml.safe_dump_all(manifest if isinstance(manifest, list) else [manifest])
+        self.kubectl("apply", "-f", "-", input=manifest)
+
+    def set_metric(self, *args, **kwargs) -> None:
+        pytest.skip("external cluster: the custom metrics come from your own adapter, not the harness")
+
+    def restart_apiserver(self) -> None:
+        pytest.skip("external cluster: the harness cannot restart its API server")
+
+
+def require_local(cluster) -> None:
+    """Skip (with the reason) a test that needs a part only the local harness has."""
+    if cluster.external:
+        pytest.skip("needs the local harness (kwok stages, metrics adapter or audit log)")
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    if os.environ.get("CAUSALFLOW_E2E_CLUSTER") == "external":
+        kubeconfig = os.environ.get("KUBECONFIG")
+        if not kubeconfig:
+            pytest.exit("CAUSALFLOW_E2E_CLUSTER=external needs KUBECONFIG", returncode=2)
+        yield ExternalCluster(Path(kubeconfig))
+        return
+    local = LocalCluster()
+    local.start()
+    print(f"\nlocal control plane started in {local.started_seconds:.1f}s at {local.server}")
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(cluster):
+    """A `kubernetes` client ApiClient for the cluster (admin user)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(cluster, request):
+    """A fresh namespace for one test, deleted afterwards without waiting."""
+    name = f"t-{request.node.name[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
+    name = "".join(ch for ch in name if ch.isalnum() or ch == "-")
+    cluster.kubectl("create", "namespace", name)
+    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+             timeout=30, message=f"default ServiceAccount in {name}")
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+from tests.e2e.operator_fixtures import ocr, ocr_crd, ocr_operator  # noqa: E402,F401  (operator e2e fixtures)
