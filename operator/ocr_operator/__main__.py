@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OCR_OPERATOR_WORKERS"] = str(args.workers)
     kopf.configure(debug=args.debug, verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
     logging.getLogger("ocr_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
+    for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from . import handlers  # noqa: F401  (registers the handlers)
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None

@@ -71,9 +71,10 @@ class PodView:
     """What Kubernetes reports about one pod, reduced to what the state machine judges.
 
     ``ready_transition`` is the lastTransitionTime of the pod's Ready condition and
-    ``started`` the time its main container last started running; a pod that is not Ready
-    and whose Ready condition turned False after the container started had been Ready and
-    lost it (kubelet marks a fresh pod NotReady before its containers start).
+    ``started`` the time its container last started running (the pod's startTime when no
+    container runs now). The Ready condition is False from the pod's first status on and only
+    transitions by becoming True, so a pod that is not Ready and whose Ready condition turned
+    False after it started had been Ready and lost it.
     """
 
     name: str
@@ -618,6 +619,8 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
         when = parse_time(running.get("startedAt"))
         if when is not None and (started is None or when > started):
             started = when
+    if started is None:
+        started = parse_time(status.get("startTime"))
     unschedulable = sched.get("status") == "False" and sched.get("reason") == "Unschedulable"
     if waiting_message:
         message = waiting_message

@@ -466,6 +466,8 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
         for window in a.schedules:
             if window.min_replicas > a.max_replicas:
                 errors.append("spec.autoscaling.schedules[].minReplicas must be <= spec.autoscaling.maxReplicas")
+    if a is not None and s.resources.gpus == 0 and a.metric.name == DEFAULT_METRIC:
+        errors.append("spec.autoscaling.metric.name DCGM_FI_DEV_GPU_UTIL needs spec.resources.gpus > 0")
     hc = s.rollout.health_check
     for name, value in (
         ("periodSeconds", hc.period_seconds),

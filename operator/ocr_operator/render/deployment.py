@@ -153,6 +153,10 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, A
         "selector": {"matchLabels": naming.selector_labels(name)},
         "revisionHistoryLimit": spec.rollout.revision_history_limit,
         "progressDeadlineSeconds": spec.rollout.progress_deadline_seconds,
+        # A new pod counts as available (and an old one may go) only after it stayed Ready for
+        # the settle period: a revision that is Ready and then fails its health checks is rolled
+        # back while the old pods still serve. The API requires it below progressDeadlineSeconds.
+        "minReadySeconds": min(spec.rollout.settle_seconds, spec.rollout.progress_deadline_seconds - 1),
         "strategy": {
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": spec.rollout.max_surge, "maxUnavailable": 0},

@@ -51,7 +51,7 @@ def test_the_deployment_requests_and_limits_the_gpus():
 
 
 def test_a_cpu_only_pod_requests_no_gpu_and_gets_no_gpu_toleration():
-    dep = children({"resources": {"gpus": 0}}).objects["Deployment"]
+    dep = children({"resources": {"gpus": 0}, "replicas": 1}).objects["Deployment"]
     assert "nvidia.com/gpu" not in container(dep)["resources"]["requests"]
     assert "tolerations" not in dep["spec"]["template"]["spec"]
 

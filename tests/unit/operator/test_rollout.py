@@ -494,6 +494,39 @@ def test_pod_view_reads_unschedulable_from_the_pod_scheduled_condition():
     assert view.unschedulable and "Insufficient nvidia.com/gpu" in view.message and not view.ready
 
 
+def test_pod_view_takes_the_pod_start_time_when_no_container_runs():
+    view = pod_view(k8s_pod(phase="Running", startTime="2026-03-01T12:00:02Z",
+                            containerStatuses=[{"name": "server", "ready": False, "state": {}}]))
+    assert view.started == at(2)
+
+
+def test_a_pod_whose_ready_condition_turned_false_after_it_started_counts_as_having_lost_readiness():
+    view = pod_view(
+        k8s_pod(
+            phase="Running",
+            startTime="2026-03-01T12:00:01Z",
+            conditions=[{"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-01T12:00:06Z"}],
+            containerStatuses=[{"name": "server", "ready": False, "started": True, "state": {}}],
+        )
+    )
+    d = step(PROGRESSING_NEW, seen(*old_pods(), view), 6.5)
+    assert d.status.failed_reason == "ReadinessLost" and d.target_revision == OLD
+
+
+def test_a_pod_that_was_never_ready_is_judged_on_its_startup_budget_not_as_lost():
+    view = pod_view(
+        k8s_pod(
+            phase="Running",
+            startTime="2026-03-01T12:00:01Z",
+            conditions=[{"type": "Ready", "status": "False", "lastTransitionTime": "2026-03-01T12:00:01Z"}],
+            containerStatuses=[{"name": "server", "ready": False, "started": True,
+                                "state": {"running": {"startedAt": "2026-03-01T12:00:01Z"}}}],
+        )
+    )
+    assert step(PROGRESSING_NEW, seen(*old_pods(), view), 10).status.phase == rollout.PROGRESSING
+    assert step(PROGRESSING_NEW, seen(*old_pods(), view), 17).status.failed_reason == "ReadinessTimeout"
+
+
 def test_pod_view_ignores_the_normal_container_creating_wait():
     view = pod_view(k8s_pod(phase="Pending", containerStatuses=[{"name": "s", "state": {"waiting": {"reason": "ContainerCreating"}}}]))
     assert view.waiting_reason is None
@@ -511,3 +544,27 @@ def test_observe_reads_the_revision_annotation_replicas_and_the_progress_deadlin
     assert len(observed.pods) == 1 and observed.pods[0].name == "svc-7d9-x"
     fine = dict(deployment, status={"conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]})
     assert not observe(fine, []).progress_deadline_exceeded
+
+
+# --------------------------------------------------------------------------- the Deployment side of the contract
+
+
+def test_the_rendered_deployment_keeps_old_pods_until_new_ones_stayed_ready_for_the_settle_period():
+    from ocr_operator.render import deployment
+    from tests.unit.operator.helpers import owner, parsed
+
+    body = owner({"rollout": {"settleSeconds": 45}})
+    spec = parsed(body)
+    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"))
+    assert dep["spec"]["minReadySeconds"] == 45
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_the_settle_period_in_the_deployment_stays_below_the_progress_deadline_as_the_api_requires():
+    from ocr_operator.render import deployment
+    from tests.unit.operator.helpers import owner, parsed
+
+    body = owner({"rollout": {"settleSeconds": 600, "modelLoadTimeoutSeconds": 60, "progressDeadlineSeconds": 120}})
+    spec = parsed(body)
+    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"))
+    assert dep["spec"]["minReadySeconds"] == 119

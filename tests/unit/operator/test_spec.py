@@ -146,3 +146,11 @@ def test_a_window_is_read_in_its_own_time_zone():
 def test_max_pods_counts_the_autoscaler_maximum_or_the_fixed_size():
     assert S.parse({"image": "img", "autoscaling": {"maxReplicas": 5}}).max_pods == 5
     assert S.parse({"image": "img", "replicas": 1}).max_pods == 1
+
+
+def test_a_cpu_only_service_cannot_autoscale_on_the_gpu_metric():
+    with pytest.raises(S.SpecError, match="spec.autoscaling.metric.name"):
+        S.parse({"image": "img", "resources": {"gpus": 0}})
+    assert S.parse({"image": "img", "resources": {"gpus": 0}, "replicas": 1}).autoscaling is None
+    assert S.parse({"image": "img", "resources": {"gpus": 0},
+                    "autoscaling": {"metric": {"name": "ocr_queue_depth", "targetAverageValue": "4"}}}).autoscaling

@@ -1,0 +1,233 @@
+"""Fixtures that run the real operator (`python -m ocr_operator`) as a process against the cluster.
+
+- `ocr_crd` (session): the OcrService CRD from crds/ applied with server-side apply, Established.
+- `ocr_operator` (function): the operator watching only the test's namespace, up when kopf's
+  liveness endpoint answers; its log goes to a file that is printed when the test fails; it is
+  stopped by PID. `OperatorProcess.kill()` / `.start()` let a test crash and restart it.
+- `ocr_helpers`: small helpers the operator tests share (get objects, conditions, audit log).
+
+Exposed to the e2e tier by one import line at the bottom of tests/e2e/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_FILE = REPO / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
+OPERATOR_USER = "causalflow-operator"
+FIELD_MANAGER = "causalflow-ocr-operator"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OperatorProcess:
+    """One `python -m ocr_operator` process; restartable, always stopped by its own PID."""
+
+    def __init__(self, kubeconfig: Path, namespaces: list[str] | None, log_path: Path,
+                 extra_env: dict[str, str] | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespaces = namespaces
+        self.log_path = log_path
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.starts = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 60) -> "OperatorProcess":
+        self.port = _free_port()
+        scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
+        argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
+                "--liveness-port", str(self.port), "--verbose"]
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
+        log = self.log_path.open("a")
+        log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
+        log.flush()
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        log.close()
+        self.starts += 1
+        wait_for(self._healthy, timeout=timeout, interval=0.3,
+                 message=f"operator liveness on 127.0.0.1:{self.port} (log: {self.log_path})")
+        return self
+
+    def _healthy(self) -> bool:
+        if not self.alive():
+            raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
+                return resp.status == 200
+        except OSError:
+            return False
+
+    def probe(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
+            return json.load(resp)
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no graceful shutdown (a crash or an OOM kill)."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 80) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def ocr_crd(cluster):
+    """The OcrService CRD, installed (or updated) on the cluster and Established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=causalflow-tests",
+                    "-f", str(CRD_FILE))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/ocrservices.ocr.causalflow.dev")
+    wait_for(lambda: cluster.kubectl("get", "ocrs", "-A", check=False).returncode == 0, timeout=30,
+             message="ocrs served")
+    return CRD_FILE
+
+
+def _operator_kubeconfig(cluster) -> Path:
+    path = getattr(cluster, "operator_kubeconfig", None)
+    return Path(path) if path and Path(path).exists() else Path(cluster.kubeconfig)
+
+
+@pytest.fixture
+def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
+    """The operator, watching only this test's namespace; log printed if the test fails."""
+    failed_before = request.session.testsfailed
+    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log")
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
+        if request.session.testsfailed > failed_before:
+            print(f"\n----- operator log ({op.log_path}) -----\n{op.log_tail(200)}\n----- end of operator log -----")
+
+
+class OcrHelpers:
+    """Reads the tests share; everything through kubectl on the test's cluster."""
+
+    def __init__(self, cluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.ns = namespace
+
+    def apply(self, manifest: dict) -> None:
+        self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=yaml.safe_dump(manifest))
+
+    def get(self, kind: str, name: str) -> dict | None:
+        proc = self.cluster.kubectl("get", kind, name, "-n", self.ns, "-o", "json", "--show-managed-fields", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "not found" in proc.stderr:
+                return None
+            raise AssertionError(proc.stderr)
+        return json.loads(proc.stdout)
+
+    def list(self, kind: str, selector: str | None = None) -> list[dict]:
+        args = ["get", kind, "-n", self.ns, "-o", "json"] + (["-l", selector] if selector else [])
+        return json.loads(self.cluster.kubectl(*args).stdout)["items"]
+
+    def patch(self, kind: str, name: str, patch: dict, type_: str = "merge") -> None:
+        self.cluster.kubectl("patch", kind, name, "-n", self.ns, "--type", type_, "-p", json.dumps(patch))
+
+    def delete(self, kind: str, name: str, wait: bool = False) -> None:
+        self.cluster.kubectl("delete", kind, name, "-n", self.ns, f"--wait={str(wait).lower()}")
+
+    @staticmethod
+    def condition(obj: dict | None, type_: str) -> dict:
+        return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+    def ready(self, name: str) -> dict | None:
+        """The OcrService once Ready=True for its current generation, else None."""
+        obj = self.get("ocrs", name)
+        c = self.condition(obj, "Ready")
+        gen = obj["metadata"]["generation"] if obj else None
+        if c.get("status") == "True" and obj["status"].get("observedGeneration") == gen and c.get("observedGeneration") == gen:
+            return obj
+        return None
+
+    def wait_ready(self, name: str, timeout: float = 90) -> dict:
+        return wait_for(lambda: self.ready(name), timeout=timeout,
+                        message=f"OcrService {name} Ready=True with observedGeneration == generation")
+
+    def events(self, name: str) -> list[dict]:
+        items = self.list("events")
+        return [e for e in items if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "OcrService"]
+
+    def audit_writes(self, since: float, user: str = OPERATOR_USER) -> list[dict]:
+        """Mutating requests by `user` in the API server's audit log after `since` (epoch seconds)."""
+        log = getattr(self.cluster, "audit_log", None)
+        if not log or not Path(log).exists():
+            pytest.skip("no audit log (external cluster)")
+        out = []
+        for line in Path(log).read_text(errors="replace").splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in ("create", "update", "patch", "delete"):
+                continue
+            if ev.get("user", {}).get("username") != user and not str(ev.get("userAgent", "")).startswith(FIELD_MANAGER):
+                continue
+            stamp = ev.get("requestReceivedTimestamp", "")
+            when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0
+            if when >= since:
+                out.append(ev)
+        return out
+
+
+@pytest.fixture
+def ocr(cluster, namespace):
+    return OcrHelpers(cluster, namespace)
+
+
+def ocrservice(name: str, **spec) -> dict:
+    """An OcrService manifest with fast health-check settings for kwok pods."""
+    base = {
+        "image": "registry.invalid/causalflow/ocr-server:1.0",
+        "resources": {"gpus": 1, "cpu": "100m", "memory": "256Mi"},
+        "rollout": {"healthCheck": {"periodSeconds": 1, "failureThreshold": 2}, "modelLoadTimeoutSeconds": 10,
+                    "progressDeadlineSeconds": 30, "settleSeconds": 2, "unschedulableGraceSeconds": 5},
+        "terminationGracePeriodSeconds": 0,
+    }
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService", "metadata": {"name": name}, "spec": base}

@@ -1,0 +1,90 @@
+"""Autoscaling: the HPA owns the size, the operator never writes replicas back."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.e2e.conftest import require_local
+from tests.e2e.operator_fixtures import FIELD_MANAGER, ocrservice
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+FAST_HPA = {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]},
+            "scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]}}
+
+
+def owns_replicas(dep: dict, manager: str) -> bool:
+    return any(m["manager"] == manager and "f:replicas" in (m.get("fieldsV1") or {}).get("f:spec", {})
+               for m in dep["metadata"].get("managedFields") or ())
+
+
+def test_switching_autoscaling_on_and_off_hands_replicas_over(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", replicas=2))
+    ocr.wait_ready("web")
+    assert ocr.get("hpa", "web") is None
+    assert ocr.get("deployment", "web")["spec"]["replicas"] == 2
+    scale = json.loads(ocr.cluster.kubectl("get", "--raw", f"/apis/ocr.causalflow.dev/v1alpha1/namespaces/{ocr.ns}"
+                                           "/ocrservices/web/scale").stdout)
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (2, 2)
+    assert scale["status"]["selector"] == "app.kubernetes.io/name=causalflow-ocr,app.kubernetes.io/instance=web"
+
+    # On: the HPA appears, the Deployment keeps its 2 pods (no reset to 1), the operator lets go.
+    ocr.patch("ocrs", "web", {"spec": {"replicas": None, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
+    hpa = wait_for(lambda: ocr.get("hpa", "web"), timeout=15, message="HPA created")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "web"
+    dep = wait_for(lambda: (lambda d: d if not owns_replicas(d, FIELD_MANAGER) else None)(ocr.get("deployment", "web")),
+                   timeout=15, message="operator no longer owns spec.replicas")
+    assert dep["spec"]["replicas"] == 2
+    ocr.wait_ready("web")
+
+    # Off: the HPA goes away and the operator sets the size from the spec again.
+    ocr.patch("ocrs", "web", {"spec": {"autoscaling": None, "replicas": 3}})
+    wait_for(lambda: ocr.get("hpa", "web") is None, timeout=15, message="HPA deleted")
+    wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] == 3, timeout=15, message="replicas 3")
+    assert owns_replicas(ocr.get("deployment", "web"), FIELD_MANAGER)
+    assert ocr.wait_ready("web")["status"]["readyReplicas"] == 3
+
+
+def test_the_hpa_scales_on_the_gpu_metric_and_the_operator_never_writes_replicas(cluster, ocr, ocr_operator):
+    require_local(cluster)
+    cluster.set_metric(ocr.ns, "DCGM_FI_DEV_GPU_UTIL", 30)
+    ocr.apply(ocrservice("web", autoscaling={"minReplicas": 1, "maxReplicas": 3, "targetGPUUtilization": 50,
+                                              "behavior": FAST_HPA}))
+    ocr.wait_ready("web")
+    wait_for(lambda: ocr.condition(ocr.get("ocrs", "web"), "ScalingActive").get("status") == "True", timeout=30,
+             message="ScalingActive=True")
+    gen_before = ocr.get("deployment", "web")["metadata"]["generation"]
+    since = time.time()
+
+    cluster.set_metric(ocr.ns, "DCGM_FI_DEV_GPU_UTIL", 100)
+    wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] == 3, timeout=60, message="HPA scaled to 3")
+    obj = wait_for(lambda: (lambda o: o if o["status"].get("readyReplicas") == 3 else None)(ocr.wait_ready("web")),
+                   timeout=60, message="3 Ready replicas reported")
+    assert obj["status"]["gpuUtilization"].endswith("/50")
+    gen_scaled = ocr.get("deployment", "web")["metadata"]["generation"]
+    scale_steps = gen_scaled - gen_before
+    assert 1 <= scale_steps <= 2, f"only the HPA's 1-2 scale steps may bump the generation, saw {scale_steps}"
+
+    time.sleep(8)  # more HPA syncs and operator reconciles: nothing may move the size back
+    dep = ocr.get("deployment", "web")
+    assert dep["spec"]["replicas"] == 3
+    assert dep["metadata"]["generation"] == gen_scaled
+    writes = [e for e in ocr.audit_writes(since) if e.get("objectRef", {}).get("resource") == "deployments"]
+    assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
+    assert ocr.get("ocrs", "web")["status"]["replicas"] == 3  # the scale subresource's statusReplicasPath
+    assert ocr.get("ocrs", "web")["status"]["rollout"]["phase"] == "Healthy", "HPA scale-up must not start a rollout"
+
+
+def test_scaling_active_reports_the_hpa_reason_when_the_metric_is_missing(cluster, ocr, ocr_operator):
+    require_local(cluster)
+    ocr.apply(ocrservice("web", autoscaling={"maxReplicas": 2, "metric": {"name": "ocr_queue_depth",
+                                                                          "targetAverageValue": "4"}}))
+    cond = wait_for(lambda: (lambda c: c if c.get("status") == "False" else None)(
+        ocr.condition(ocr.get("ocrs", "web"), "ScalingActive")), timeout=45, message="ScalingActive=False")
+    assert cond["reason"] == "FailedGetPodsMetric", cond
+    assert "ocr_queue_depth" in cond["message"]
+    assert ocr.wait_ready("web")  # a missing metric does not make the service unready

@@ -1,0 +1,152 @@
+"""`kubectl apply -f ocrservice.yaml` produces the GPU deployment and keeps it in shape.
+
+The real operator process runs against the local control plane; pods run on kwok's fake GPU
+nodes. Each test uses its own namespace and its own operator process.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e.operator_fixtures import FIELD_MANAGER, ocrservice
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+CHILDREN = (("deployment", "web"), ("service", "web"), ("configmap", "web-config"), ("hpa", "web"),
+            ("pdb", "web"), ("configmap", "web-revisions"))
+
+
+def ready_pods(ocr, name):
+    return [p for p in ocr.list("pods", f"app.kubernetes.io/instance={name}")
+            if ocr.condition(p, "Ready").get("status") == "True" and not p["metadata"].get("deletionTimestamp")]
+
+
+def test_a_minimal_ocrservice_gets_its_children_and_becomes_ready(cluster, ocr, ocr_operator):
+    ocr.apply(ocrservice("web"))
+    obj = ocr.wait_ready("web")
+
+    dep = ocr.get("deployment", "web")
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == "1" and c["resources"]["requests"]["nvidia.com/gpu"] == "1"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health/live"
+    assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 10
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert {"name": "INPUT_SIZE", "value": "768"} in c["env"] and {"name": "PORT", "value": "8080"} in c["env"]
+    assert dep["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
+    assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == FIELD_MANAGER
+    replicas_owners = [m["manager"] for m in dep["metadata"]["managedFields"]
+                       if "f:replicas" in (m.get("fieldsV1") or {}).get("f:spec", {})]
+    assert FIELD_MANAGER not in replicas_owners, "with autoscaling the operator must not own spec.replicas"
+
+    svc = ocr.get("service", "web")
+    assert svc["spec"]["ports"][0]["port"] == 8080
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/instance": "web"}
+    cfg = yaml.safe_load(ocr.get("configmap", "web-config")["data"]["config.yaml"])
+    assert cfg["model"]["max_visual_tokens"] == 1120 and cfg["runtime"]["batch_size"] == 8
+    hpa = ocr.get("hpa", "web")
+    assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "DCGM_FI_DEV_GPU_UTIL"
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)
+    assert ocr.get("pdb", "web")["spec"]["maxUnavailable"] == 1
+
+    pods = wait_for(lambda: ready_pods(ocr, "web"), timeout=30, message="a Ready pod")
+    assert pods[0]["spec"]["nodeName"].startswith("gpu-node-")
+
+    st = obj["status"]
+    gen = obj["metadata"]["generation"]
+    for type_ in ("Ready", "Available", "Progressing", "Degraded", "ScalingActive"):
+        cond = ocr.condition(obj, type_)
+        assert cond, f"{type_} missing"
+        assert cond["reason"] and cond["message"] and cond["observedGeneration"] == gen, cond
+    assert ocr.condition(obj, "Available")["status"] == "True"
+    assert ocr.condition(obj, "Degraded")["status"] == "False"
+    assert st["url"] == f"http://web.{ocr.ns}.svc:8080"
+    assert st["currentRevision"] == dep["metadata"]["annotations"]["ocr.causalflow.dev/revision"]
+
+    table = cluster.kubectl("get", "ocrs", "web", "-n", ocr.ns).stdout.splitlines()
+    header, row = table[0].split(), table[1].split()
+    assert header[:6] == ["NAME", "READY", "REASON", "REPLICAS", "REVISION", "AGE"]
+    assert row[1:5] == ["True", "AllReplicasReady", "1/1", st["currentRevision"]]
+    wide = cluster.kubectl("get", "ocrs", "web", "-n", ocr.ns, "-o", "wide").stdout.splitlines()
+    assert "GPU-UTIL" in wide[0] and "deepseek-ai/DeepSeek-OCR-2" in wide[1]
+
+    # What the scale subresource reads (statusReplicasPath, labelSelectorPath).
+    assert st["replicas"] == 1
+    assert st["selector"] == "app.kubernetes.io/name=causalflow-ocr,app.kubernetes.io/instance=web"
+    reasons = {e["reason"] for e in ocr.events("web")}
+    assert {"RolloutStarted", "Ready"} <= reasons, reasons
+
+
+def test_a_spec_change_rolls_out_a_new_revision(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", replicas=2))
+    first = ocr.wait_ready("web")["status"]["currentRevision"]
+    wait_for(lambda: (ocr.get("ocrs", "web")["status"].get("lastGoodRevision") == first), timeout=30,
+             message="first revision settled as last good")
+
+    ocr.patch("ocrs", "web", {"spec": {"image": "registry.invalid/causalflow/ocr-server:1.1"}})
+    obj = ocr.wait_ready("web")
+    second = obj["status"]["currentRevision"]
+    assert second != first
+    assert obj["metadata"]["generation"] == 2 and obj["status"]["observedGeneration"] == 2
+    dep = ocr.get("deployment", "web")
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":1.1")
+    assert dep["spec"]["replicas"] == 2
+    wait_for(lambda: {p["metadata"]["labels"]["ocr.causalflow.dev/revision"] for p in ready_pods(ocr, "web")} == {second},
+             timeout=30, message="only pods of the new revision")
+    assert all(p["spec"]["containers"][0]["image"].endswith(":1.1") for p in ready_pods(ocr, "web"))
+    assert len(ready_pods(ocr, "web")) == 2
+    wait_for(lambda: ocr.get("ocrs", "web")["status"].get("lastGoodRevision") == second, timeout=30,
+             message="new revision settled as last good")
+    started = [e for e in ocr.events("web") if e["reason"] == "RolloutStarted"]
+    assert any(second in e["message"] for e in started)
+
+
+@pytest.mark.parametrize("kind, name", [("deployment", "web"), ("service", "web"), ("configmap", "web-config"),
+                                        ("hpa", "web"), ("pdb", "web")])
+def test_a_deleted_child_comes_back_within_seconds(ocr, ocr_operator, kind, name):
+    ocr.apply(ocrservice("web"))
+    ocr.wait_ready("web")
+    old_uid = ocr.get(kind, name)["metadata"]["uid"]
+    ocr.delete(kind, name)
+    back = wait_for(lambda: (lambda o: o if o and o["metadata"]["uid"] != old_uid else None)(ocr.get(kind, name)),
+                    timeout=15, message=f"{kind}/{name} recreated")
+    assert back["metadata"]["ownerReferences"][0]["name"] == "web"
+    ocr.wait_ready("web", timeout=30)
+
+
+def test_an_edited_child_is_put_back(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", replicas=1))
+    ocr.wait_ready("web")
+    ocr.patch("deployment", "web", {"spec": {"template": {"spec": {"containers": [
+        {"name": "server", "image": "someone/else:latest"}]}}}}, type_="strategic")
+    ocr.patch("service", "web", {"spec": {"selector": {"app.kubernetes.io/instance": "someone-else"}}})
+    ocr.patch("configmap", "web-config", {"data": {"config.yaml": "service: {port: 1}"}})
+    wait_for(lambda: ocr.get("deployment", "web")["spec"]["template"]["spec"]["containers"][0]["image"]
+             == "registry.invalid/causalflow/ocr-server:1.0", timeout=15, message="image restored")
+    wait_for(lambda: ocr.get("service", "web")["spec"]["selector"]["app.kubernetes.io/instance"] == "web", timeout=15,
+             message="service selector restored")
+    wait_for(lambda: "max_visual_tokens" in ocr.get("configmap", "web-config")["data"]["config.yaml"], timeout=15,
+             message="server config restored")
+    ocr.wait_ready("web")
+
+def test_deleting_the_ocrservice_garbage_collects_every_child(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", networkPolicy={"enabled": True}))
+    ocr.wait_ready("web")
+    assert ocr.get("networkpolicy", "web") is not None
+    ocr.delete("ocrs", "web", wait=True)
+    wait_for(lambda: all(ocr.get(k, n) is None for k, n in CHILDREN + (("networkpolicy", "web"),)), timeout=60,
+             message="all children garbage-collected")
+    wait_for(lambda: not ocr.list("pods", "app.kubernetes.io/instance=web"), timeout=60, message="pods gone")
+
+
+def test_disabling_an_optional_child_removes_it(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", replicas=2, networkPolicy={"enabled": True}))
+    ocr.wait_ready("web")
+    assert ocr.get("networkpolicy", "web") and ocr.get("pdb", "web")
+    ocr.patch("ocrs", "web", {"spec": {"replicas": 1, "networkPolicy": {"enabled": False}}})
+    wait_for(lambda: ocr.get("networkpolicy", "web") is None and ocr.get("pdb", "web") is None, timeout=15,
+             message="NetworkPolicy and PDB removed")
+    assert ocr.wait_ready("web")["status"]["replicas"] == 1

@@ -1,0 +1,95 @@
+"""The API server itself rejects invalid OcrServices, with a message naming the field.
+
+No operator runs here: these are the CRD's schema, enums, ranges and CEL rules at work.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+
+import pytest
+import yaml
+
+from tests.e2e.operator_fixtures import ocrservice
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+INVALID = [
+    ("visual tokens above 1120", {"inference": {"maxVisualTokens": 2000}}, "spec.inference.maxVisualTokens"),
+    ("visual tokens below 256", {"inference": {"minVisualTokens": 100}}, "spec.inference.minVisualTokens"),
+    ("min visual tokens above max", {"inference": {"minVisualTokens": 900, "maxVisualTokens": 500}},
+     "spec.inference.minVisualTokens must be <= spec.inference.maxVisualTokens"),
+    ("a crop size the model has no queries for", {"inference": {"inputSize": 640}}, "spec.inference.inputSize"),
+    ("both replicas and autoscaling", {"replicas": 2, "autoscaling": {"maxReplicas": 3}},
+     "spec.replicas and spec.autoscaling are mutually exclusive"),
+    ("autoscaling min above max", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
+     "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas"),
+    ("negative GPU count", {"resources": {"gpus": -1}}, "spec.resources.gpus"),
+    ("negative replicas", {"replicas": -1}, "spec.replicas"),
+    ("unknown field", {"replica": 2}, 'unknown field "spec.replica"'),
+    ("wrong type", {"inference": {"batchSize": "eight"}}, "spec.inference.batchSize"),
+    ("zero health-check period", {"rollout": {"healthCheck": {"periodSeconds": 0}}},
+     "spec.rollout.healthCheck.periodSeconds"),
+    ("zero failure threshold", {"rollout": {"healthCheck": {"failureThreshold": 0}}},
+     "spec.rollout.healthCheck.failureThreshold"),
+    ("progress deadline shorter than the model load", {"rollout": {"modelLoadTimeoutSeconds": 600,
+                                                                   "progressDeadlineSeconds": 300}},
+     "spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds"),
+    ("unknown pull policy", {"imagePullPolicy": "Sometimes"}, "spec.imagePullPolicy"),
+    ("reserved pod label", {"podLabels": {"app.kubernetes.io/instance": "other"}}, "spec.podLabels"),
+    ("weights from a PVC and an image path at once", {"model": {"pvc": {"claimName": "w"}, "path": "/w"}},
+     "spec.model.pvc and spec.model.path are mutually exclusive"),
+    ("not a CIDR", {"networkPolicy": {"enabled": True, "allowedCIDRs": ["10.0.0.300/8"]}},
+     "spec.networkPolicy.allowedCIDRs"),
+    ("schedule time out of range", {"autoscaling": {"schedules": [{"name": "x", "start": "25:00", "end": "06:00",
+                                                                     "minReplicas": 1}]}},
+     "spec.autoscaling.schedules[0].start"),
+    ("GPU metric without a GPU", {"resources": {"gpus": 0}}, "spec.autoscaling.metric.name"),
+    ("API_KEYS in env with auth", {"auth": {"secretName": "k"}, "env": [{"name": "API_KEYS", "value": "x"}]},
+     "spec.env must not set API_KEYS"),
+]
+
+
+@pytest.fixture(scope="module")
+def validation_ns(cluster, ocr_crd):
+    name = f"t-validation-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def manifest(name: str, spec: dict) -> dict:
+    m = ocrservice(name)
+    for key, value in spec.items():
+        m["spec"][key] = copy.deepcopy(value)
+    return m
+
+
+@pytest.mark.parametrize("what, spec, field", INVALID, ids=[i[0].replace(" ", "-") for i in INVALID])
+def test_the_api_server_rejects_an_invalid_ocrservice_naming_the_field(cluster, validation_ns, what, spec, field):
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    proc = cluster.kubectl("apply", "-n", validation_ns, "-f", "-", input=yaml.safe_dump(manifest(name, spec)),
+                           check=False)
+    assert proc.returncode != 0, f"{what}: accepted, but should be rejected"
+    assert field in proc.stderr, f"{what}: message does not name {field!r}: {proc.stderr}"
+    assert cluster.kubectl("get", "ocrs", name, "-n", validation_ns, check=False).returncode != 0
+
+
+def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, validation_ns):
+    cluster.kubectl("apply", "-n", validation_ns, "-f", "-",
+                    input=yaml.safe_dump({"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
+                                          "metadata": {"name": "good"}, "spec": {"image": "img:1"}}))
+    obj = wait_for(lambda: yaml.safe_load(cluster.kubectl("get", "ocrs", "good", "-n", validation_ns, "-o", "yaml").stdout),
+                   timeout=10, message="the OcrService")
+    spec = obj["spec"]
+    assert spec["inference"]["maxVisualTokens"] == 1120
+    assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
+    assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
+    assert spec["resources"]["gpus"] == 1
+
+
+def test_kubectl_explain_documents_the_fields(cluster, ocr_crd):
+    out = cluster.kubectl("explain", "ocrs.spec.inference.maxVisualTokens").stdout
+    assert "MAX_VISUAL_TOKENS" in out and "256..1120" in out
