@@ -236,6 +236,13 @@ def _listening_ports(pid: int) -> set[tuple[str, int]]:
     return found
 
 
+def _connections(pid: int) -> set[str]:
+    """Peer addresses of the established TCP connections of process `pid`, from `ss`."""
+    out = subprocess.run(["ss", "-H", "-tnp", "state", "established"], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[3].rsplit(":", 1)[0].strip("[]") for line in out.splitlines() if f"pid={pid}," in line}
+
+
 def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_behind():
     """Start-up time is printed (the goal, < 30 s with cached binaries, is reported, not asserted)."""
     cluster = LocalCluster()
@@ -249,6 +256,15 @@ def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_beh
         for name, socks in sockets.items():
             for addr, _ in socks:
                 assert addr in ("127.0.0.1", "::1"), f"{name} listens on {addr}"
+        # A pod on a fake node gets a 10.x address; nothing may try to reach it (or anything else).
+        cluster.kubectl("create", "deployment", "probe", "--image=registry.invalid/x:1", "--replicas=2")
+        wait_for(lambda: len([p for p in pods(cluster, "default", "app=probe")
+                              if condition(p, "Ready").get("status") == "True"]) == 2, timeout=60,
+                 message="2 Ready pods on the fake nodes")
+        peers = {name: _connections(pid) for name, pid in pids.items()}
+        assert peers["apiserver"], "the API server should hold connections (etcd, clients)"
+        for name, addrs in peers.items():
+            assert addrs <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, f"{name} connected to {addrs}"
         workdir = cluster.workdir
     finally:
         cluster.stop()
