@@ -97,6 +97,8 @@ def wait(predicate, timeout: float, what: str, interval: float = 0.5, log: Path 
     while time.monotonic() < deadline:
         try:
             last = predicate()
+        except DemoError:
+            raise
         except Exception as e:  # noqa: BLE001 - a transient error is just "not yet"
             last = e
         if last and not isinstance(last, Exception):
@@ -175,8 +177,8 @@ def load_example() -> dict:
 
 
 def operator_argv(liveness_port: int) -> list[str]:
-    return [PY, "-m", "ocr_operator", "--namespace", NAMESPACE,
-            f"--liveness=http://127.0.0.1:{liveness_port}/healthz"]
+    return [PY, "-m", "ocr_operator", "--namespace", NAMESPACE, "--liveness-host", "127.0.0.1",
+            f"--liveness-port={liveness_port}"]
 
 
 def http_json(url: str, timeout: float = 5, data: bytes | None = None, headers: dict | None = None):
@@ -220,13 +222,19 @@ class Demo:
         workdir = STATE_DIR if self.args.keep else None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
-        self.cluster = LocalCluster(workdir=workdir, quiet=True)
+        bin_dir = Path(subprocess.run(["bash", str(REPO / "tests" / "cluster" / "build-binaries.sh"), "--print-dir"],
+                                      capture_output=True, text=True, check=True).stdout.strip())
+        if not (bin_dir.parent / ".complete").exists():
+            s.note("building the control plane's binaries from the Go module proxy first (once; long)")
+            bin_dir = None  # LocalCluster builds them, with progress
+        self.cluster = LocalCluster(workdir=workdir, bin_dir=bin_dir, quiet=True)
         self.own_cluster = True
         self.cluster.start()
         s.ok(f"control plane up in {self.cluster.started_seconds:.1f}s at {self.cluster.server}")
         s.table(kubectl(self.cluster, "get", "nodes", "-o",
                         "custom-columns=NODE:.metadata.name,GPU:.status.capacity.nvidia\\.com/gpu,"
-                        "PRODUCT:.metadata.labels.nvidia\\.com/gpu\\.product,READY:.status.conditions[-1].status"),
+                        "PRODUCT:.metadata.labels.nvidia\\.com/gpu\\.product,"
+                        "READY:.status.conditions[?(@.type=='Ready')].status"),
                 "kubectl get nodes")
 
     # 2
@@ -237,7 +245,8 @@ class Demo:
                "subresources. The operator (kopf) runs here as a local process; in a real cluster the",
                "Helm chart (charts/causalflow-ocr) runs the same code in a Deployment.")
         kubectl(c, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-        kubectl(c, "wait", "--for=condition=Established", "--timeout=30s", "crd/ocrservices.ocr.causalflow.dev")
+        wait(lambda: condition(get_json(c, "crd", "ocrservices.ocr.causalflow.dev"), "Established").get("status") == "True",
+             30, "the CRD to be Established")
         kubectl(c, "apply", "-f", "-", input=kubectl(c, "create", "namespace", NAMESPACE,
                                                     "--dry-run=client", "-o", "yaml"))
         port = free_port()
@@ -318,10 +327,10 @@ class Demo:
         image = before["spec"]["image"]
         bad_image = image.rsplit(":", 1)[0] + ":1.1.0-broken"
         s.step("Upgrade to a broken version, and watch the automatic rollback",
-               f"We change the image to {bad_image} and label the new pods so kwok makes their",
-               "container crash (CrashLoopBackOff), as a real broken image would. The Deployment starts",
-               "a new pod next to the old one (maxUnavailable 0: the old pod keeps serving); the operator",
-               "sees the crash loop, restores the last good pod template in the Deployment, and records why.")
+               f"New image {bad_image.rsplit('/', 1)[-1]}, and a pod label that makes kwok crash its",
+               "container (CrashLoopBackOff), as a real broken image would. The Deployment starts a new",
+               "pod next to the old ones (maxUnavailable 0: they keep serving); the operator sees the",
+               "crash loop, writes the last good pod template back into the Deployment, and says why.")
         patch = {"spec": {"image": bad_image, "podLabels": {SIMULATE_LABEL: "crashloop"}}}
         kubectl(c, "patch", "ocrs", self.name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
         seen = None
@@ -352,10 +361,14 @@ class Demo:
                          f"involvedObject.kind=OcrService,involvedObject.name={self.name},type=Warning",
                          "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
         s.table(events, f"kubectl -n {NAMESPACE} get events --field-selector type=Warning,involvedObject.kind=OcrService")
+        s.table(kubectl(c, "get", "rs,pods", "-n", NAMESPACE, "-o",
+                        "custom-columns=NAME:.metadata.name,REVISION:.metadata.labels.ocr\\.causalflow\\.dev/revision,"
+                        "DESIRED:.spec.replicas,PHASE:.status.phase"),
+                f"kubectl -n {NAMESPACE} get rs,pods   (the failed revision's ReplicaSet is scaled to 0)")
         deploy = get_json(c, "deploy", self.name, "-n", NAMESPACE)
         running = deploy["spec"]["template"]["spec"]["containers"][0]["image"]
-        s.say(f"Deployment image: {running}   (spec still asks for {bad_image}: the operator will not retry")
-        s.say("that revision until the spec changes; fix the image and apply again to roll forward)")
+        s.say(f"Deployment image: {running.rsplit('/', 1)[-1]}; the spec still asks for {bad_image.rsplit('/', 1)[-1]}.")
+        s.say("The operator will not retry that revision until the spec changes: fix it and apply to roll forward.")
 
     # 6
     def ocr_locally(self) -> None:
@@ -388,7 +401,8 @@ class Demo:
             if proc.poll() is not None:
                 raise DemoError(f"the server exited with code {proc.returncode}; see {log}") from None
             raise
-        s.ok(f"server ready on {base} (pid {proc.pid}): /health -> {status} {json.dumps(health)[:110]}")
+        s.ok(f"server ready on {base} (pid {proc.pid}): GET /health -> {status}, "
+             f"device {health.get('device')}, tiny={health.get('tiny')}")
         body, ctype = multipart("file", "sample-page.png", sample.read_bytes(), "image/png")
         t0 = time.monotonic()
         try:
