@@ -74,14 +74,49 @@ def _flags_and_words(args: str) -> tuple[dict[str, str], list[str]]:
     return flags, words
 
 
+def _global_args(instructions: list[Instruction]) -> dict[str, str]:
+    """ARG defaults declared before the first FROM (the only ones FROM lines can use)."""
+    args: dict[str, str] = {}
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            break
+        if ins.keyword == "ARG":
+            name, _, default = ins.args.partition("=")
+            args[name.strip()] = default.strip().strip('"')
+    return args
+
+
+def _all_args(instructions: list[Instruction]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for ins in instructions:
+        if ins.keyword == "ARG":
+            name, _, default = ins.args.partition("=")
+            args[name.strip()] = default.strip().strip('"')
+    return args
+
+
+def expand(text: str, args: dict[str, str]) -> str:
+    """Shell-style `$X`, `${X}`, `${X:-default}` and `${X:+alt}` with the ARG defaults."""
+    def sub(m: re.Match[str]) -> str:
+        name, op, word = m.group(1) or m.group(4), m.group(2), m.group(3)
+        value = args.get(name, "")
+        if op == ":-":
+            return value or word
+        if op == ":+":
+            return word if value else ""
+        return value
+    return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", sub, text)
+
+
 def unpinned_bases(instructions: list[Instruction]) -> list[str]:
     """FROM images without a version tag or digest (stage names and `scratch` are fine)."""
     names, problems = set(), []
+    args = _global_args(instructions)
     for ins in instructions:
         if ins.keyword != "FROM":
             continue
         _, words = _flags_and_words(ins.args)
-        image = words[0]
+        image = expand(words[0], args)
         if len(words) >= 3 and words[1].upper() == "AS":
             names.add(words[2].lower())
         if image.lower() in names or image == "scratch" or "@sha256:" in image:
@@ -113,36 +148,61 @@ def baked_secrets(instructions: list[Instruction]) -> list[str]:
     return problems
 
 
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A .dockerignore pattern as a regex: `**` any directories, `*` and `?` within one name."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+            if pattern.startswith("/", i):
+                out, i = out + "(?:/|)", i + 1  # `**/x` also matches `x` at the top
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
 def _ignored(rel: str, patterns: list[str]) -> bool:
-    """Docker's .dockerignore semantics, simplified: last matching pattern wins, `!` re-includes,
-    and a pattern that matches a parent directory excludes everything below it."""
-    ignored = False
+    """Docker's .dockerignore semantics for one file: the last pattern that matches the path or
+    one of its parent directories decides; `!` patterns re-include."""
     parts = rel.split("/")
     candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
     for pattern in patterns:
         negate = pattern.startswith("!")
-        pat = pattern[1:] if negate else pattern
-        pat = pat.strip("/")
-        regex = fnmatch.translate(pat).replace(".*", "[^/]*").replace("[^/]*[^/]*", ".*")
-        if pat.startswith("**/"):
-            regex = "(.*/)?" + fnmatch.translate(pat[3:])
-        if any(re.fullmatch(regex, c) for c in candidates):
+        regex = _pattern_regex((pattern[1:] if negate else pattern).strip().strip("/"))
+        if any(regex.fullmatch(c) for c in candidates):
             ignored = not negate
     return ignored
 
 
-def missing_context_paths(instructions: list[Instruction], context: Path) -> list[str]:
-    """COPY/ADD sources (not --from a stage, not URLs) that the build context does not provide."""
-    ignore_file = context / ".dockerignore"
+def _files(path: Path) -> list[Path]:
+    return [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+
+
+def missing_context_paths(instructions: list[Instruction], context: Path,
+                          dockerfile: str = "Dockerfile") -> list[str]:
+    """COPY/ADD sources (not --from a stage, not URLs) that the build context does not provide.
+
+    BuildKit reads `<Dockerfile>.dockerignore` next to the Dockerfile instead of the context's
+    .dockerignore when it exists (so two images can share the repository root as context)."""
+    ignore_file = context / f"{dockerfile}.dockerignore"
+    if not ignore_file.exists():
+        ignore_file = context / ".dockerignore"
     patterns = [
         line.strip() for line in (ignore_file.read_text().splitlines() if ignore_file.exists() else [])
         if line.strip() and not line.strip().startswith("#")
     ]
     problems = []
+    args = _all_args(instructions)
     for ins in instructions:
         if ins.keyword not in ("COPY", "ADD"):
             continue
-        flags, words = _flags_and_words(ins.args)
+        flags, words = _flags_and_words(expand(ins.args, args))
         if "from" in flags:
             continue
         if words and words[0].startswith("["):
@@ -156,9 +216,10 @@ def missing_context_paths(instructions: list[Instruction], context: Path) -> lis
             if not matches:
                 problems.append(f"line {ins.line}: {ins.keyword} {src}: not found in the build context")
                 continue
-            visible = [m for m in matches if not _ignored(m.relative_to(context).as_posix(), patterns)]
+            visible = [f for m in matches for f in _files(m)
+                       if not _ignored(f.relative_to(context).as_posix(), patterns)]
             if not visible:
-                problems.append(f"line {ins.line}: {ins.keyword} {src}: excluded by .dockerignore")
+                problems.append(f"line {ins.line}: {ins.keyword} {src}: excluded by {ignore_file.name}")
     return problems
 
 
@@ -205,7 +266,7 @@ def test_no_secret_is_baked_into_the_image(name):
 
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_build_context_contains_every_copied_path(name):
-    assert missing_context_paths(_read(name), ROOT) == []
+    assert missing_context_paths(_read(name), ROOT, name) == []
 
 
 def test_server_image_has_a_healthcheck_on_the_health_endpoint():
@@ -215,7 +276,7 @@ def test_server_image_has_a_healthcheck_on_the_health_endpoint():
 
 
 def test_operator_image_does_not_install_torch_or_the_server():
-    text = (ROOT / "Dockerfile.operator").read_text()
+    text = "\n".join(f"{i.keyword} {i.args}" for i in _read("Dockerfile.operator"))
     assert not re.search(r"\btorch\b|\btransformers\b", text), "the operator image must not carry torch"
     assert "./server" not in text and " server/" not in text, "the operator image must not carry the server"
 
@@ -239,6 +300,18 @@ def test_rules_flag_latest_and_untagged_base_images():
     assert len(problems) == 2 and "python:latest" in problems[0] and "ubuntu" in problems[1]
 
 
+def test_rules_expand_arg_defaults_in_copy_sources(tmp_path):
+    (tmp_path / "a.txt").write_text("")
+    dockerfile = parse("FROM x:1\nARG SRC=\nCOPY ${SRC:-a.txt} /a\nCOPY ${SRC:-b.txt} /b\n")
+    problems = missing_context_paths(dockerfile, tmp_path)
+    assert len(problems) == 1 and "b.txt: not found" in problems[0]
+
+
+def test_rules_resolve_global_args_in_from_lines():
+    assert unpinned_bases(parse("ARG BASE=python:3.12.8-slim\nFROM ${BASE} AS b\nFROM $BASE\n")) == []
+    assert len(unpinned_bases(parse("ARG BASE=python\nFROM ${BASE}\n"))) == 1
+
+
 def test_rules_accept_version_tags_digests_and_stage_names():
     good = "FROM python:3.11-slim AS build\nFROM build\nFROM nvidia/cuda@sha256:" + "a" * 64 + "\n"
     assert unpinned_bases(parse(good)) == []
@@ -260,7 +333,26 @@ def test_rules_flag_copied_paths_missing_or_ignored(tmp_path):
     (tmp_path / "app" / "main.py").write_text("")
     (tmp_path / "secret.txt").write_text("")
     (tmp_path / ".dockerignore").write_text("secret.txt\n**/__pycache__\n")
+    (tmp_path / "only").mkdir()
+    (tmp_path / "only" / "kept.py").write_text("")
     dockerfile = "FROM a:1\nCOPY app/ /app/\nCOPY secret.txt /s\nCOPY nope /n\nCOPY --from=build /x /y\n"
     problems = missing_context_paths(parse(dockerfile), tmp_path)
     assert len(problems) == 2
     assert "secret.txt: excluded" in problems[0] and "nope: not found" in problems[1]
+
+
+def test_rules_prefer_the_dockerfile_specific_ignore_file(tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "main.py").write_text("")
+    (tmp_path / ".dockerignore").write_text("app\n")
+    dockerfile = parse("FROM a:1\nCOPY app/ /app/\n")
+    assert "excluded by .dockerignore" in missing_context_paths(dockerfile, tmp_path, "Dockerfile.x")[0]
+    (tmp_path / "Dockerfile.x.dockerignore").write_text("*\n!app/**\n**/__pycache__\n")
+    assert missing_context_paths(dockerfile, tmp_path, "Dockerfile.x") == []
+
+
+def test_rules_apply_exclusions_and_re_inclusions_per_file():
+    patterns = ["*", "!operator/ocr_operator/**", "**/__pycache__"]
+    assert not _ignored("operator/ocr_operator/spec.py", patterns)
+    assert _ignored("operator/ocr_operator/__pycache__/spec.cpython-311.pyc", patterns)
+    assert _ignored("server/app.py", patterns) and _ignored("README.md", patterns)
