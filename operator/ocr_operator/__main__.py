@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.workers:
         os.environ["OCR_OPERATOR_WORKERS"] = str(args.workers)
-    kopf.configure(debug=args.debug, verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    kopf.configure(debug=args.debug, verbose=args.verbose, log_format=kopf.LogFormat.FULL)
     logging.getLogger("ocr_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

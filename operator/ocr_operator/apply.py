@@ -5,6 +5,7 @@ A plan with only Skip actions makes no request at all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,38 +25,49 @@ class Outcome:
     writes: int = 0
 
 
+async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None:
+    log.info("%s/%s: %s", namespace, action.name, action)
+    try:
+        if action.verb in (CREATE, UPDATE):
+            if action.handover_replicas is not None:
+                # Keep spec.replicas owned (by a separate manager) so that dropping it from
+                # our apply does not reset the Deployment to 1 pod before the HPA acts.
+                await retrying(lambda: kube.apply({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": action.name, "namespace": namespace},
+                    "spec": {"replicas": action.handover_replicas},
+                }, manager=naming.HANDOVER_MANAGER))
+                out.writes += 1
+            out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
+            out.writes += 1
+        elif action.verb == DELETE:
+            obs = action.observed or {}
+            await retrying(lambda: kube.delete(obs.get("kind") or action.kind, namespace, action.name,
+                                               uid=obs.get("metadata", {}).get("uid")))
+            out.live[action.kind] = None
+            out.writes += 1
+    except ApiError as exc:
+        if exc.retryable:
+            raise
+        # Invalid for the API server (e.g. a bad affinity): report it, do not crash-loop.
+        out.errors.append(f"{action.verb} {action.kind} {action.name}: {exc.message}")
+
+
 async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outcome:
+    """Run the plan: every child but the Deployment at once, then the Deployment (after the HPA
+    it hands its replicas to, and after the ConfigMap its pods mount)."""
     out = Outcome()
+    first: list[Action] = []
+    last: list[Action] = []
     for action in actions:
         out.live[action.kind] = action.observed
         if action.verb == CONFLICT:
             out.conflicts.append(f"{action.kind} {action.name} {action.reason}")
-            continue
-        if not action.writes:
-            continue
-        log.info("%s/%s: %s", namespace, action.name, action)
-        try:
-            if action.verb in (CREATE, UPDATE):
-                if action.handover_replicas is not None:
-                    # Keep spec.replicas owned (by a separate manager) so that dropping it from
-                    # our apply does not reset the Deployment to 1 pod before the HPA acts.
-                    await retrying(lambda: kube.apply({
-                        "apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": action.name, "namespace": namespace},
-                        "spec": {"replicas": action.handover_replicas},
-                    }, manager=naming.HANDOVER_MANAGER))
-                    out.writes += 1
-                out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
-                out.writes += 1
-            elif action.verb == DELETE:
-                obs = action.observed or {}
-                await retrying(lambda: kube.delete(obs.get("kind") or action.kind, namespace, action.name,
-                                                   uid=obs.get("metadata", {}).get("uid")))
-                out.live[action.kind] = None
-                out.writes += 1
-        except ApiError as exc:
-            if exc.retryable:
-                raise
-            # Invalid for the API server (e.g. a bad affinity): report it, do not crash-loop.
-            out.errors.append(f"{action.verb} {action.kind} {action.name}: {exc.message}")
+        elif action.writes:
+            (last if action.kind == "Deployment" else first).append(action)
+    for group in (first, last):
+        results = await asyncio.gather(*(_one(kube, a, namespace, out) for a in group), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
     return out
