@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 import time
 from typing import Any, Mapping
 
@@ -21,6 +22,9 @@ from .reconcile import reconcile
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+
+# How often to look again whether optional APIs (ServiceMonitor) are served.
+DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
 
 
 def _rv(obj: Mapping[str, Any] | None) -> int:
@@ -112,7 +116,8 @@ class Controller:
         await self.kube.close()
 
     async def _servicemonitors(self) -> bool:
-        if time.monotonic() - self._sm_checked > 120:
+        """Whether the ServiceMonitor API is served, re-checked every DISCOVERY_SECONDS."""
+        if time.monotonic() - self._sm_checked > DISCOVERY_SECONDS:
             self._sm_checked = time.monotonic()
             try:
                 self.servicemonitor_available = await self.kube.has_resource("ServiceMonitor")

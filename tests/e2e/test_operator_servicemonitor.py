@@ -1,0 +1,52 @@
+"""A ServiceMonitor only when asked for and only when its CRD (prometheus-operator) exists."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.e2e.operator_fixtures import OperatorProcess, _operator_kubeconfig, ocrservice
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+# A stand-in for prometheus-operator's CRD: same group/version/kind, schema left open.
+SM_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor",
+                       "listKind": "ServiceMonitorList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cluster, ocr, ocr_crd, namespace,
+                                                                                tmp_path, request):
+    had_crd = cluster.kubectl("get", "crd", "servicemonitors.monitoring.coreos.com", check=False).returncode == 0
+    failed = request.session.testsfailed
+    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log",
+                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1", "OCR_OPERATOR_RESYNC_SECONDS": "2"}).start()
+    try:
+        ocr.apply(ocrservice("web", replicas=1, monitoring={"serviceMonitor": {"enabled": True,
+                                                                                "labels": {"release": "prom"}}}))
+        obj = ocr.wait_ready("web")
+        if not had_crd:  # without the CRD the toggle is a no-op, not an error
+            assert ocr.condition(obj, "Degraded")["status"] == "False"
+            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(SM_CRD))
+            cluster.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+        sm = wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
+                      message="ServiceMonitor created")
+        assert sm["metadata"]["labels"]["release"] == "prom"
+        assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
+        assert sm["metadata"]["ownerReferences"][0]["name"] == "web"
+        ocr.patch("ocrs", "web", {"spec": {"monitoring": {"serviceMonitor": {"enabled": False}}}})
+        wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web") is None, timeout=15,
+                 message="ServiceMonitor deleted")
+    finally:
+        op.stop()
+        if not had_crd:
+            cluster.kubectl("delete", "crd", "servicemonitors.monitoring.coreos.com", "--wait=false", check=False)
+        if request.session.testsfailed > failed:
+            print(op.log_tail(120))
