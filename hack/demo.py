@@ -217,7 +217,7 @@ class Demo:
             attached = LocalCluster.attach(STATE_DIR)
             if attached.pids and all(pid_alive(p) for p in attached.pids.values()):
                 self.cluster = attached
-                s.ok(f"reusing the cluster `make cluster-up` started ({STATE_DIR})")
+                s.ok(f"reusing the running cluster in {STATE_DIR} (make cluster-up, or make demo DEMO_ARGS=--keep)")
                 return
         workdir = STATE_DIR if self.args.keep else None
         if workdir is not None:
@@ -300,6 +300,9 @@ class Demo:
                "liveness probes on /health/*), a Service, a ConfigMap with the server config and a PDB;",
                "a revision counts as good once all its pods stay Ready for settleSeconds (8 s here).")
         kubectl(c, "apply", "-f", "-", input=kubectl(c, "create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml"))
+        if kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "--ignore-not-found", "-o", "name").strip():
+            s.say("removing the OcrService a previous run left in this cluster (and, by ownerReferences, its children)")
+            kubectl(c, "delete", "ocrs", self.name, "-n", NAMESPACE, "--cascade=foreground", "--timeout=90s")
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(obj))
         seen = None
 
@@ -358,7 +361,7 @@ class Demo:
             for x in st.get("conditions", []))
         s.table("TYPE            STATUS REASON                   MESSAGE\n" + conds, "status.conditions")
         events = kubectl(c, "get", "events", "-n", NAMESPACE, "--field-selector",
-                         f"involvedObject.kind=OcrService,involvedObject.name={self.name},type=Warning",
+                         f"involvedObject.kind=OcrService,involvedObject.uid={o['metadata']['uid']},type=Warning",
                          "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
         s.table(events, f"kubectl -n {NAMESPACE} get events --field-selector type=Warning,involvedObject.kind=OcrService")
         s.table(kubectl(c, "get", "rs,pods", "-n", NAMESPACE, "-o",
