@@ -53,7 +53,7 @@ async def cleanup(**_):
 def probe_reconciles(**_):
     c = STATE.controller
     return None if c is None else {"objects": len(c.cache), "reconciles": c.reconciles, "writes": c.writes,
-                                   "queued": len(c.queued)}
+                                   "requests": c.kube.requests, "queued": len(c.queued)}
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
