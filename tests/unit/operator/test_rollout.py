@@ -385,6 +385,40 @@ def test_a_revision_equal_to_the_last_good_one_never_rolls_back_to_itself():
     assert d.status.phase == rollout.NO_GOOD_REVISION
 
 
+@pytest.mark.parametrize("phase", [rollout.ROLLED_BACK, rollout.FAILED, rollout.NO_GOOD_REVISION])
+def test_from_every_failed_phase_a_different_spec_starts_a_new_attempt(phase):
+    prior = RolloutStatus(
+        current_revision=OLD if phase == rollout.ROLLED_BACK else NEW,
+        last_good_revision=None if phase == rollout.NO_GOOD_REVISION else OLD,
+        failed_revision=NEW, failed_reason="CrashLoopBackOff", failed_message="pod new-0 ...",
+        phase=phase, rollout_started="2026-03-01T12:00:00.000000Z",
+    )
+    d = step(prior, seen(*old_pods(), revision=prior.current_revision), 40, desired=NEWER)
+    assert d.target_revision == NEWER
+    assert (d.status.phase, d.status.current_revision, d.status.failed_revision) == (rollout.PROGRESSING, NEWER, None)
+    assert d.status.last_good_revision == prior.last_good_revision
+    assert reasons(d) == ["RolloutStarted"]
+
+
+def test_a_failed_revision_left_in_place_that_settles_ready_after_all_becomes_last_good():
+    policy = dataclasses.replace(POLICY, auto_rollback=False)
+    failing = pod("new-0", created=1, unschedulable=True)
+    failed = step(PROGRESSING_NEW, seen(*old_pods(), failing), 21, policy=policy).status
+    assert failed.phase == rollout.FAILED
+    ready = seen(pod("new-0", ready=True, created=1), pod("new-1", ready=True, created=25))
+    d1 = step(failed, ready, 30, policy=policy)
+    assert d1.status.phase == rollout.FAILED and d1.target_revision == NEW
+    d2 = step(d1.status, ready, 35, policy=policy)
+    assert d2.status.phase == rollout.HEALTHY and d2.status.last_good_revision == NEW
+    assert d2.status.failed_revision is None and reasons(d2) == ["RolloutRecovered"]
+
+
+def test_an_unknown_persisted_phase_is_treated_as_no_memory_and_starts_an_attempt():
+    prior = dataclasses.replace(HEALTHY_OLD, phase="SomethingOld")
+    d = step(prior, seen(*old_pods(), revision=OLD), 0, desired=OLD)
+    assert d.status.phase == rollout.PROGRESSING and d.status.last_good_revision == OLD
+
+
 # --------------------------------------------------------------------------- timers
 
 
