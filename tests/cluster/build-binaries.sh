@@ -26,6 +26,9 @@ start=$(date +%s)
 log() { printf '[build-binaries %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
 built() { for b in "$@"; do [[ -x "$BIN/$b" ]] || return 1; done; }
+# Module resolution prints a line per module; keep it in a log, shown only when a step fails.
+GOLOG="$DEST/go.log"; : > "$GOLOG"
+quiet() { "$@" >>"$GOLOG" 2>&1 || { tail -40 "$GOLOG"; log "failed: $*"; exit 1; }; }
 
 # --- Kubernetes: apiserver, controller-manager, scheduler, kubectl ---------------------------
 if ! built kube-apiserver kube-controller-manager kube-scheduler kubectl; then
@@ -33,12 +36,12 @@ if ! built kube-apiserver kube-controller-manager kube-scheduler kubectl; then
   W="$DEST/src/k8s"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   printf 'module local/k8sbins\n\ngo 1.26.0\n\ngodebug default=go1.26\n' > go.mod
   STAGING="v0.${K8S_VERSION#v1.}"
-  GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GOLOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
   for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*|\1|p' "$GOMOD"); do
-    go mod edit -replace="$m=$m@$STAGING"
+    quiet go mod edit -replace="$m=$m@$STAGING"
   done
   # Every path carries the version: a bare `go get -tool` path means @latest, another release.
-  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
+  quiet go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION"
   MINOR=${K8S_VERSION#v1.}; MINOR=${MINOR%%.*}
@@ -57,7 +60,7 @@ if ! built etcd; then
   log "etcd $ETCD_VERSION"
   W="$DEST/src/etcd"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   go mod init local/etcdbin >/dev/null 2>&1
-  go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  quiet go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
   go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 fi
 
@@ -66,7 +69,7 @@ if ! built kwok; then
   log "kwok $KWOK_VERSION"
   W="$DEST/src/kwok"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   go mod init local/kwokbin >/dev/null 2>&1
-  go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  quiet go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
   go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
   # kwok run alone needs explicit stages: keep the upstream ones next to the binary.
   KWOK_DIR=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
@@ -81,7 +84,7 @@ if ! built helm; then
   W="$DEST/src/helm"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   go mod init local/helmbin >/dev/null 2>&1
   HELM_MAJOR=${HELM_VERSION%%.*}
-  go get -tool "helm.sh/helm/$HELM_MAJOR/cmd/helm@$HELM_VERSION"
+  quiet go get -tool "helm.sh/helm/$HELM_MAJOR/cmd/helm@$HELM_VERSION"
   go build -trimpath -ldflags "-s -w -X helm.sh/helm/$HELM_MAJOR/internal/version.version=$HELM_VERSION" \
     -o "$BIN/helm" "helm.sh/helm/$HELM_MAJOR/cmd/helm"
 fi
