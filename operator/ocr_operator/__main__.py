@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("ocr_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
     for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not (args.verbose or args.debug):
+        # kopf logs every watch event's handler run ("Handler ... succeeded"): one per pod event.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     from . import handlers  # noqa: F401  (registers the handlers)
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
