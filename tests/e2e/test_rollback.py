@@ -62,6 +62,8 @@ def ocrservice(rollout: dict | None = None, **spec) -> dict:
         "terminationGracePeriodSeconds": 0,
     }
     body.update(spec)
+    if "autoscaling" in body:
+        del body["replicas"]  # the HPA owns the size
     return {"apiVersion": OCRS_API, "kind": "OcrService", "metadata": {"name": NAME}, "spec": body}
 
 
@@ -195,6 +197,32 @@ def test_a_good_upgrade_becomes_the_last_good_revision_without_a_rollback(svc, k
         # old pods served until new ones were Ready: never fewer Ready pods than desired
         assert watch.min_ready(None, since=since) >= REPLICAS, watch.ready_samples[-20:]
         assert [rev for _, rev in watch.template_times()] == [first, second]
+
+
+FAST_HPA = {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]},
+            "scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]}}
+
+
+def test_an_hpa_scale_up_in_the_middle_of_a_rollout_is_not_a_failure(cluster, svc, kube):
+    cluster.set_metric(svc.ns, "DCGM_FI_DEV_GPU_UTIL", 30)  # below the 50 % target: 2 replicas
+    autoscaling = {"minReplicas": 2, "maxReplicas": 4, "targetGPUUtilization": 50, "behavior": FAST_HPA}
+    svc.create(ocrservice(dict(FAST, settleSeconds=4), autoscaling=autoscaling))
+    first = svc.wait_healthy(timeout=90)
+    with RolloutWatch(kube, svc.ns, NAME) as watch:
+        since = time.monotonic()
+        svc.patch({"image": IMAGE.replace("1.0.0", "1.2.0")})
+        svc.wait_phase("Progressing", timeout=20)
+        cluster.set_metric(svc.ns, "DCGM_FI_DEV_GPU_UTIL", 100)  # the HPA doubles the size mid-rollout
+        wait_for(lambda: svc.deployment()["spec"]["replicas"] == 4, timeout=60, message="the HPA scaled to 4")
+        assert svc.phase() == "Progressing", "the scale-up must land while the rollout is still in progress"
+        second = svc.wait_healthy(timeout=120)
+        assert second != first
+        status = svc.status()
+        assert status.get("failedRevision") is None and status["lastGoodRevision"] == second
+        assert svc.template_revision() == second
+        assert svc.events("RolledBack") == [] and svc.events("RolloutFailed") == []
+        assert [rev for _, rev in watch.template_times()] == [first, second]
+        assert watch.min_ready(None, since=since) >= 2
 
 
 # --------------------------------------------------------------------------- 2. every failure kind
