@@ -147,6 +147,8 @@ def assert_rolled_back(svc: Service, watch: RolloutWatch, good: str, reason: str
     failed = status["failedRevision"]
     assert failed != good
     assert status["failedReason"] == reason, status
+    if reason != "ProgressDeadlineExceeded":  # the Deployment's verdict names no pod
+        assert status["failedMessage"].startswith(f"pod {NAME}-"), status["failedMessage"]
     assert status["lastGoodRevision"] == good and status["currentRevision"] == good
     # the Deployment runs the last good pod template again
     assert svc.template_revision() == good
