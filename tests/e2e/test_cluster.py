@@ -184,7 +184,10 @@ def test_flap_stage_makes_pods_ready_then_lose_readiness(cluster, namespace):
     pod = wait_for(lambda: (p := pods(cluster, namespace, "app=flap")[0]) and
                    condition(p, "Ready").get("status") == "False" and p, timeout=30, message="pod loses readiness")
     assert pod["status"]["phase"] == "Running"
-    assert pod["status"]["containerStatuses"][0]["ready"] is False
+    container = pod["status"]["containerStatuses"][0]
+    assert container["ready"] is False
+    # The container keeps running (only its readiness probe fails), with its original start time.
+    assert container["state"]["running"]["startedAt"] <= condition(pod, "Ready")["lastTransitionTime"]
 
 
 def test_crashloop_stage_reports_crashloopbackoff_with_growing_restarts(cluster, namespace):
