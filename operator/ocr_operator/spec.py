@@ -426,6 +426,14 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
     return parsed
 
 
+def _crops_required(min_tokens: int) -> int:
+    return max(2, -(-(min_tokens - 256) // 144))
+
+
+def _crops_allowed(max_tokens: int) -> int:
+    return min(6, (max_tokens - 256) // 144)
+
+
 def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None) -> None:
     """The CRD's CEL and range rules, in Python; raise SpecError naming the field."""
     errors: list[str] = []
@@ -435,6 +443,13 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
             errors.append(f"spec.inference.{name} must be within 256..1120, got {value}")
     if inf.min_visual_tokens > inf.max_visual_tokens:
         errors.append("spec.inference.minVisualTokens must be <= spec.inference.maxVisualTokens")
+    if inf.min_visual_tokens > 256 and _crops_required(inf.min_visual_tokens) > _crops_allowed(inf.max_visual_tokens):
+        errors.append("spec.inference.minVisualTokens needs more crops than spec.inference.maxVisualTokens allows "
+                      "(256 + 144 per crop, 2..6 crops)")
+    if inf.batch_size > 64:
+        errors.append(f"spec.inference.batchSize must be <= 64, got {inf.batch_size}")
+    if inf.max_new_tokens > 8192:
+        errors.append(f"spec.inference.maxNewTokens must be <= 8192, got {inf.max_new_tokens}")
     for name, value in (("inputSize", inf.input_size), ("baseSize", inf.base_size)):
         if value not in (768, 1024):
             errors.append(f"spec.inference.{name} must be 768 or 1024, got {value}")

@@ -15,31 +15,30 @@ CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
 
 
 def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
-    """The server's configuration file, sections named as the server reads them."""
+    """The server's configuration file (server/ocr_server/config.py): exactly the keys it knows,
+    since it refuses unknown ones."""
     inf = spec.inference
     model: dict[str, Any] = {
         "name": spec.model.name,
         "cache_dir": spec.model.cache_dir,
-        "gpu_id": 0,
         "input_size": inf.input_size,
         "base_size": inf.base_size,
         "min_visual_tokens": inf.min_visual_tokens,
         "max_visual_tokens": inf.max_visual_tokens,
-        "max_new_tokens": inf.max_new_tokens,
     }
     if spec.model.path:
         model["path"] = spec.model.path
     if spec.model.revision:
         model["revision"] = spec.model.revision
-    if spec.model.checksums:
-        model["checksums"] = dict(spec.model.checksums)
     return {
-        "service": {"host": "0.0.0.0", "port": spec.service.port, "workers": 1},
+        "service": {"host": "0.0.0.0", "port": spec.service.port},
         "model": model,
         "runtime": {
+            "gpu_id": 0,
             "concurrency": inf.concurrency,
             "batch_size": inf.batch_size,
             "timeout_sec": inf.timeout_seconds,
+            "max_new_tokens": inf.max_new_tokens,
         },
     }
 
@@ -48,7 +47,7 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     """The same configuration as the server's environment overrides (they win over the file)."""
     inf = spec.inference
     env = [
-        ("OCR_CONFIG", CONFIG_PATH),
+        ("CONFIG_FILE", CONFIG_PATH),
         ("HOST", "0.0.0.0"),
         ("PORT", str(spec.service.port)),
         ("MODEL_NAME", spec.model.name),
@@ -65,8 +64,6 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     ]
     if spec.model.path:
         env.append(("MODEL_PATH", spec.model.path))
-    if spec.model.revision:
-        env.append(("MODEL_REVISION", spec.model.revision))
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env]
     if spec.auth is not None:
         out.append({"name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": spec.auth.secret_name, "key": spec.auth.key}}})

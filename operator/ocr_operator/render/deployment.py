@@ -11,6 +11,7 @@ from . import configmap
 
 CONTAINER = "server"
 CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
+CHECKSUMS_KEY = f"{naming.PREFIX}/model-checksums"
 TLS_DIR = "/etc/ocr/tls"
 PRESTOP_SLEEP_SECONDS = 5
 
@@ -134,6 +135,8 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
 
     labels = {**dict(spec.pod_labels), **naming.labels(name)}
     annotations = {**dict(spec.pod_annotations), CONFIG_HASH_KEY: config_hash}
+    if spec.model.checksums:
+        annotations[CHECKSUMS_KEY] = naming.canonical_json(dict(spec.model.checksums))
     template = {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec}
     revision = naming.template_hash(template)
     template["metadata"]["labels"][naming.REVISION_KEY] = revision

@@ -177,8 +177,9 @@ def test_the_configmap_holds_service_model_and_runtime_sections():
     assert cm["metadata"]["name"] == "ocr-config"
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     assert set(cfg) == {"service", "model", "runtime"}
-    assert cfg["service"] == {"host": "0.0.0.0", "port": 8080, "workers": 1}
-    assert cfg["runtime"] == {"concurrency": 2, "batch_size": 16, "timeout_sec": 30}
+    assert cfg["service"] == {"host": "0.0.0.0", "port": 8080}
+    assert cfg["runtime"] == {"gpu_id": 0, "concurrency": 2, "batch_size": 16, "timeout_sec": 30,
+                              "max_new_tokens": 8192}
     assert cfg["model"]["path"] == "/opt/model"
     assert cfg["model"]["max_visual_tokens"] == 1120
 
@@ -271,3 +272,26 @@ def test_the_service_monitor_needs_both_the_toggle_and_its_crd():
 
 def test_rendering_is_deterministic():
     assert children().objects == children().objects
+
+
+def test_the_server_accepts_the_rendered_config_file_and_env(tmp_path):
+    """Contract with server/ocr_server/config.py, which refuses unknown keys and bad values."""
+    config = pytest.importorskip("ocr_server.config", reason="the server package is not installed in this venv")
+    d = children({"inference": {"minVisualTokens": 544, "maxVisualTokens": 832, "batchSize": 4, "concurrency": 2,
+                                "timeoutSeconds": 12, "maxNewTokens": 2048},
+                  "model": {"path": "/opt/model", "revision": "v2"}, "service": {"port": 9000}})
+    path = tmp_path / "config.yaml"
+    path.write_text(d.objects["ConfigMap"]["data"]["config.yaml"])
+    env = {e["name"]: e["value"] for e in container(d.objects["Deployment"])["env"] if "value" in e}
+    assert env["CONFIG_FILE"] == "/etc/ocr/config.yaml"
+    for loaded in (config.load_config(str(path), env={}), config.load_config(str(path), env=env)):
+        assert (loaded.service.port, loaded.model.path, loaded.model.revision) == (9000, "/opt/model", "v2")
+        assert (loaded.model.min_visual_tokens, loaded.model.max_visual_tokens) == (544, 832)
+        assert (loaded.runtime.batch_size, loaded.runtime.concurrency, loaded.runtime.max_new_tokens) == (4, 2, 2048)
+        assert loaded.runtime.timeout_sec == 12 and loaded.runtime.gpu_id == 0
+
+
+def test_model_checksums_are_recorded_on_the_pods():
+    sha = "a" * 64
+    tpl = children({"model": {"checksums": {"model.safetensors": sha}}}).objects["Deployment"]["spec"]["template"]
+    assert tpl["metadata"]["annotations"][D.CHECKSUMS_KEY] == '{"model.safetensors":"' + sha + '"}'
