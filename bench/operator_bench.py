@@ -155,6 +155,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--attach", type=Path, help="work dir of a running LocalCluster (else start one)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
     args = ap.parse_args()
 
     from tests.cluster.cluster import LocalCluster
@@ -169,7 +170,8 @@ def main() -> int:
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
         cluster.kubectl("create", "namespace", NAMESPACE)
         kubeconfig = getattr(cluster, "operator_kubeconfig", cluster.kubeconfig)
-        op = OperatorProcess(Path(kubeconfig), [NAMESPACE], workdir / "operator.log").start()
+        extra = {"OCR_OPERATOR_WORKERS": str(args.workers)} if args.workers else {}
+        op = OperatorProcess(Path(kubeconfig), [NAMESPACE], workdir / "operator.log", extra_env=extra).start()
         idle_rss, _ = rss_kib(op.pid)
         cpu0 = cpu_seconds(op.pid)
 
