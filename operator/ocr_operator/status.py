@@ -185,6 +185,9 @@ def transition_events(changed: list[tuple[C.Condition, str | None]]) -> list[tup
         if cond.type == C.READY:
             if cond.status == C.TRUE:
                 events.append(("Normal", "Ready", cond.message))
+            elif cond.reason == "RolloutInProgress" and previous == C.TRUE:
+                # An upgrade starting is routine: the old pods keep serving (maxUnavailable 0).
+                events.append(("Normal", cond.reason, cond.message))
             elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed", "ChildConflict"):
                 events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
                                cond.message))

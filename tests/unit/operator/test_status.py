@@ -120,6 +120,11 @@ def test_events_are_told_for_ready_transitions_and_missing_metrics_only():
     assert St.transition_events([(lost, "True")])[0][0] == "Warning"
 
 
+def test_an_upgrade_starting_is_a_normal_event_not_a_warning():
+    upgrading = C.Condition("Ready", "False", "RolloutInProgress", "revision b: 0/2 pods updated, 2 Ready")
+    assert St.transition_events([(upgrading, "True")]) == [("Normal", "RolloutInProgress", upgrading.message)]
+
+
 def test_an_invalid_spec_is_reported_without_losing_the_revisions():
     body = owner(status={"currentRevision": "abc", "lastGoodRevision": "abc"})
     st, _ = St.build(body, None, now=NOW, deployment=deployment(), spec_error="spec.inference.batchSize must be an integer")
