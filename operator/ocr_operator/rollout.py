@@ -420,6 +420,12 @@ def _finish(
     return Decision(target, status, tuple(events), requeue_after, progressing, degraded)
 
 
+def _mark_good(status: RolloutStatus, revision: str) -> RolloutStatus:
+    """`revision` settled: it is the last good one and no failure is pending any more."""
+    return replace(status, phase=HEALTHY, last_good_revision=revision, failed_revision=None,
+                   failed_reason=None, failed_message=None)
+
+
 def _settle(
     revision: str, status: RolloutStatus, observed: Observed, policy: Policy, now: datetime
 ) -> tuple[RolloutStatus, bool, float | None]:
@@ -487,10 +493,7 @@ def _progress(
 
     status, settled, settle_left = _settle(revision, prior, observed, policy, now)
     if settled:
-        healthy = replace(
-            status, phase=HEALTHY, last_good_revision=revision, failed_revision=None,
-            failed_reason=None, failed_message=None,
-        )
+        healthy = _mark_good(status, revision)
         event = EventSpec(
             "Normal",
             "RolloutSucceeded",
@@ -569,10 +572,7 @@ def _stay_failed(
     # and stay Ready (a node with GPUs joined, an image got pushed), it has recovered.
     status, settled, settle_left = _settle(desired, prior, observed, policy, now)
     if settled:
-        healthy = replace(
-            status, phase=HEALTHY, last_good_revision=desired, failed_revision=None,
-            failed_reason=None, failed_message=None,
-        )
+        healthy = _mark_good(status, desired)
         event = EventSpec(
             "Normal",
             "RolloutRecovered",
