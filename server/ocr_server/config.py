@@ -44,6 +44,9 @@ class ServiceConfig:
     max_image_pixels: int = 64_000_000
     cache_entries: int = 256
     log_level: str = "info"
+    # HTTPS when both are set (the operator mounts spec.tls's Secret and sets them).
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "MAX_PAGES": ("service", "max_pages"),
     "CACHE_ENTRIES": ("service", "cache_entries"),
     "LOG_LEVEL": ("service", "log_level"),
+    "TLS_CERT_FILE": ("service", "tls_cert_file"),
+    "TLS_KEY_FILE": ("service", "tls_key_file"),
     "MODEL_NAME": ("model", "name"),
     "MODEL_PATH": ("model", "path"),
     "CACHE_DIR": ("model", "cache_dir"),
@@ -133,7 +138,7 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
         if isinstance(value, str):
             return tuple(k.strip() for k in value.split(",") if k.strip())
         return tuple(str(k) for k in value)
-    if name == "path":
+    if name in ("path", "tls_cert_file", "tls_key_file"):
         return str(value) if value not in (None, "") else None
     target = type(default) if default is not None else str
     try:
@@ -216,6 +221,12 @@ def validate(cfg: ServerConfig) -> None:
         _fail("service.pdf_dpi", s.pdf_dpi, "36..600")
     if s.cache_entries < 0:
         _fail("CACHE_ENTRIES", s.cache_entries, ">= 0 (0 disables the cache)")
+    if bool(s.tls_cert_file) != bool(s.tls_key_file):
+        _fail("TLS_CERT_FILE" if not s.tls_cert_file else "TLS_KEY_FILE", None,
+              "TLS_CERT_FILE and TLS_KEY_FILE are set together (HTTPS) or not at all (HTTP)")
+    for key, value in (("TLS_CERT_FILE", s.tls_cert_file), ("TLS_KEY_FILE", s.tls_key_file)):
+        if value and not Path(value).is_file():
+            _fail(key, value, "an existing PEM file")
     if any(len(k) < 8 for k in s.api_keys):
         _fail("API_KEYS", "<redacted>", "comma-separated keys of at least 8 characters each")
     # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the

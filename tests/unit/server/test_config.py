@@ -63,3 +63,13 @@ def test_visual_token_cap_gives_the_crop_count(tokens, crops):
 
 def test_visual_token_floor_needs_at_least_two_crops():
     assert (crops_required(256), crops_required(300), crops_required(700)) == (0, 2, 4)
+
+
+def test_tls_needs_both_files_and_names_the_missing_one(tmp_path):
+    cert = tmp_path / "tls.crt"
+    cert.write_text("pem")
+    with pytest.raises(ConfigError, match="TLS_KEY_FILE"):
+        load_config(env={"TLS_CERT_FILE": str(cert)})
+    with pytest.raises(ConfigError, match="TLS_KEY_FILE='/nope/tls.key'.*existing PEM file"):
+        load_config(env={"TLS_CERT_FILE": str(cert), "TLS_KEY_FILE": "/nope/tls.key"})
+    assert load_config(env={}).service.tls_cert_file is None
