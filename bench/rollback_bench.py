@@ -54,6 +54,9 @@ KINDS = {
     "never-ready": (lambda i: {"podLabels": {SIMULATE: "never-ready", "bench-run": str(i)}}, "ReadinessTimeout"),
     "flap": (lambda i: {"podLabels": {SIMULATE: "flap", "bench-run": str(i)}}, "ReadinessLost"),
     "unschedulable": (lambda i: {"podLabels": {"bench-run": str(i)}, "resources": {"gpus": 16}}, "Unschedulable"),
+    "oom-killed": (lambda i: {"podLabels": {SIMULATE: "oom-killed", "bench-run": str(i)}}, "OOMKilled"),
+    "create-config-error": (lambda i: {"podLabels": {SIMULATE: "create-config-error", "bench-run": str(i)}},
+                            "CreateContainerConfigError"),
 }
 
 
@@ -155,7 +158,7 @@ def run(cluster, runs: int, kinds: list[str], workdir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--kinds", default="crashloop,image-pull-error,never-ready,unschedulable,flap")
+    p.add_argument("--kinds", default="crashloop,image-pull-error,never-ready,unschedulable,flap,oom-killed,create-config-error")
     p.add_argument("--kubeconfig", help="use this running cluster instead of starting the local one")
     args = p.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]

@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"
 STAGES_FILE = Path(__file__).with_name("stages.yaml")
 SIMULATE_LABEL = "causalflow.dev/simulate"
-SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error")
+SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error", "oom-killed", "create-config-error")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODES = (("gpu-node-0", 8), ("gpu-node-1", 8))
 # Users in the static token file. All are cluster admins except where a test narrows them with a

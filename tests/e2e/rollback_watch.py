@@ -19,7 +19,7 @@ from typing import Any
 REVISION = "ocr.causalflow.dev/revision"
 WAITING_FAILURES = {
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
-    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "OOMKilled",
 }
 
 
@@ -174,6 +174,10 @@ class RolloutWatch:
             reason = ((cs.get("state") or {}).get("waiting") or {}).get("reason")
             if reason in WAITING_FAILURES:
                 track.waiting.setdefault(reason, now)
+            # A container that ran out of memory shows it in its last termination.
+            for term in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
+                if (term or {}).get("reason") == "OOMKilled":
+                    track.waiting.setdefault("OOMKilled", now)
         sched = _cond(pod, "PodScheduled")
         if sched.get("reason") == "Unschedulable" and track.unschedulable is None:
             track.unschedulable = now

@@ -219,6 +219,30 @@ def test_image_pull_error_stage_leaves_pods_pending_in_imagepullbackoff(cluster,
     assert condition(pod, "Ready")["status"] == "False"
 
 
+def test_oom_killed_stage_reports_a_restart_after_oomkilled(cluster, namespace):
+    require_local(cluster)
+    apply_ns(cluster, namespace, deployment("oom", labels={"causalflow.dev/simulate": "oom-killed"}))
+    pod = wait_for(lambda: (p := pods(cluster, namespace, "app=oom")[0]) and
+                   p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
+    container = pod["status"]["containerStatuses"][0]
+    assert container["lastState"]["terminated"]["reason"] == "OOMKilled"
+    assert container["lastState"]["terminated"]["exitCode"] == 137
+    assert container["restartCount"] == 1 and container["ready"] is False
+    assert condition(pod, "Ready")["status"] == "False"
+
+
+def test_create_config_error_stage_leaves_pods_pending_naming_the_missing_secret(cluster, namespace):
+    require_local(cluster)
+    apply_ns(cluster, namespace, deployment("cfg", labels={"causalflow.dev/simulate": "create-config-error"}))
+    pod = wait_for(lambda: (p := pods(cluster, namespace, "app=cfg")[0]) and
+                   p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
+    waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "CreateContainerConfigError"
+    assert "not found" in waiting["message"]
+    time.sleep(2)
+    assert pods(cluster, namespace, "app=cfg")[0]["status"]["phase"] == "Pending"
+
+
 def test_api_server_restart_keeps_the_cluster_state(cluster, namespace):
     require_local(cluster)
     cluster.kubectl("create", "configmap", "survivor", "-n", namespace, "--from-literal=k=v")

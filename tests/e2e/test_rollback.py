@@ -236,6 +236,8 @@ FAILURES = [
      dict(FAST, settleSeconds=8)),  # kwok drops readiness ~5 s after Ready: inside the settle period
     ("crash-loop", {"podLabels": {SIMULATE: "crashloop"}}, "CrashLoopBackOff", FAST),
     ("image-pull-error", {"podLabels": {SIMULATE: "image-pull-error"}}, "ImagePullBackOff", FAST),
+    ("oom-killed", {"podLabels": {SIMULATE: "oom-killed"}}, "OOMKilled", FAST),
+    ("create-config-error", {"podLabels": {SIMULATE: "create-config-error"}}, "CreateContainerConfigError", FAST),
     ("unschedulable", {"resources": {"gpus": 16}}, "Unschedulable", FAST),  # nodes have 8
     # progress deadline 4 s fires before the never-ready pods' startup budget of 3 + 3 x 2 = 9 s
     ("progress-deadline", {"podLabels": {SIMULATE: "never-ready"}}, "ProgressDeadlineExceeded",
