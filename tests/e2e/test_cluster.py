@@ -159,9 +159,12 @@ def test_hpa_scales_on_a_pods_gpu_metric_up_and_back_down(cluster, namespace):
     assert dep["spec"]["replicas"] == 1
 
 
-def _one_pod(cluster, namespace, name):
-    return wait_for(lambda: (ps := pods(cluster, namespace, f"app={name}")) and ps[0], timeout=60,
-                    message=f"a pod of {name}")
+def simulated_pod_with_status(cluster, namespace: str, name: str, simulate: str) -> dict:
+    """Apply a one-pod Deployment whose pod simulates `simulate`; return the pod once kwok has
+    reported its container status."""
+    apply_ns(cluster, namespace, deployment(name, labels={"causalflow.dev/simulate": simulate}))
+    return wait_for(lambda: (p := pods(cluster, namespace, f"app={name}")[0]) and
+                    p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
 
 
 def test_never_ready_stage_runs_pods_that_never_become_ready(cluster, namespace):
@@ -207,9 +210,7 @@ def test_crashloop_stage_reports_crashloopbackoff_with_growing_restarts(cluster,
 
 def test_image_pull_error_stage_leaves_pods_pending_in_imagepullbackoff(cluster, namespace):
     require_local(cluster)
-    apply_ns(cluster, namespace, deployment("pull", labels={"causalflow.dev/simulate": "image-pull-error"}))
-    pod = wait_for(lambda: (p := pods(cluster, namespace, "app=pull")[0]) and
-                   p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
+    pod = simulated_pod_with_status(cluster, namespace, "pull", "image-pull-error")
     waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "ImagePullBackOff"
     assert "registry.invalid" in waiting["message"]
@@ -221,9 +222,7 @@ def test_image_pull_error_stage_leaves_pods_pending_in_imagepullbackoff(cluster,
 
 def test_oom_killed_stage_reports_a_restart_after_oomkilled(cluster, namespace):
     require_local(cluster)
-    apply_ns(cluster, namespace, deployment("oom", labels={"causalflow.dev/simulate": "oom-killed"}))
-    pod = wait_for(lambda: (p := pods(cluster, namespace, "app=oom")[0]) and
-                   p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
+    pod = simulated_pod_with_status(cluster, namespace, "oom", "oom-killed")
     container = pod["status"]["containerStatuses"][0]
     assert container["lastState"]["terminated"]["reason"] == "OOMKilled"
     assert container["lastState"]["terminated"]["exitCode"] == 137
@@ -233,9 +232,7 @@ def test_oom_killed_stage_reports_a_restart_after_oomkilled(cluster, namespace):
 
 def test_create_config_error_stage_leaves_pods_pending_naming_the_missing_secret(cluster, namespace):
     require_local(cluster)
-    apply_ns(cluster, namespace, deployment("cfg", labels={"causalflow.dev/simulate": "create-config-error"}))
-    pod = wait_for(lambda: (p := pods(cluster, namespace, "app=cfg")[0]) and
-                   p["status"].get("containerStatuses") and p, timeout=60, message="container status reported")
+    pod = simulated_pod_with_status(cluster, namespace, "cfg", "create-config-error")
     waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] == "CreateContainerConfigError"
     assert "not found" in waiting["message"]
