@@ -130,7 +130,28 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-class LocalCluster:
+class KubectlCommands:
+    """kubectl against a cluster: needs `bin_dir` (holding kubectl) and `env` (with KUBECONFIG)."""
+
+    bin_dir: Path
+    env: dict[str, str]
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, text=True,
+                              capture_output=True, env=self.env, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+        return proc
+
+    def apply(self, manifest: dict | list | str) -> None:
+        if not isinstance(manifest, str):
+            docs = manifest if isinstance(manifest, list) else [manifest]
+            manifest = yaml.safe_dump_all(docs)
+        self.kubectl("apply", "-f", "-", input=manifest)
+
+
+class LocalCluster(KubectlCommands):
     """Starts and stops the control plane; see the module docstring."""
 
     external = False
@@ -246,20 +267,6 @@ class LocalCluster:
         return self
 
     # -- conveniences for tests ---------------------------------------------------------------
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, text=True,
-                              capture_output=True, env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
-        return proc
-
-    def apply(self, manifest: dict | list | str) -> None:
-        if not isinstance(manifest, str):
-            docs = manifest if isinstance(manifest, list) else [manifest]
-            manifest = yaml.safe_dump_all(docs)
-        self.kubectl("apply", "-f", "-", input=manifest)
-
     def set_metric(self, namespace: str, metric: str, value: float | None, pod: str | None = None) -> None:
         """Sets a Pods custom metric for every pod in `namespace`, or for one `pod` (None clears it)."""
         body = json.dumps({"namespace": namespace, "metric": metric, "value": value, "pod": pod}).encode()

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster import LocalCluster
+from tests.cluster.cluster import KubectlCommands, LocalCluster
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -30,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-class ExternalCluster:
+class ExternalCluster(KubectlCommands):
     """The cluster KUBECONFIG names; offers the LocalCluster interface where it can."""
 
     external = True
@@ -40,20 +39,6 @@ class ExternalCluster:
         self.kubeconfig = self.operator_kubeconfig = kubeconfig
         self.bin_dir = Path(shutil.which("kubectl") or "kubectl").parent
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["kubectl", *args], input=input, text=True, capture_output=True,
-                              env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
-        return proc
-
-    def apply(self, manifest) -> None:
-        import yaml
-        if not isinstance(manifest, str):
-            manifest = yaml.safe_dump_all(manifest if isinstance(manifest, list) else [manifest])
-        self.kubectl("apply", "-f", "-", input=manifest)
 
     def set_metric(self, *args, **kwargs) -> None:
         pytest.skip("external cluster: the custom metrics come from your own adapter, not the harness")
