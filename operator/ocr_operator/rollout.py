@@ -8,7 +8,7 @@ Degraded conditions, and when to wake up again. Because every deadline is comput
 timestamps that live in the status or on the pods, calling ``decide`` again after an operator
 restart gives the same answer.
 
-Rules (ARCHITECTURE.md, issue 5):
+Rules:
 
 * A revision is the hash of the rendered pod template. Only pods of the revision being rolled
   out are judged; old pods and a replica-count change (HPA) never start or fail a rollout.
@@ -19,7 +19,12 @@ Rules (ARCHITECTURE.md, issue 5):
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
   after it was reached; or when the Deployment reports ProgressDeadlineExceeded.
 * It becomes the last good revision when all desired pods of it are Ready and stay Ready for
-  ``settle_seconds``.
+  ``settle_seconds``, or, if the spec changes before that, when it was *Ready at the change*:
+  all its desired pods were Ready in the reconcile before the change (``ready_since`` set) and
+  are still Ready, with no failure signal, in the snapshot where the new revision is first seen.
+  Scripts that apply twice in a row then still have a revision to roll back to. The flap
+  protection stays: a pod that loses readiness clears ``ready_since`` (or fails the revision
+  with ReadinessLost), so a flapping revision is never Ready at the change.
 * On failure, with a last good revision and ``auto_rollback``: target the last good revision,
   phase RolledBack, failed_revision set with reason and message, one Warning event. While the
   desired revision equals the failed one the target stays the last good one: no
@@ -459,28 +464,53 @@ def decide(
 
     # A new pod template (or no memory at all): a new attempt; failure flags are cleared.
     if phase is None or desired_revision != prior.current_revision or phase in (ROLLED_BACK, FAILED, NO_GOOD_REVISION):
+        events: tuple[EventSpec, ...] = ()
+        last_good = prior.last_good_revision
+        if phase == PROGRESSING and ready_at_change(prior, observed, policy, now):
+            last_good = prior.current_revision
+            events = (EventSpec(
+                "Normal",
+                "RolloutSucceeded",
+                f"revision {last_good} was Ready on {observed.desired_replicas} pods when the spec changed: "
+                "it is the last good revision",
+            ),)
         started = RolloutStatus(
             current_revision=desired_revision,
-            last_good_revision=prior.last_good_revision,
+            last_good_revision=last_good,
             phase=PROGRESSING,
             rollout_started=_iso(now),
         )
-        event = EventSpec(
+        events += (EventSpec(
             "Normal",
             "RolloutStarted",
             f"rolling out revision {desired_revision}"
-            + (f" (last good revision {prior.last_good_revision})" if prior.last_good_revision else ""),
-        )
+            + (f" (last good revision {last_good})" if last_good else ""),
+        ),)
         # Judge the snapshot at once: pods of this revision may already exist (an adopted
         # Deployment, or the user went back to the last good spec).
         following = _progress(desired_revision, started, observed, policy, now)
-        return replace(following, events=(event,) + following.events)
+        return replace(following, events=events + following.events)
 
     if phase == HEALTHY:
         # Settled: pods coming and going (HPA, node loss) are the Deployment's business.
         return _finish(desired_revision, prior, observed)
 
     return _progress(desired_revision, prior, observed, policy, now)
+
+
+def ready_at_change(prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime) -> bool:
+    """Whether the revision being rolled out (not yet settled) was Ready when the spec changed.
+
+    All its desired pods were Ready at the previous reconcile (``ready_since`` is set only then
+    and cleared as soon as one is not) and still are in this snapshot, the Deployment still
+    runs it, and none of its pods reports a failure. Such a revision served all its traffic
+    when the user moved on, so it is a valid rollback target even inside ``settle_seconds``.
+    """
+    revision = prior.current_revision
+    if revision is None or revision == prior.last_good_revision or prior.ready_at is None:
+        return False
+    _, all_ready = _all_ready(revision, observed)
+    return all_ready and find_failure(revision, prior, observed, policy, now) is None
 
 
 def _progress(

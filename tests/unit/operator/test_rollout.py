@@ -327,6 +327,61 @@ def test_a_spec_change_during_a_rollout_abandons_it_for_the_newer_revision():
     assert d.status.last_good_revision == OLD
 
 
+
+# --------------------------------------------------------------------------- Ready at the change (inside settleSeconds)
+
+SETTLING_NEW = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:03.000000Z")
+
+
+def ready_new(n: int = 2) -> tuple[PodView, ...]:
+    return tuple(pod(f"new-{i}", ready=True, created=1) for i in range(n))
+
+
+def test_a_revision_all_ready_when_the_spec_changes_inside_the_settle_period_becomes_the_last_good_one():
+    d = step(SETTLING_NEW, seen(*ready_new()), 4, desired=NEWER)  # settle would end at 8 s
+    assert d.status.last_good_revision == NEW
+    assert d.status.current_revision == NEWER and d.target_revision == NEWER
+    assert reasons(d) == ["RolloutSucceeded", "RolloutStarted"]
+    assert "Ready on 2 pods when the spec changed" in d.events[0].message
+
+
+def test_the_next_revision_failing_after_a_change_inside_the_settle_period_rolls_back_to_it():
+    started = step(SETTLING_NEW, seen(*ready_new()), 4, desired=NEWER).status
+    failing = pod("newer-0", NEWER, created=5, waiting_reason="CrashLoopBackOff", restarts=1)
+    d = step(started, seen(*ready_new(), failing, revision=NEWER), 6, desired=NEWER)
+    assert d.status.phase == rollout.ROLLED_BACK
+    assert d.target_revision == NEW
+
+
+def test_a_revision_not_yet_all_ready_at_the_change_does_not_become_last_good():
+    d = step(PROGRESSING_NEW, seen(*old_pods(), *ready_new(1), pod("new-1", created=1)), 4, desired=NEWER)
+    assert d.status.last_good_revision == OLD
+    assert reasons(d) == ["RolloutStarted"]
+
+
+def test_a_revision_ready_only_in_the_snapshot_of_the_change_is_not_trusted():
+    # ready_since is unset: no earlier reconcile saw all its pods Ready (flap protection).
+    d = step(PROGRESSING_NEW, seen(*ready_new()), 4, desired=NEWER)
+    assert d.status.last_good_revision == OLD
+
+
+def test_a_revision_that_lost_readiness_by_the_change_does_not_become_last_good():
+    pods = (pod("new-0", ready=True, created=1), pod("new-1", ready=False, created=1, ready_transition=at(3.5)))
+    d = step(SETTLING_NEW, seen(*pods), 4, desired=NEWER)
+    assert d.status.last_good_revision == OLD
+
+
+def test_a_revision_with_a_failing_pod_at_the_change_does_not_become_last_good():
+    pods = (*ready_new(), pod("new-2", created=1, waiting_reason="CrashLoopBackOff", restarts=1))
+    d = step(SETTLING_NEW, seen(*pods), 4, desired=NEWER)
+    assert d.status.last_good_revision == OLD
+
+
+def test_a_revision_the_deployment_no_longer_runs_is_not_ready_at_the_change():
+    d = step(SETTLING_NEW, seen(*ready_new(), revision=OLD), 4, desired=NEWER)
+    assert d.status.last_good_revision == OLD
+
+
 # --------------------------------------------------------------------------- autoRollback off, first deploy
 
 
