@@ -17,7 +17,7 @@ from lightkube.config.client_adapter import AsyncClient as _adapter_client
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import KubeConfig
 
-from . import __version__, naming
+from . import __version__, children, naming
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +42,9 @@ class ResourceType:
 
 TYPES: dict[str, ResourceType] = {
     "OcrService": ResourceType("ocr.causalflow.dev/v1alpha1", "ocrservices"),
-    "ConfigMap": ResourceType("v1", "configmaps"),
-    "Service": ResourceType("v1", "services"),
-    "Pod": ResourceType("v1", "pods"),
     "Event": ResourceType("v1", "events"),
-    "Deployment": ResourceType("apps/v1", "deployments"),
     "ReplicaSet": ResourceType("apps/v1", "replicasets"),
-    "HorizontalPodAutoscaler": ResourceType("autoscaling/v2", "horizontalpodautoscalers"),
-    "PodDisruptionBudget": ResourceType("policy/v1", "poddisruptionbudgets"),
-    "NetworkPolicy": ResourceType("networking.k8s.io/v1", "networkpolicies"),
-    "ServiceMonitor": ResourceType("monitoring.coreos.com/v1", "servicemonitors"),
+    **{k.kind: ResourceType(k.api_version, k.plural) for k in children.KINDS.values()},
 }
 
 

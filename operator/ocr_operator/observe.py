@@ -6,20 +6,11 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from . import naming
+from . import children, naming
 from .kube import Kube
 
-# Plan key -> (kube kind, name function). "RevisionHistory" is the <name>-revisions ConfigMap.
-CHILDREN: dict[str, tuple[str, Any]] = {
-    "ConfigMap": ("ConfigMap", naming.configmap_name),
-    "HorizontalPodAutoscaler": ("HorizontalPodAutoscaler", naming.hpa_name),
-    "Deployment": ("Deployment", naming.deployment_name),
-    "Service": ("Service", naming.service_name),
-    "PodDisruptionBudget": ("PodDisruptionBudget", naming.pdb_name),
-    "NetworkPolicy": ("NetworkPolicy", naming.networkpolicy_name),
-    "ServiceMonitor": ("ServiceMonitor", naming.servicemonitor_name),
-    "RevisionHistory": ("ConfigMap", naming.revisions_name),
-}
+# Plan key -> (kube kind, name function), from the one table of children.
+CHILDREN: dict[str, tuple[str, Any]] = {c.key: (c.kind, c.name) for c in children.CHILDREN}
 
 
 @dataclass(frozen=True)
@@ -36,8 +27,7 @@ class Snapshot:
         return self.children.get("HorizontalPodAutoscaler")
 
 
-def child_names(name: str) -> dict[str, str]:
-    return {key: fn(name) for key, (_, fn) in CHILDREN.items()}
+child_names = children.child_names
 
 
 async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool) -> Snapshot:

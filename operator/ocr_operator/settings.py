@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import kopf
 
-from . import naming
+from . import children, naming
 
 # Children whose watch streams wake the owner's reconcile; filtered server-side by label.
-CHILD_RESOURCES = (
-    ("apps", "v1", "deployments"),
-    ("", "v1", "pods"),
-    ("", "v1", "services"),
-    ("", "v1", "configmaps"),
-    ("autoscaling", "v2", "horizontalpodautoscalers"),
-    ("policy", "v1", "poddisruptionbudgets"),
-    ("networking.k8s.io", "v1", "networkpolicies"),
-)
+CHILD_RESOURCES = tuple((k.group, k.version, k.plural) for k in children.watched())
 MANAGED_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.FIELD_MANAGER}"
 
 

@@ -14,8 +14,9 @@ ServiceMonitors exist is read from API discovery, which every authenticated user
 {{- end }}
 
 {{/*
-Rules for the namespaces the operator watches: exactly what operator/ocr_operator does
-(kube.py TYPES, observe.py, apply.py, reconcile.py, status.py, settings.CHILD_RESOURCES).
+Rules for the namespaces the operator watches: exactly what operator/ocr_operator does. The
+children and pods come from one table, operator/ocr_operator/children.py (KINDS);
+tests/unit/chart/test_rbac_rules.py checks these rules against it.
 */}}
 {{- define "causalflow-ocr.namespacedRules" -}}
 # OcrServices: kopf watches them (@kopf.on.event only: no kopf finalizer or annotations).
@@ -49,10 +50,10 @@ Rules for the namespaces the operator watches: exactly what operator/ocr_operato
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, list, watch, create, patch, delete]
-# Only when prometheus-operator's CRD exists; not watched.
+# Only when prometheus-operator's CRD exists (kopf starts the watch when it appears).
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 # Pods are only read: the rollout judges new pods from what Kubernetes reports.
 - apiGroups: [""]
   resources: [pods]

@@ -6,13 +6,13 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..children import CHILDREN
 from ..spec import OcrServiceSpec
 from . import configmap, deployment, hpa, networkpolicy, pdb, service, servicemonitor
 
-# Apply order: the HPA before the Deployment (so a Deployment applied without replicas is never
-# left without an owner of its size), ConfigMap before the pods that mount it.
-KINDS = ("ConfigMap", "HorizontalPodAutoscaler", "Deployment", "Service", "PodDisruptionBudget",
-         "NetworkPolicy", "ServiceMonitor")
+# The children rendered from the spec, in apply order (children.CHILDREN minus the revision
+# history, which revisions.py renders).
+KINDS = tuple(c.key for c in CHILDREN if c.key != "RevisionHistory")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,86 @@
+"""The one table of what the operator reads, watches and writes.
+
+Watches (settings.py, handlers.py), the REST paths (kube.py), the snapshot (observe.py), the
+cache (cache.py) and the chart's RBAC rules (checked by tests/unit/chart/test_rbac_rules.py)
+all follow from it; garbage collection follows from the ownerReference every child in
+``CHILDREN`` carries (naming.metadata), so removing an OcrService removes exactly these.
+Add a kind here and every one of those places picks it up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import naming
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "patch", "delete")
+
+
+@dataclass(frozen=True)
+class ApiKind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    verbs: tuple[str, ...]
+    watched: bool = True     # a label-filtered watch wakes the owner and feeds the cache
+    optional: bool = False   # served only where a CRD provides it (prometheus-operator)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS: dict[str, ApiKind] = {k.kind: k for k in (
+    ApiKind("ConfigMap", "", "v1", "configmaps", READ + WRITE),
+    ApiKind("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", READ + WRITE),
+    ApiKind("Deployment", "apps", "v1", "deployments", READ + WRITE),
+    ApiKind("Service", "", "v1", "services", READ + WRITE),
+    ApiKind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", READ + WRITE),
+    ApiKind("NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", READ + WRITE),
+    ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", READ + WRITE, optional=True),
+    # Pods are only read: the rollout judges the new revision's pods from what Kubernetes reports.
+    ApiKind("Pod", "", "v1", "pods", ("list", "watch")),
+)}
+
+
+@dataclass(frozen=True)
+class Child:
+    """One object an OcrService owns: its plan key, its kind and its name."""
+
+    key: str
+    kind: str
+    name: Callable[[str], str]
+
+
+# Apply order: the HPA before the Deployment (a Deployment applied without replicas is never
+# left without an owner of its size), the ConfigMap before the pods that mount it.
+CHILDREN: tuple[Child, ...] = (
+    Child("ConfigMap", "ConfigMap", naming.configmap_name),
+    Child("HorizontalPodAutoscaler", "HorizontalPodAutoscaler", naming.hpa_name),
+    Child("Deployment", "Deployment", naming.deployment_name),
+    Child("Service", "Service", naming.service_name),
+    Child("PodDisruptionBudget", "PodDisruptionBudget", naming.pdb_name),
+    Child("NetworkPolicy", "NetworkPolicy", naming.networkpolicy_name),
+    Child("ServiceMonitor", "ServiceMonitor", naming.servicemonitor_name),
+    # The pod templates of past revisions (revisions.py), a second ConfigMap.
+    Child("RevisionHistory", "ConfigMap", naming.revisions_name),
+)
+BY_KEY: dict[str, Child] = {c.key: c for c in CHILDREN}
+
+
+def child_names(name: str) -> dict[str, str]:
+    """Plan key -> name of that child of the OcrService `name`."""
+    return {c.key: c.name(name) for c in CHILDREN}
+
+
+def watched() -> tuple[ApiKind, ...]:
+    """Kinds whose label-filtered watch streams feed the cache and wake the owner."""
+    return tuple(k for k in KINDS.values() if k.watched)
+
+
+def rbac_rules() -> dict[tuple[str, str], frozenset[str]]:
+    """(apiGroup, resource) -> verbs the operator needs on the children and pods."""
+    return {(k.group, k.plural): frozenset(k.verbs) for k in KINDS.values()}

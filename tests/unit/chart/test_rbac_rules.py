@@ -1,0 +1,60 @@
+"""The chart's RBAC rules against the operator's one table of children (children.KINDS).
+
+Reads the rules straight from templates/_rbac_rules.tpl (plain YAML inside a `define`), so it
+needs no helm binary: a kind added to the table without a rule, or a verb granted that the
+table does not need, fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from ocr_operator import children
+
+RULES = Path(__file__).resolve().parents[3] / "charts" / "causalflow-ocr" / "templates" / "_rbac_rules.tpl"
+
+
+def rules(name: str) -> list[dict]:
+    text = RULES.read_text()
+    body = re.search(r'\{\{-? define "' + re.escape(name) + r'" -?\}\}(.*?)\{\{-? end \}\}', text, re.S)
+    assert body, f"no define {name} in {RULES}"
+    return yaml.safe_load(body.group(1)) or []
+
+
+def granted(rule_list: list[dict]) -> dict[tuple[str, str], frozenset[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rule_list:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def test_every_child_kind_and_pods_get_exactly_the_verbs_the_table_needs():
+    chart = granted(rules("causalflow-ocr.namespacedRules"))
+    for (group, resource), verbs in children.rbac_rules().items():
+        assert chart.get((group, resource)) == verbs, f"{group or 'core'}/{resource}: chart {sorted(chart.get((group, resource), ()))}, table {sorted(verbs)}"
+
+
+def test_the_chart_grants_nothing_beyond_the_table_but_the_ocrservice_and_its_events():
+    own = {("ocr.causalflow.dev", "ocrservices"), ("ocr.causalflow.dev", "ocrservices/status"),
+           ("ocr.causalflow.dev", "ocrservices/finalizers"), ("", "events")}
+    extra = set(granted(rules("causalflow-ocr.namespacedRules"))) - set(children.rbac_rules()) - own
+    assert not extra, f"rules without a kind in children.KINDS: {sorted(extra)}"
+
+
+def test_no_wildcards_and_no_secrets_anywhere():
+    for name in ("causalflow-ocr.namespacedRules", "causalflow-ocr.clusterRules"):
+        for (group, resource), verbs in granted(rules(name)).items():
+            assert "*" not in (group, resource) and "*" not in verbs
+            assert resource != "secrets"
+
+
+def test_the_watched_kinds_are_the_ones_kopf_is_told_to_filter_by_label():
+    from ocr_operator import settings
+
+    assert set(settings.CHILD_RESOURCES) == {(k.group, k.version, k.plural) for k in children.watched()}
+    assert ("monitoring.coreos.com", "v1", "servicemonitors") in settings.CHILD_RESOURCES
