@@ -1,0 +1,467 @@
+"""Both product images, built from their real Dockerfiles without a daemon, for the real node.
+
+No image registry is reachable here, so `FROM ${BASE_IMAGE}` gets a local Debian bookworm image
+made with mmdebstrap from Debian's packages, standing in for the production base:
+
+- `Dockerfile.server`'s base (production: nvidia/cuda ...-runtime-ubuntu24.04) is a minimal
+  Debian with apt and ca-certificates and no python: the Dockerfile installs python itself.
+- `Dockerfile.operator`'s base (production: python:3.12.8-slim-bookworm) is a minimal Debian with
+  python3 (3.11, bookworm's) and the venv module, reachable as /usr/local/bin/python like in the
+  python image, with the same PATH and LANG.
+
+Every step after FROM runs as in production. buildah (Debian package) builds with `--layers`,
+`--network host` (no bridge, no firewall chains on this machine) and `--isolation chroot`; the
+machine's CA bundle is mounted read-only over the image's bundle for RUN steps only, since
+outbound TLS here goes through an intercepting proxy. pip's cache is the Dockerfiles' build-time
+cache mount (kept in TMPDIR, which points into the cache below), so a warm rebuild after a code
+change reuses the dependency layers and never reinstalls torch. download.pytorch.org is not
+reachable, so TORCH_INDEX_URL is PyPI (whose Linux torch carries the CUDA libraries; the server
+then runs on the CPU with DEVICE=auto).
+
+Images are tagged by content (Dockerfile, ignore file, build arguments, base image id and every
+file the Dockerfile copies), so a changed source gives a new tag and an unchanged one is not
+rebuilt. Each is exported as a docker-archive that `ctr -n k8s.io images import` reads; the export
+is skipped when the image id is unchanged. State lives in
+`$CAUSALFLOW_CACHE/images/buildah-<version>/` (default ~/.cache/causalflow-ocr), so re-runs are warm.
+
+    images = ensure_images()
+    images.server_tiny                 # localhost/causalflow-ocr-server-tiny:<hash>
+    images.archive(images.operator)    # Path of its docker-archive
+
+`python -m tests.cluster.images [--json]` builds them and prints refs, sizes and timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PYPI = "https://pypi.org/simple"
+TINY_MODEL_DIR = "models/tiny-random-deepseek-ocr2"  # inside the build context; /models/ is gitignored
+BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
+PATH_ENV = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Bump when a base recipe below changes: it is part of the base images' tags.
+BASE_RECIPE_VERSION = "1"
+
+Log = Callable[[str], None]
+
+
+class ImageBuildError(RuntimeError):
+    """A base image, build or export failed; the message names the step and shows its log tail."""
+
+
+@dataclass(frozen=True)
+class Images:
+    """Refs of the three images the real node runs, and where their archives are."""
+
+    server: str
+    server_tiny: str
+    operator: str
+    archive_dir: Path = field(default_factory=lambda: state_dir() / "archives")
+
+    def archive(self, ref: str) -> Path:
+        """The docker-archive of `ref` (one of this object's refs), for `ctr images import`."""
+        if ref not in (self.server, self.server_tiny, self.operator):
+            raise ValueError(f"{ref!r} is not one of these images: {self.server}, {self.server_tiny}, {self.operator}")
+        return self.archive_dir / archive_name(ref)
+
+    @property
+    def refs(self) -> tuple[str, str, str]:
+        return (self.server, self.server_tiny, self.operator)
+
+
+@dataclass(frozen=True)
+class BaseRecipe:
+    """A local base image: Debian packages plus the image config the production base has."""
+
+    name: str
+    packages: tuple[str, ...]
+    links: tuple[tuple[str, str], ...] = ()  # (link, target) inside the image
+    env: tuple[tuple[str, str], ...] = (("PATH", PATH_ENV),)
+    cmd: str = "bash"
+
+    def tag(self) -> str:
+        key = json.dumps([BASE_RECIPE_VERSION, SUITE, MIRROR, self.packages, self.links, self.env, self.cmd])
+        return f"localhost/causalflow-ocr-base-{self.name}:{SUITE}-{_sha(key.encode())[:12]}"
+
+
+# Like the CUDA runtime base: apt, ca-certificates, no python (Dockerfile.server installs it).
+SERVER_BASE = BaseRecipe("apt", ("ca-certificates",))
+# Like python:*-slim-bookworm: python on PATH at /usr/local/bin, venv module, UTF-8 locale.
+OPERATOR_BASE = BaseRecipe(
+    "python",
+    ("ca-certificates", "python3", "python3-venv"),
+    links=(("/usr/local/bin/python", "/usr/bin/python3"), ("/usr/local/bin/python3", "/usr/bin/python3")),
+    env=(("PATH", PATH_ENV), ("LANG", "C.UTF-8")),
+    cmd="python3",
+)
+
+
+# --- pure helpers -------------------------------------------------------------------------------
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def archive_name(ref: str) -> str:
+    """`localhost/causalflow-ocr-server:abc` -> `causalflow-ocr-server_abc.tar`."""
+    repo, _, tag = ref.rpartition(":")
+    return f"{repo.rsplit('/', 1)[-1]}_{tag}.tar"
+
+
+def dockerfile_args(text: str) -> dict[str, str]:
+    """ARG defaults of a Dockerfile (every stage), for expanding COPY sources."""
+    args: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*ARG\s+(\w+)(?:=(.*))?$", line)
+        if m:
+            args[m.group(1)] = (m.group(2) or "").strip().strip('"')
+    return args
+
+
+def _expand(text: str, args: Mapping[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name, op, word = m.group(1) or m.group(4), m.group(2), m.group(3)
+        value = args.get(name, "")
+        if op == ":-":
+            return value or word
+        if op == ":+":
+            return word if value else ""
+        return value
+    return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", sub, text)
+
+
+def copy_sources(text: str, build_args: Mapping[str, str]) -> list[str]:
+    """Context paths a Dockerfile's COPY/ADD lines read (not `--from` a stage), args expanded."""
+    args = {**dockerfile_args(text), **build_args}
+    out: list[str] = []
+    for line in re.sub(r"\\\n", " ", text).splitlines():
+        words = line.split()
+        if not words or words[0].upper() not in ("COPY", "ADD"):
+            continue
+        rest = [w for w in words[1:]]
+        if any(w.startswith("--from") for w in rest):
+            continue
+        paths = [w for w in rest if not w.startswith("--")]
+        out += [_expand(p, args) for p in paths[:-1]]
+    return out
+
+
+def _context_files(context: Path, sources: list[str]) -> Iterator[Path]:
+    for src in sources:
+        for match in sorted(context.glob(src.strip("/"))):
+            files = [match] if match.is_file() else sorted(p for p in match.rglob("*") if p.is_file())
+            for f in files:
+                rel = f.relative_to(context).as_posix()
+                if "__pycache__" in rel.split("/") or rel.endswith(".pyc") or ".egg-info/" in rel:
+                    continue
+                yield f
+
+
+def content_hash(dockerfile: Path, context: Path, build_args: Mapping[str, str], base_id: str,
+                 ignore_file: Path | None = None) -> str:
+    """What an image is made of: Dockerfile, ignore file, build args, base image id and every
+    copied file (path and bytes). Equal hashes mean the build would produce the same image."""
+    text = dockerfile.read_text()
+    h = hashlib.sha256()
+    h.update(text.encode())
+    h.update((ignore_file.read_bytes() if ignore_file and ignore_file.exists() else b""))
+    h.update(json.dumps(sorted(build_args.items())).encode())
+    h.update(base_id.encode())
+    for f in _context_files(context, copy_sources(text, build_args)):
+        h.update(f.relative_to(context).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def ca_bundle(env: Mapping[str, str] = os.environ) -> Path:
+    """The CA bundle this machine's own pip trusts (PIP_CERT, SSL_CERT_FILE, ..., else the system's)."""
+    for key in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        if env.get(key) and Path(env[key]).is_file():
+            return Path(env[key])
+    return Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
+
+
+def buildah_version() -> str:
+    out = subprocess.run(["buildah", "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"version\s+(\S+)", out)
+    return m.group(1) if m else "unknown"
+
+
+def state_dir() -> Path:
+    """Buildah storage, pip cache, archives and logs, keyed by buildah's version."""
+    version = buildah_version() if shutil.which("buildah") else "missing"
+    return cache_root() / "images" / f"buildah-{version}"
+
+
+# --- I/O: tools, buildah, builds ----------------------------------------------------------------
+
+def ensure_tools(log: Log = print) -> None:
+    """buildah and mmdebstrap from Debian's packages; installed when missing (a fresh CI machine)."""
+    missing = [t for t in ("buildah", "mmdebstrap") if not shutil.which(t)]
+    if not missing:
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise ImageBuildError(f"{', '.join(missing)} missing and cannot be installed here (needs root and apt-get): "
+                              "apt-get install -y mmdebstrap buildah")
+    log(f"images: installing {' '.join(missing)} from Debian's packages")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "mmdebstrap", "buildah"]):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if r.returncode:
+            raise ImageBuildError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
+
+
+class Buildah:
+    """buildah with this harness's own storage (overlay), run root and TMPDIR."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.logs = state / "logs"
+        self.tmp = state / "tmp"  # TMPDIR: buildah keeps RUN cache mounts (pip's cache) here
+        for d in (self.logs, self.tmp, state / "storage", state / "run", state / "archives"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "TMPDIR": str(self.tmp), "BUILDAH_LAYERS": "true"}
+
+    def argv(self, *args: str) -> list[str]:
+        return ["buildah", "--root", str(self.state / "storage"), "--runroot", str(self.state / "run"),
+                "--storage-driver", "overlay", *args]
+
+    def run(self, *args: str, log_name: str | None = None, cwd: Path | None = None) -> str:
+        """Run buildah; output goes to logs/<log_name>.log when named; failure shows the tail."""
+        argv = self.argv(*args)
+        if log_name:
+            path = self.logs / f"{log_name}.log"
+            with path.open("w") as out:
+                out.write("$ " + " ".join(argv) + "\n")
+                out.flush()
+                r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=cwd)
+            if r.returncode:
+                tail = path.read_text()[-4000:]
+                raise ImageBuildError(f"buildah {args[0]} ({log_name}) failed, rc={r.returncode}; log {path}:\n{tail}")
+            return ""
+        r = subprocess.run(argv, capture_output=True, text=True, env=self.env, cwd=cwd)
+        if r.returncode:
+            raise ImageBuildError(f"{' '.join(argv)} failed, rc={r.returncode}:\n{r.stderr[-3000:]}")
+        return r.stdout
+
+    def image_id(self, ref: str) -> str | None:
+        r = subprocess.run(self.argv("inspect", "--type", "image", "--format", "{{.FromImageID}}", ref),
+                           capture_output=True, text=True, env=self.env)
+        return r.stdout.strip() or None if r.returncode == 0 else None
+
+    def inspect(self, ref: str) -> dict:
+        return json.loads(self.run("inspect", "--type", "image", ref))
+
+    def size(self, ref: str) -> int:
+        """Bytes of the image's layers, uncompressed (what `buildah images` shows)."""
+        images = json.loads(self.run("images", "--json", ref) or "[]")
+        return int(images[0].get("size", 0)) if images else 0
+
+
+def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
+    """The local base image for `recipe`, built with mmdebstrap when it is not there yet."""
+    ref = recipe.tag()
+    if b.image_id(ref):
+        return ref
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=b.tmp) as tmp:
+        tar = Path(tmp) / "rootfs.tar"
+        argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",
+                "--aptopt=Acquire::Retries \"3\"", SUITE, str(tar), MIRROR]
+        path = b.logs / f"base-{recipe.name}.log"
+        with path.open("w") as out:
+            r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
+        if r.returncode:
+            raise ImageBuildError(f"mmdebstrap failed, rc={r.returncode}; log {path}:\n{path.read_text()[-4000:]}")
+        ctr = b.run("from", "scratch").strip()
+        try:
+            b.run("add", ctr, str(tar), "/")
+            for link, target in recipe.links:
+                b.run("run", "--isolation", "chroot", "--network", "none", ctr, "--", "ln", "-sf", target, link)
+            config = [a for k, v in recipe.env for a in ("--env", f"{k}={v}")]
+            b.run("config", *config, "--cmd", recipe.cmd, "--label", f"org.causalflow.base-recipe={recipe.name}", ctr)
+            b.run("commit", "--rm", ctr, ref)
+        except BaseException:
+            subprocess.run(b.argv("rm", ctr), capture_output=True, env=b.env)
+            raise
+    log(f"images: base {ref} built in {time.monotonic() - t0:.1f}s (mmdebstrap {SUITE} minbase + {', '.join(recipe.packages)})")
+    return ref
+
+
+def ensure_tiny_model(log: Log, python: str = sys.executable) -> Path:
+    """The tiny random model inside the build context (BAKE_MODEL_FROM), regenerated only when
+    its generator changes (it is seeded, so the same source gives the same files)."""
+    out = REPO / TINY_MODEL_DIR
+    source = REPO / "server" / "ocr_server" / "testing" / "tiny_model.py"
+    stamp = out / ".generator-sha256"
+    want = _sha(source.read_bytes())
+    if stamp.exists() and stamp.read_text() == want and (out / "config.json").exists():
+        return out
+    t0 = time.monotonic()
+    shutil.rmtree(out, ignore_errors=True)
+    r = subprocess.run([python, "-m", "ocr_server.testing.tiny_model", str(out)], capture_output=True, text=True, cwd=REPO)
+    if r.returncode:
+        raise ImageBuildError(f"tiny model generation failed:\n{(r.stdout + r.stderr)[-3000:]}")
+    stamp.write_text(want)
+    log(f"images: tiny model written to {out} in {time.monotonic() - t0:.1f}s")
+    return out
+
+
+@dataclass(frozen=True)
+class Build:
+    """One image: which Dockerfile, which repository, which build arguments, on which base."""
+
+    name: str
+    dockerfile: str
+    repository: str
+    base: BaseRecipe
+    build_args: tuple[tuple[str, str], ...] = ()
+
+
+BUILDS = (
+    Build("server", "Dockerfile.server", "localhost/causalflow-ocr-server", SERVER_BASE,
+          (("TORCH_INDEX_URL", PYPI),)),
+    Build("server_tiny", "Dockerfile.server", "localhost/causalflow-ocr-server-tiny", SERVER_BASE,
+          (("TORCH_INDEX_URL", PYPI), ("BAKE_MODEL_FROM", TINY_MODEL_DIR))),
+    Build("operator", "Dockerfile.operator", "localhost/causalflow-ocr-operator", OPERATOR_BASE),
+)
+
+
+def ignore_file_for(dockerfile: str) -> Path:
+    """BuildKit's rule: `<Dockerfile>.dockerignore` when it exists, else the context's .dockerignore."""
+    specific = REPO / f"{dockerfile}.dockerignore"
+    return specific if specific.exists() else REPO / ".dockerignore"
+
+
+def build_image(b: Buildah, spec: Build, log: Log, timings: dict[str, float]) -> str:
+    """Build `spec` unless an image with the same content tag exists; return its ref."""
+    base_ref = ensure_base(b, spec.base, log)
+    base_id = b.image_id(base_ref) or ""
+    args = {"BASE_IMAGE": base_ref, **dict(spec.build_args)}
+    ignore = ignore_file_for(spec.dockerfile)
+    ref = f"{spec.repository}:{content_hash(REPO / spec.dockerfile, REPO, args, base_id, ignore)[:16]}"
+    if b.image_id(ref):
+        return ref
+    bundle = ca_bundle()
+    argv = ["bud", "--layers", "--network", "host", "--isolation", "chroot",
+            "-f", spec.dockerfile, "--ignorefile", str(ignore), "-t", ref,
+            "-v", f"{bundle}:{BUNDLE_IN_IMAGE}:ro"]
+    for k, v in args.items():
+        argv += ["--build-arg", f"{k}={v}"]
+    log(f"images: building {ref} from {spec.dockerfile} (log {b.logs / (spec.name + '.log')})")
+    t0 = time.monotonic()
+    b.run(*argv, ".", log_name=spec.name, cwd=REPO)
+    timings[f"build_{spec.name}_s"] = round(time.monotonic() - t0, 1)
+    log(f"images: {ref} built in {timings[f'build_{spec.name}_s']}s")
+    return ref
+
+
+def export_archive(b: Buildah, ref: str, archive: Path, log: Log, timings: dict[str, float]) -> Path:
+    """docker-archive of `ref` at `archive`; skipped when the archive holds the same image id."""
+    image_id = b.image_id(ref) or ""
+    stamp = archive.with_suffix(".id")
+    if archive.exists() and stamp.exists() and stamp.read_text() == image_id:
+        return archive
+    t0 = time.monotonic()
+    partial = archive.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    b.run("push", ref, f"docker-archive:{partial}:{ref}")
+    partial.replace(archive)
+    stamp.write_text(image_id)
+    timings[f"export_{archive_name(ref)}_s"] = round(time.monotonic() - t0, 1)
+    log(f"images: exported {ref} to {archive} ({archive.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - t0:.1f}s")
+    return archive
+
+
+def _prune_archives(archive_dir: Path, keep: set[str]) -> None:
+    """Old archives of the same repositories go: one per image is enough (they are GBs)."""
+    for f in archive_dir.glob("*.tar"):
+        if f.name not in keep:
+            f.unlink(missing_ok=True)
+            f.with_suffix(".id").unlink(missing_ok=True)
+
+
+def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> Images:
+    """Build what is missing or out of date, export the archives, return the refs.
+
+    Serialised with a lock file, so two callers (the harness and a person) never build at once.
+    """
+    timings = {} if timings is None else timings
+    ensure_tools(log)
+    state = state_dir()
+    b = Buildah(state)
+    with (state / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        refs: dict[str, str] = {}
+        for spec in BUILDS:
+            if spec.name == "server_tiny":
+                ensure_tiny_model(log)
+            refs[spec.name] = build_image(b, spec, log, timings)
+        images = Images(archive_dir=state / "archives", **refs)
+        _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs})
+        for ref in images.refs:
+            export_archive(b, ref, images.archive(ref), log, timings)
+        timings["total_s"] = round(time.monotonic() - t0, 1)
+    return images
+
+
+def describe(images: Images) -> dict:
+    """Refs, ids, sizes and archive sizes, for the CLI and the closing note."""
+    b = Buildah(state_dir())
+    out = {}
+    for name, ref in (("server", images.server), ("server_tiny", images.server_tiny), ("operator", images.operator)):
+        archive = images.archive(ref)
+        out[name] = {
+            "ref": ref,
+            "id": b.image_id(ref),
+            "size_mib": round(b.size(ref) / 2**20, 1),
+            "archive": str(archive),
+            "archive_mib": round(archive.stat().st_size / 2**20, 1) if archive.exists() else None,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print refs, sizes and timings as JSON")
+    args = parser.parse_args(argv)
+    timings: dict[str, float] = {}
+    try:
+        images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings)
+    except ImageBuildError as exc:
+        print(f"images: {exc}", file=sys.stderr)
+        return 1
+    info = describe(images)
+    if args.json:
+        print(json.dumps({"images": info, "timings": timings}, indent=2))
+    else:
+        for name, item in info.items():
+            print(f"{name:12} {item['ref']}  {item['size_mib']} MiB  archive {item['archive']}")
+        print(f"export CAUSALFLOW_SERVER_IMAGE={images.server_tiny}")
+        print(f"export CAUSALFLOW_OPERATOR_IMAGE={images.operator}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
