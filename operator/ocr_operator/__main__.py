@@ -1,4 +1,4 @@
-"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT]`."""
+"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT] [--log-level LEVEL]`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import sys
 
 import kopf
+
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -20,8 +22,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--liveness-port", type=int, default=int(os.environ.get("OCR_OPERATOR_LIVENESS_PORT", "8080")),
                    help="port of kopf's liveness endpoint /healthz (0 disables it)")
     p.add_argument("--workers", type=int, default=None, help="concurrent reconciles (default 8)")
-    p.add_argument("-v", "--verbose", action="store_true")
-    p.add_argument("--debug", action="store_true")
+    p.add_argument("--log-level", choices=LEVELS, default=os.environ.get("OCR_OPERATOR_LOG_LEVEL", "info"),
+                   help="the root logger's level, one to one (debug adds kopf's per-event lines)")
+    p.add_argument("-v", "--verbose", "--debug", dest="log_level", action="store_const", const="debug",
+                   help="same as --log-level=debug")
     args = p.parse_args(argv)
     env_ns = os.environ.get("OCR_OPERATOR_NAMESPACES", "")
     if not args.namespace and not args.all_namespaces and env_ns:
@@ -29,18 +33,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def configure_logging(level: str) -> None:
+    """`level` is the root logger's level, exactly (the chart's logLevel passes it through)."""
+    kopf.configure(debug=level == "debug", log_format=kopf.LogFormat.FULL)
+    logging.getLogger().setLevel(LEVELS[level])
+    logging.getLogger("ocr_operator").setLevel(LEVELS[level])
+    for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, LEVELS[level]))
+    if level != "debug":
+        # kopf logs every watch event's handler run ("Handler ... succeeded"): one per pod event.
+        logging.getLogger("kopf.objects").setLevel(max(logging.WARNING, LEVELS[level]))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.workers:
         os.environ["OCR_OPERATOR_WORKERS"] = str(args.workers)
-    kopf.configure(debug=args.debug, verbose=args.verbose, log_format=kopf.LogFormat.FULL)
-    logging.getLogger("ocr_operator").setLevel(logging.DEBUG if args.debug else logging.INFO)
-    for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    if not (args.verbose or args.debug):
-        # kopf logs every watch event's handler run ("Handler ... succeeded"): one per pod event.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    from . import handlers  # noqa: F401  (registers the handlers)
+    configure_logging(args.log_level)
+    from . import handlers  # (registers the handlers)
+
+    handlers.STATE.namespaces = list(args.namespace) or None
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     kopf.run(

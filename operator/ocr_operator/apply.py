@@ -23,6 +23,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     writes: int = 0
+    written: set[str] = field(default_factory=set)  # plan keys whose write succeeded
 
 
 async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None:
@@ -40,12 +41,14 @@ async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None
                 out.writes += 1
             out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
             out.writes += 1
+            out.written.add(action.kind)
         elif action.verb == DELETE:
             obs = action.observed or {}
             await retrying(lambda: kube.delete(obs.get("kind") or action.kind, namespace, action.name,
                                                uid=obs.get("metadata", {}).get("uid")))
             out.live[action.kind] = None
             out.writes += 1
+            out.written.add(action.kind)
     except ApiError as exc:
         if exc.retryable:
             raise

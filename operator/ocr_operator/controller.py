@@ -1,10 +1,17 @@
-"""Work queue of OcrService keys: coalesced wake-ups, one reconcile per object at a time.
+"""The controller core: watch events in, one reconcile per object at a time, events out.
 
-kopf's watch streams feed it (handlers.py): every event of an OcrService or of one of its
-children only *wakes* the owner's reconcile; the reconcile reads everything itself. A key is
-never reconciled by two workers at once (the per-object lock), wake-ups that arrive meanwhile
-coalesce into one more run, and deadlines (rollout settle/startup/progress, schedules, resync)
-are delayed wake-ups rather than polling. Failures back off exponentially.
+kopf's watch streams feed it (handlers.py, async handlers: everything here runs on the event
+loop's thread). An OcrService event stores the newest body and queues its key; a child or pod
+event updates the child cache (cache.py) and wakes the owner only when it brought news, so the
+echo of the operator's own write does not trigger another reconcile. The queue (workqueue.py)
+de-duplicates, serves new and changed specs first but fairly, and is rate-limited; a key is
+never reconciled by two workers at once. Deadlines (settle/startup/progress, schedules,
+resync) are delayed wake-ups, failures back off exponentially, Events are posted by a
+background task (events.py), never inside the reconcile.
+
+``resourceVersion`` is opaque: compared for equality only. After the operator's own status
+patch the returned body is kept and the watch events before that version's own are skipped
+(the stream is ordered, they are older); the version's own event is dropped as a duplicate.
 """
 
 from __future__ import annotations
@@ -16,8 +23,12 @@ import os
 import time
 from typing import Any, Mapping
 
+from . import children, naming, status
+from .cache import OWN_WRITE_SECONDS, Store, rv
+from .events import Recorder
 from .kube import ApiError, Kube
 from .reconcile import reconcile
+from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
@@ -25,25 +36,22 @@ Key = tuple[str, str]
 
 # How often to look again whether optional APIs (ServiceMonitor) are served.
 DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
-
-
-def _rv(obj: Mapping[str, Any] | None) -> int:
-    try:
-        return int((obj or {}).get("metadata", {}).get("resourceVersion") or 0)
-    except (TypeError, ValueError):
-        return 0
+# Reconciles handed out per second (burst twice that); 0 = unlimited.
+QPS = float(os.environ.get("OCR_OPERATOR_QPS", "50"))
 
 
 class Controller:
-    def __init__(self, kube: Kube, *, workers: int = 8, max_backoff: float = 60.0) -> None:
+    def __init__(self, kube: Kube, *, workers: int = 8, max_backoff: float = 60.0, qps: float = QPS,
+                 namespaces: list[str] | None = None) -> None:
         self.kube = kube
         self.workers = workers
         self.max_backoff = max_backoff
+        self.namespaces = namespaces  # None: every namespace
         self.cache: dict[Key, dict[str, Any]] = {}
-        self.queue: asyncio.Queue[Key] = asyncio.Queue()
-        self.queued: set[Key] = set()
-        self.active: set[Key] = set()
-        self.dirty: set[Key] = set()
+        self.own: dict[Key, tuple[str, float]] = {}  # rv of our last status write, not yet seen
+        self.store = Store()
+        self.queue: WorkQueue[Key] = WorkQueue(qps=qps, burst=max(1, int(2 * qps)))
+        self.recorder = Recorder(self._post_event, self._bump_event)
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.failures: dict[Key, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -51,6 +59,12 @@ class Controller:
         self._sm_checked = 0.0
         self.reconciles = 0
         self.writes = 0
+        self.child_events = 0
+        self.child_wakes = 0
+
+    @property
+    def queued(self) -> dict[Key, str]:
+        return self.queue.waiting
 
     # ------------------------------------------------------------------ feeding
     def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
@@ -61,31 +75,50 @@ class Controller:
             self.forget(key)
             return
         cached = self.cache.get(key)
-        if cached is not None and cached["metadata"].get("uid") == md.get("uid") and _rv(obj) <= _rv(cached):
-            return  # not newer than what a status patch already told us
+        same_uid = cached is not None and cached["metadata"].get("uid") == md.get("uid")
+        if same_uid and rv(obj) is not None and rv(obj) == rv(cached):
+            self.own.pop(key, None)
+            return  # the echo of our own status patch, or a re-list of what we hold
+        own = self.own.get(key)
+        if same_uid and own is not None and event_type is not None and time.monotonic() - own[1] < OWN_WRITE_SECONDS:
+            return  # from before our own status patch: we hold a newer body
+        self.own.pop(key, None)
+        spec_changed = cached is None or not same_uid or (cached["metadata"].get("generation")
+                                                          != md.get("generation"))
         self.cache[key] = dict(obj)
-        self.enqueue(key)
+        self.enqueue(key, urgent=spec_changed)
+
+    def child_event(self, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        """A child or pod event: update the cache; wake the owner if it brought news."""
+        self.child_events += 1
+        obj = obj if obj.get("kind") == kind else {**obj, "kind": kind}
+        if self.store.observe(event_type, obj):
+            self.wake_owner(obj)
 
     def wake_owner(self, child: Mapping[str, Any]) -> None:
         md = child.get("metadata") or {}
-        owner = (md.get("labels") or {}).get("app.kubernetes.io/instance")
+        owner = (md.get("labels") or {}).get(naming.LABEL_INSTANCE)
         key = (md.get("namespace"), owner)
         if owner and key in self.cache:
+            self.child_wakes += 1
             self.enqueue(key)
 
     def forget(self, key: Key) -> None:
-        self.cache.pop(key, None)
+        owner = self.cache.pop(key, None)
+        self.own.pop(key, None)
         self.failures.pop(key, None)
+        self.queue.forget(key)
         timer = self.timers.pop(key, None)
         if timer:
             timer[1].cancel()
+        if key[0] and key[1]:
+            kinds = {c.key: c.kind for c in children.CHILDREN}
+            self.store.forget(key[0], key[1], children.child_names(key[1]), kinds)
+        if owner is not None:
+            self.recorder.forget(owner["metadata"].get("uid") or "")
 
-    def enqueue(self, key: Key) -> None:
-        if key in self.active:
-            self.dirty.add(key)
-        elif key not in self.queued:
-            self.queued.add(key)
-            self.queue.put_nowait(key)
+    def enqueue(self, key: Key, *, urgent: bool = False) -> None:
+        self.queue.add(key, urgent=urgent)
 
     def enqueue_after(self, key: Key, delay: float) -> None:
         """Wake `key` in `delay` seconds (keeps the earliest pending wake-up)."""
@@ -104,7 +137,28 @@ class Controller:
             self.enqueue(key)
 
     # ------------------------------------------------------------------ running
+    async def prime(self) -> None:
+        """List every watched kind once (label-filtered) so a cache miss means absent.
+
+        Runs before kopf's watches start; namespaces given as glob patterns cannot be listed
+        and fall back to one GET per missing child."""
+        scopes: list[str | None] = [None] if not self.namespaces else [
+            ns for ns in self.namespaces if not any(ch in ns for ch in "*?[]!")]
+        selector = f"{naming.LABEL_MANAGED_BY}={naming.FIELD_MANAGER}"
+
+        async def one(kind: children.ApiKind, ns: str | None) -> None:
+            try:
+                items = await self.kube.list(kind.kind, ns, selector)
+            except ApiError as exc:  # e.g. no ServiceMonitor CRD, or no list right cluster-wide
+                log.info("not priming the %s cache in %s: %s", kind.kind, ns or "all namespaces", exc)
+                return
+            self.store.mark_listed(kind.kind, ns, items)
+
+        await asyncio.gather(*(one(k, ns) for k in children.watched() for ns in scopes))
+
     async def start(self) -> None:
+        await self.prime()
+        self.recorder.start()
         self.tasks = [asyncio.create_task(self._worker(i), name=f"ocr-reconcile-{i}") for i in range(self.workers)]
 
     async def stop(self) -> None:
@@ -113,6 +167,7 @@ class Controller:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for _, handle in self.timers.values():
             handle.cancel()
+        await self.recorder.stop()
         await self.kube.close()
 
     async def _servicemonitors(self) -> bool:
@@ -120,24 +175,22 @@ class Controller:
         if time.monotonic() - self._sm_checked > DISCOVERY_SECONDS:
             self._sm_checked = time.monotonic()
             try:
-                self.servicemonitor_available = await self.kube.has_resource("ServiceMonitor")
+                available = await self.kube.has_resource("ServiceMonitor")
             except ApiError as exc:
                 log.warning("cannot tell whether ServiceMonitors exist: %s", exc)
+            else:
+                if available != self.servicemonitor_available:
+                    self.store.listed.discard(("ServiceMonitor", None))
+                self.servicemonitor_available = available
         return self.servicemonitor_available
 
     async def _worker(self, index: int) -> None:
         while True:
             key = await self.queue.get()
-            self.queued.discard(key)
-            self.active.add(key)
             try:
                 await self._run(key)
             finally:
-                self.active.discard(key)
-                if key in self.dirty:
-                    self.dirty.discard(key)
-                    self.enqueue(key)
-                self.queue.task_done()
+                self.queue.done(key)
 
     async def _run(self, key: Key) -> None:
         owner = self.cache.get(key)
@@ -146,7 +199,7 @@ class Controller:
         started = time.monotonic()
         try:
             result = await reconcile(self.kube, owner, now=dt.datetime.now(dt.timezone.utc),
-                                     servicemonitor_available=await self._servicemonitors())
+                                     servicemonitor_available=await self._servicemonitors(), store=self.store)
         except ApiError as exc:
             self._backoff(key, f"API error: {exc}")
             return
@@ -158,8 +211,14 @@ class Controller:
         self.writes += result.writes
         self.failures.pop(key, None)
         if result.status is not None and key in self.cache:
-            if _rv(result.status) >= _rv(self.cache[key]):
-                self.cache[key] = result.status
+            # Newer than anything the watch delivered so far (the stream is ordered).
+            self.cache[key] = result.status
+            self.own[key] = (rv(result.status) or "", time.monotonic())
+            if result.status["metadata"].get("generation") != owner["metadata"].get("generation"):
+                self.enqueue(key, urgent=True)  # the spec changed while we reconciled
+        now = dt.datetime.now(dt.timezone.utc)
+        for type_, reason, message in result.events:
+            self.recorder.emit(owner, type_, reason, message, now)
         if result.writes:
             log.info("reconciled %s/%s in %.2fs: %d write(s) %s", *key, time.monotonic() - started, result.writes,
                      "; ".join(result.actions))
@@ -174,3 +233,10 @@ class Controller:
         delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
         log.warning("reconcile of %s/%s: %s; retrying in %.1fs", *key, why, delay)
         self.enqueue_after(key, delay)
+
+    # ------------------------------------------------------------------ events I/O
+    async def _post_event(self, item) -> dict[str, Any]:
+        return await status.post_event(self.kube, item.owner, item.type, item.reason, item.message, item.now)
+
+    async def _bump_event(self, namespace: str, name: str, count: int, now: dt.datetime) -> None:
+        await status.bump_event(self.kube, namespace, name, count, now)

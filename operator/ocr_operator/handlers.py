@@ -1,8 +1,10 @@
-"""Thin kopf wiring: watch streams feed the controller's work queue; nothing else.
+"""Thin kopf wiring: watch streams feed the controller's cache and work queue; nothing else.
 
 No change handlers, timers or daemons on the OcrService: they would store kopf state in
 annotations or add a finalizer. `@kopf.on.event` handlers write nothing; the reconcile
-(reconcile.py) is the only place that decides and writes.
+(reconcile.py) is the only place that decides and writes. The handlers are `async`, so kopf
+runs them on the event loop's thread, the only thread that touches the queue and the caches.
+The children's watches come from the one table of kinds (children.py).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 
 import kopf
 
-from . import naming, settings as operator_settings
+from . import children, naming, settings as operator_settings
 from .controller import Controller
 from .kube import Kube
 from .spec import GROUP, PLURAL, VERSION
@@ -24,6 +26,7 @@ MANAGED = {naming.LABEL_MANAGED_BY: naming.FIELD_MANAGER}
 
 class _State:
     controller: Controller | None = None
+    namespaces: list[str] | None = None  # set by __main__; None = every namespace
 
 
 STATE = _State()
@@ -39,7 +42,7 @@ def login(**kwargs):
 async def startup(settings: kopf.OperatorSettings, **_):
     operator_settings.configure(settings)
     workers = int(os.environ.get("OCR_OPERATOR_WORKERS", "8"))
-    STATE.controller = Controller(Kube(), workers=workers)
+    STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces)
     await STATE.controller.start()
 
 
@@ -52,20 +55,28 @@ async def cleanup(**_):
 @kopf.on.probe(id="reconciles")
 def probe_reconciles(**_):
     c = STATE.controller
-    return None if c is None else {"objects": len(c.cache), "reconciles": c.reconciles, "writes": c.writes,
-                                   "requests": c.kube.requests, "queued": len(c.queued)}
+    if c is None:
+        return None
+    return {"objects": len(c.cache), "reconciles": c.reconciles, "writes": c.writes,
+            "requests": c.kube.requests, "queued": len(c.queue), "queue_adds": c.queue.adds,
+            "child_events": c.child_events, "child_wakes": c.child_wakes,
+            "events_posted": c.recorder.posted, "events_aggregated": c.recorder.aggregated,
+            "events_dropped": c.recorder.dropped}
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def ocrservice_event(event, **_):
+async def ocrservice_event(event, **_):
     if STATE.controller is not None:
         STATE.controller.observe(event.get("type"), event["object"])
 
 
-def _wake(event, **_):
-    if STATE.controller is not None:
-        STATE.controller.wake_owner(event["object"])
+def _child_handler(kind: str):
+    async def child_event(event, **_):
+        if STATE.controller is not None:
+            STATE.controller.child_event(kind, event.get("type"), event["object"])
+    return child_event
 
 
-for _group, _version, _plural in operator_settings.CHILD_RESOURCES:
-    kopf.on.event(_group or "", _version, _plural, labels=MANAGED, id=f"wake-owner-{_plural}")(_wake)
+for _kind in children.watched():
+    kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=MANAGED,
+                  id=f"wake-owner-{_kind.plural}")(_child_handler(_kind.kind))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import children, naming
+from .cache import Store
 from .kube import Kube
 
 # Plan key -> (kube kind, name function), from the one table of children.
@@ -30,15 +31,29 @@ class Snapshot:
 child_names = children.child_names
 
 
-async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool) -> Snapshot:
+async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool,
+                   store: Store | None = None) -> Snapshot:
+    """The children and pods of OcrService `name`: from `store` (fed by the watches), reading
+    with a GET or a LIST only what it has never seen; without a store, everything from the API."""
     keys = [k for k in CHILDREN if k != "ServiceMonitor" or servicemonitor_available]
 
     async def one(key: str) -> dict[str, Any] | None:
         kind, fn = CHILDREN[key]
-        return await kube.get(kind, namespace, fn(name))
+        if store is None:
+            return await kube.get(kind, namespace, fn(name))
+        obj_key = (kind, namespace, fn(name))
+        if not store.known(obj_key):
+            store.fetched(obj_key, await kube.get(kind, namespace, fn(name)))
+        return store.get(obj_key)
 
-    results = await asyncio.gather(*(one(k) for k in keys),
-                                   kube.list("Pod", namespace, naming.selector_string(name)))
-    children = dict(zip(keys, results[:-1]))
-    children.setdefault("ServiceMonitor", None)
-    return Snapshot(children=children, pods=list(results[-1]))
+    async def pods() -> list[dict[str, Any]]:
+        if store is None:
+            return await kube.list("Pod", namespace, naming.selector_string(name))
+        if not store.pods_known(namespace, name):
+            store.pods_listed(namespace, name, await kube.list("Pod", namespace, naming.selector_string(name)))
+        return store.pods_of(namespace, name)
+
+    results = await asyncio.gather(*(one(k) for k in keys), pods())
+    found = dict(zip(keys, results[:-1]))
+    found.setdefault("ServiceMonitor", None)
+    return Snapshot(children=found, pods=list(results[-1]))

@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import observe, plan, revisions, rollout, status
+from . import children, observe, plan, revisions, rollout, status
 from .apply import execute
+from .cache import Store
 from .kube import Kube
 from .render import render_all
 from .spec import OcrServiceSpec, SpecError, parse
@@ -32,6 +33,7 @@ class Result:
     writes: int = 0
     actions: list[str] = field(default_factory=list)
     status: dict[str, Any] | None = None  # the OcrService as returned by the status patch
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to post
 
 
 def policy(spec: OcrServiceSpec) -> rollout.Policy:
@@ -52,23 +54,19 @@ def _next_minute(now: dt.datetime) -> float:
     return 60.0 - now.second - now.microsecond / 1e6 + 0.5
 
 
-async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any], changed, events, now, result):
+async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any], changed, events, result):
+    """Patch the status if it changed; the events go to the result (posted off this path)."""
     md = owner["metadata"]
     patch = status.diff(owner.get("status"), new)
     if patch is not None:
         result.status = await kube.merge_patch("OcrService", md["namespace"], md["name"], {"status": patch},
                                                subresource="status")
         result.writes += 1
-    for type_, reason, message in [*events, *status.transition_events(changed)]:
-        try:
-            await status.post_event(kube, owner, type_, reason, message, now)
-            result.writes += 1
-        except Exception as exc:  # an event is best effort; never fail the reconcile for it
-            log.warning("event %s for %s/%s not posted: %s", reason, md["namespace"], md["name"], exc)
+    result.events = [*events, *status.transition_events(changed)]
 
 
 async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
-                    servicemonitor_available: bool = False) -> Result:
+                    servicemonitor_available: bool = False, store: Store | None = None) -> Result:
     md = owner["metadata"]
     ns, name, uid = md["namespace"], md["name"], md["uid"]
     result = Result()
@@ -78,13 +76,13 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     try:
         spec = parse(owner.get("spec") or {})
     except SpecError as exc:
-        snap = await observe.snapshot(kube, ns, name, servicemonitor_available=False)
+        snap = await observe.snapshot(kube, ns, name, servicemonitor_available=False, store=store)
         new, changed = status.build(owner, None, now=now, deployment=snap.deployment, spec_error=str(exc))
-        await _write_status(kube, owner, new, changed, [], now, result)
+        await _write_status(kube, owner, new, changed, [], result)
         result.requeue_after = None
         return result
 
-    snap = await observe.snapshot(kube, ns, name, servicemonitor_available=servicemonitor_available)
+    snap = await observe.snapshot(kube, ns, name, servicemonitor_available=servicemonitor_available, store=store)
     fresh = render_all(owner, spec, now=now, servicemonitor_available=servicemonitor_available)
 
     history = revisions.parse_history(snap.children.get("RevisionHistory"),
@@ -112,6 +110,10 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
     outcome = await execute(kube, actions, namespace=ns)
     result.writes += outcome.writes
+    if store is not None:
+        for action in actions:
+            if action.writes and action.kind in outcome.written:
+                store.wrote(children.BY_KEY[action.kind].kind, ns, action.name, outcome.live.get(action.kind))
 
     new, changed = status.build(
         owner, spec, now=now, desired_revision=fresh.revision,
@@ -120,7 +122,7 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         active_schedule=desired.active_schedule,
     )
     events = [(e.type, e.reason, e.message) for e in decision.events]
-    await _write_status(kube, owner, new, changed, events, now, result)
+    await _write_status(kube, owner, new, changed, events, result)
 
     waits = [RESYNC_SECONDS]
     if decision.requeue_after is not None:

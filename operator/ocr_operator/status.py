@@ -198,11 +198,16 @@ def transition_events(changed: list[tuple[C.Condition, str | None]]) -> list[tup
     return events
 
 
+async def bump_event(kube: Kube, namespace: str, name: str, count: int, now: dt.datetime) -> None:
+    """The same event again: count and lastTimestamp of the one already posted (aggregation)."""
+    await kube.merge_patch("Event", namespace, name, {"count": count, "lastTimestamp": iso(now)})
+
+
 async def post_event(kube: Kube, owner: Mapping[str, Any], type_: str, reason: str, message: str,
-                     now: dt.datetime) -> None:
+                     now: dt.datetime) -> dict[str, Any]:
     md = owner["metadata"]
     stamp = iso(now)
-    await kube.create("Event", md["namespace"], {
+    return await kube.create("Event", md["namespace"], {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{md['name']}.", "namespace": md["namespace"]},

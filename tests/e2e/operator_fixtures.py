@@ -63,7 +63,7 @@ class OperatorProcess:
         self.port = _free_port()
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
         argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
-                "--liveness-port", str(self.port), "--verbose"]
+                "--liveness-port", str(self.port), "--log-level", "info"]
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
         log = self.log_path.open("a")
         log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")

@@ -58,8 +58,9 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
-# Events on status transitions (kopf's own event posting is off).
+# Events on status transitions (kopf's own event posting is off); a repeat of the same event
+# bumps the count of the one already posted (patch).
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  verbs: [create, patch]
 {{- end }}

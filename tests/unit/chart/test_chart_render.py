@@ -138,10 +138,10 @@ def test_disabling_the_liveness_probe_turns_off_endpoint_probe_and_port():
     assert "livenessProbe" not in container and "ports" not in container
 
 
-@pytest.mark.parametrize("level,flags", [("debug", ["--debug"]), ("info", ["--verbose"]), ("warning", [])])
-def test_log_level_maps_to_the_operator_flags(level, flags):
+@pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
+def test_log_level_maps_one_to_one_to_the_operator_flag(level):
     args = _operator(template({"logLevel": level}))["args"]
-    assert [a for a in args if a in ("--debug", "--verbose")] == flags
+    assert [a for a in args if a.startswith("--log-level") or a in ("--debug", "--verbose", "-v")] == [f"--log-level={level}"]
 
 
 def test_operator_args_are_accepted_by_the_operators_own_parser():

@@ -1,4 +1,4 @@
-"""The work queue: wake-ups coalesce, one reconcile per object at a time, stale bodies ignored."""
+"""The controller: wake-ups coalesce, own writes do not wake, resourceVersion is opaque."""
 
 from __future__ import annotations
 
@@ -8,34 +8,58 @@ from ocr_operator.controller import Controller
 
 
 class NoKube:
+    requests = 0
+
     async def close(self):
         pass
 
 
-def body(name="web", ns="a", rv="10", uid="u1"):
-    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv, "uid": uid}}
+def body(name="web", ns="a", rv="10", uid="u1", generation=1):
+    return {"metadata": {"name": name, "namespace": ns, "resourceVersion": rv, "uid": uid, "generation": generation}}
 
 
 def run(coro):
     return asyncio.new_event_loop().run_until_complete(coro)
 
 
-def test_many_events_of_one_object_queue_one_reconcile():
+def test_many_events_of_one_object_queue_one_reconcile_with_the_newest_body():
     async def go():
         c = Controller(NoKube())
         for rv in ("10", "11", "12"):
             c.observe("MODIFIED", body(rv=rv))
-        return c.queue.qsize(), c.cache[("a", "web")]["metadata"]["resourceVersion"]
+        return len(c.queue), c.cache[("a", "web")]["metadata"]["resourceVersion"]
     assert run(go()) == (1, "12")
 
 
-def test_an_older_body_never_replaces_a_newer_one():
+def test_resource_versions_are_opaque_strings_never_compared_as_numbers():
     async def go():
         c = Controller(NoKube())
-        c.observe("MODIFIED", body(rv="20"))
-        c.observe("MODIFIED", body(rv="19"))
+        c.observe("MODIFIED", body(rv="b-20"))
+        c.observe("MODIFIED", body(rv="a-9", generation=2))  # not a number, "smaller": still the newer event
         return c.cache[("a", "web")]["metadata"]["resourceVersion"]
-    assert run(go()) == "20"
+    assert run(go()) == "a-9"
+
+
+def test_after_our_own_status_patch_older_events_are_skipped_and_its_echo_wakes_nothing():
+    async def go():
+        c = Controller(NoKube())
+        key = ("a", "web")
+        c.observe(None, body(rv="x1"))
+        c.queue.pop()
+        c.queue.done(key)
+        # what a reconcile does after its status patch
+        import time
+        c.cache[key] = body(rv="x3")
+        c.own[key] = ("x3", time.monotonic())
+        c.observe("MODIFIED", body(rv="x2"))   # from before our patch
+        older_kept = c.cache[key]["metadata"]["resourceVersion"]
+        c.observe("MODIFIED", body(rv="x3"))   # the echo of our patch
+        queued_after_echo = len(c.queue)
+        c.observe("MODIFIED", body(rv="x4", generation=2))  # someone changed the spec
+        return older_kept, queued_after_echo, c.cache[key]["metadata"]["resourceVersion"], dict(c.queue.waiting)
+    older, queued, newest, waiting = run(go())
+    assert older == "x3" and queued == 0 and newest == "x4"
+    assert waiting == {("a", "web"): "urgent"}
 
 
 def test_a_wake_up_during_a_reconcile_runs_it_once_more_afterwards():
@@ -43,28 +67,35 @@ def test_a_wake_up_during_a_reconcile_runs_it_once_more_afterwards():
         c = Controller(NoKube())
         key = ("a", "web")
         c.observe(None, body())
-        await c.queue.get()
-        c.queued.discard(key)
-        c.active.add(key)
+        assert await c.queue.get() == key
         c.enqueue(key)
         c.enqueue(key)
-        assert c.queue.qsize() == 0 and key in c.dirty
-        return True
-    assert run(go())
+        assert len(c.queue) == 0 and key in c.queue.dirty
+        c.queue.done(key)
+        return len(c.queue)
+    assert run(go()) == 1
 
 
-def test_a_child_event_wakes_only_a_known_owner():
+def test_a_child_event_wakes_only_a_known_owner_and_only_with_news():
     async def go():
         c = Controller(NoKube())
         c.observe(None, body())
-        await c.queue.get()
-        c.queued.clear()
-        c.wake_owner({"metadata": {"namespace": "a", "labels": {"app.kubernetes.io/instance": "other"}}})
-        c.wake_owner({"metadata": {"namespace": "b", "labels": {"app.kubernetes.io/instance": "web"}}})
-        assert c.queue.qsize() == 0
-        c.wake_owner({"metadata": {"namespace": "a", "labels": {"app.kubernetes.io/instance": "web"}}})
-        return c.queue.qsize()
-    assert run(go()) == 1
+        c.queue.pop()
+        c.queue.done(("a", "web"))
+
+        def svc(ns, instance, rv):
+            return {"kind": "Service", "metadata": {"name": instance, "namespace": ns, "resourceVersion": rv,
+                                                    "labels": {"app.kubernetes.io/instance": instance}}}
+        c.child_event("Service", "ADDED", svc("a", "other", "1"))
+        c.child_event("Service", "ADDED", svc("b", "web", "1"))
+        assert len(c.queue) == 0
+        c.child_event("Service", "ADDED", svc("a", "web", "5"))
+        assert len(c.queue) == 1
+        c.queue.pop()
+        c.queue.done(("a", "web"))
+        c.child_event("Service", "MODIFIED", svc("a", "web", "5"))  # same version again: no news
+        return len(c.queue)
+    assert run(go()) == 0
 
 
 def test_the_earliest_delayed_wake_up_wins_and_deletion_cancels_it():
@@ -77,6 +108,6 @@ def test_the_earliest_delayed_wake_up_wins_and_deletion_cancels_it():
         c.enqueue_after(key, 200)
         when = c.timers[key][0] - asyncio.get_running_loop().time()
         c.observe("DELETED", body())
-        return when, key in c.timers, key in c.cache
-    when, timer_left, cached = run(go())
-    assert when < 1 and not timer_left and not cached
+        return when, key in c.timers, key in c.cache, len(c.queue)
+    when, timer_left, cached, queued = run(go())
+    assert when < 1 and not timer_left and not cached and queued == 0

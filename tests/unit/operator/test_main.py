@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from ocr_operator.__main__ import parse_args
+from ocr_operator.__main__ import configure_logging, parse_args
 
 
 def test_without_arguments_it_watches_all_namespaces():
@@ -25,3 +27,18 @@ def test_namespaces_can_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("OCR_OPERATOR_NAMESPACES", "x,y")
     assert parse_args([]).namespace == ["x", "y"]
     assert parse_args(["-A"]).namespace == []
+
+
+@pytest.mark.parametrize("level,expected", [("debug", logging.DEBUG), ("info", logging.INFO),
+                                            ("warning", logging.WARNING), ("error", logging.ERROR)])
+def test_each_log_level_sets_exactly_that_level(level, expected):
+    configure_logging(parse_args(["--log-level", level]).log_level)
+    assert logging.getLogger().level == expected
+    assert logging.getLogger("ocr_operator").getEffectiveLevel() == expected
+    # info is info: kopf's per-event handler lines only at debug
+    assert (logging.getLogger("kopf.objects").getEffectiveLevel() <= logging.INFO) == (level == "debug")
+
+
+def test_the_default_level_is_info_and_verbose_means_debug():
+    assert parse_args([]).log_level == "info"
+    assert parse_args(["--verbose"]).log_level == "debug"

@@ -1,0 +1,136 @@
+"""In-memory copies of the children and pods, fed by the watch streams kopf already keeps open.
+
+A reconcile reads its snapshot from here instead of GETting every child (controller-runtime's
+informer cache). Three sources feed it, all on the event loop's thread:
+
+- the watch events (handlers.py), in the order the API server sends them for each resource;
+- the operator's own writes: what an apply returns is stored at once ("write-through"), so the
+  next reconcile sees it even before its watch event arrives;
+- a miss in a namespace whose kinds were never listed is read once with a GET (``fetch``) and
+  remembered, also when absent.
+
+``resourceVersion`` is opaque (only compared for equality, as the API conventions ask). A watch
+stream delivers each resource's events in order, so after a write whose result carries version
+V, every event of that object before V's own is older than what the store holds: they are
+skipped until V's event arrives (then dropped as a duplicate) or ``OWN_WRITE_SECONDS`` pass (a
+re-list may compact V away). ``observe`` says whether an event brought news, which is what
+wakes the owner's reconcile: the echo of the operator's own write does not.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import naming
+
+ObjKey = tuple[str, str, str]  # (kind, namespace, name)
+OWN_WRITE_SECONDS = 30.0
+DELETED = "<deleted>"
+
+
+def rv(obj: Mapping[str, Any] | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
+@dataclass
+class Store:
+    """Objects by (kind, namespace, name); absent ones are remembered as None."""
+
+    clock: Callable[[], float] = time.monotonic
+    objects: dict[ObjKey, dict[str, Any] | None] = field(default_factory=dict)
+    # (kind, namespace) pairs whose full label-selected list is known: a miss there means absent.
+    listed: set[tuple[str, str | None]] = field(default_factory=set)
+    _own: dict[ObjKey, tuple[str, float]] = field(default_factory=dict)
+    pods: dict[tuple[str, str], dict[str, dict[str, Any]]] = field(default_factory=dict)
+    _pod_groups: set[tuple[str, str]] = field(default_factory=set)
+
+    # ------------------------------------------------------------------ reading
+    def known(self, key: ObjKey) -> bool:
+        kind, ns, _ = key
+        return key in self.objects or (kind, ns) in self.listed or (kind, None) in self.listed
+
+    def get(self, key: ObjKey) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+    def pods_of(self, namespace: str, instance: str) -> list[dict[str, Any]]:
+        return list(self.pods.get((namespace, instance), {}).values())
+
+    def pods_known(self, namespace: str, instance: str) -> bool:
+        return ((namespace, instance) in self._pod_groups or ("Pod", namespace) in self.listed
+                or ("Pod", None) in self.listed)
+
+    def pods_listed(self, namespace: str, instance: str, items: list[Mapping[str, Any]]) -> None:
+        """A LIST of one OcrService's pods on a miss (watch events that came first are kept)."""
+        group = self.pods.setdefault((namespace, instance), {})
+        for item in items:
+            group.setdefault(item["metadata"]["name"], {**item, "kind": "Pod"})
+        self._pod_groups.add((namespace, instance))
+
+    # ------------------------------------------------------------------ feeding
+    def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
+        """One watch event; True when it changed what the store holds (so: wake the owner)."""
+        md = obj.get("metadata") or {}
+        key = (obj.get("kind") or "", md.get("namespace") or "", md.get("name") or "")
+        if key[0] == "Pod":
+            return self._observe_pod(event_type, obj)
+        own = self._own.get(key)
+        if event_type == "DELETED":
+            self._own.pop(key, None)
+            had = self.objects.get(key) is not None
+            self.objects[key] = None
+            return had
+        current = self.objects.get(key)
+        if current is not None and rv(current) == rv(obj) and rv(obj) is not None:
+            self._own.pop(key, None)
+            return False  # the echo of our own write, or a re-list of what we hold
+        if own is not None and event_type is not None and self.clock() - own[1] < OWN_WRITE_SECONDS:
+            return False  # older than our own write (the stream is ordered): we hold newer
+        self._own.pop(key, None)
+        self.objects[key] = dict(obj)
+        return True
+
+    def _observe_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
+        md = obj.get("metadata") or {}
+        instance = (md.get("labels") or {}).get(naming.LABEL_INSTANCE)
+        if not instance:
+            return False
+        group = self.pods.setdefault((md.get("namespace") or "", instance), {})
+        name = md.get("name") or ""
+        if event_type == "DELETED":
+            return group.pop(name, None) is not None
+        if name in group and rv(group[name]) == rv(obj):
+            return False
+        group[name] = dict(obj)
+        return True
+
+    def wrote(self, kind: str, namespace: str, name: str, result: Mapping[str, Any] | None) -> None:
+        """The operator wrote this object; `result` is what the API server returned (None: deleted)."""
+        key = (kind, namespace, name)
+        if result is None:
+            self.objects[key] = None
+            self._own[key] = (DELETED, self.clock())
+            return
+        self.objects[key] = dict(result)
+        self._own[key] = (rv(result) or "", self.clock())
+
+    def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:
+        """A GET on a miss: remember the answer unless a watch event got there first."""
+        if key not in self.objects:
+            self.objects[key] = dict(obj) if obj is not None else None
+
+    def mark_listed(self, kind: str, namespace: str | None, items: list[Mapping[str, Any]]) -> None:
+        for item in items:
+            item = {**item, "kind": item.get("kind") or kind}
+            self.observe(None, item)
+        self.listed.add((kind, namespace))
+
+    def forget(self, namespace: str, instance: str, names: Mapping[str, str], kinds: Mapping[str, str]) -> None:
+        """An OcrService is gone: drop what it owned (garbage collection deletes it)."""
+        for key, name in names.items():
+            obj_key = (kinds[key], namespace, name)
+            self.objects.pop(obj_key, None)
+            self._own.pop(obj_key, None)
+        self.pods.pop((namespace, instance), None)
+        self._pod_groups.discard((namespace, instance))

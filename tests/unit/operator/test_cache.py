@@ -1,0 +1,96 @@
+"""The child cache: watch events, the operator's own writes, misses; resourceVersion opaque."""
+
+from __future__ import annotations
+
+from ocr_operator.cache import OWN_WRITE_SECONDS, Store
+
+
+def svc(rv: str, port: int = 8000, name: str = "web") -> dict:
+    return {"kind": "Service", "metadata": {"name": name, "namespace": "a", "resourceVersion": rv,
+                                            "labels": {"app.kubernetes.io/instance": name}},
+            "spec": {"ports": [{"port": port}]}}
+
+
+def pod(name: str, rv: str, instance: str = "web") -> dict:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "a", "resourceVersion": rv,
+                                        "labels": {"app.kubernetes.io/instance": instance}}}
+
+
+KEY = ("Service", "a", "web")
+
+
+def test_a_watch_event_is_news_once_and_its_repeat_is_not():
+    s = Store()
+    assert s.observe("ADDED", svc("1")) is True
+    assert s.observe("MODIFIED", svc("1")) is False
+    assert s.observe("MODIFIED", svc("2", 9000)) is True
+    assert s.get(KEY)["spec"]["ports"][0]["port"] == 9000
+
+
+def test_our_own_write_is_stored_at_once_and_its_echo_is_no_news():
+    now = [0.0]
+    s = Store(clock=lambda: now[0])
+    s.observe("ADDED", svc("1"))
+    s.wrote("Service", "a", "web", svc("opaque-7"))
+    assert s.observe("MODIFIED", svc("older-x")) is False     # before our write in the stream
+    assert s.get(KEY)["metadata"]["resourceVersion"] == "opaque-7"
+    assert s.observe("MODIFIED", svc("opaque-7")) is False    # the echo
+    assert s.observe("MODIFIED", svc("after", 1)) is True      # someone else, after us
+
+
+def test_an_expired_own_write_marker_no_longer_hides_events():
+    now = [0.0]
+    s = Store(clock=lambda: now[0])
+    s.wrote("Service", "a", "web", svc("5"))
+    now[0] += OWN_WRITE_SECONDS + 1
+    assert s.observe("MODIFIED", svc("6", 1)) is True
+
+
+def test_a_miss_is_unknown_until_listed_or_fetched_and_absence_is_remembered():
+    s = Store()
+    assert not s.known(KEY)
+    s.fetched(KEY, None)
+    assert s.known(KEY) and s.get(KEY) is None
+    other = ("Service", "b", "x")
+    s.mark_listed("Service", "b", [])
+    assert s.known(other) and s.get(other) is None
+    s.mark_listed("Service", None, [])
+    assert s.known(("Service", "zzz", "y"))
+
+
+def test_a_fetch_never_overwrites_what_a_watch_event_brought_first():
+    s = Store()
+    s.observe("ADDED", svc("3"))
+    s.fetched(KEY, None)
+    assert s.get(KEY)["metadata"]["resourceVersion"] == "3"
+
+
+def test_a_deletion_is_news_and_leaves_the_child_known_absent():
+    s = Store()
+    s.observe("ADDED", svc("1"))
+    assert s.observe("DELETED", svc("2")) is True
+    assert s.known(KEY) and s.get(KEY) is None
+
+
+def test_pods_are_grouped_by_owner_instance():
+    s = Store()
+    assert s.observe("ADDED", pod("web-1", "1")) is True
+    s.observe("ADDED", pod("web-2", "1"))
+    s.observe("ADDED", pod("api-1", "1", instance="api"))
+    assert sorted(p["metadata"]["name"] for p in s.pods_of("a", "web")) == ["web-1", "web-2"]
+    assert s.observe("MODIFIED", pod("web-1", "1")) is False
+    assert s.observe("DELETED", pod("web-1", "2")) is True
+    assert [p["metadata"]["name"] for p in s.pods_of("a", "web")] == ["web-2"]
+    assert not s.pods_known("a", "web")
+    s.pods_listed("a", "web", [pod("web-2", "0"), pod("web-3", "1")])
+    assert s.pods_known("a", "web")
+    names = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in s.pods_of("a", "web")}
+    assert names == {"web-2": "1", "web-3": "1"}  # the watch's newer web-2 is kept
+
+
+def test_forgetting_an_owner_drops_its_children_and_pods():
+    s = Store()
+    s.observe("ADDED", svc("1"))
+    s.observe("ADDED", pod("web-1", "1"))
+    s.forget("a", "web", {"Service": "web"}, {"Service": "Service"})
+    assert not s.known(KEY) and s.pods_of("a", "web") == []
