@@ -35,7 +35,9 @@ def test_a_minimal_ocrservice_gets_its_children_and_becomes_ready(cluster, ocr, 
     assert c["livenessProbe"]["httpGet"]["path"] == "/health/live"
     assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 10
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    assert {"name": "INPUT_SIZE", "value": "768"} in c["env"] and {"name": "PORT", "value": "8080"} in c["env"]
+    # one channel for the server configuration: the file, not env overrides beside it
+    assert {"name": "CONFIG_FILE", "value": "/etc/ocr/config.yaml"} in c["env"]
+    assert not {"INPUT_SIZE", "PORT", "BATCH_SIZE", "MODEL_NAME"} & {e["name"] for e in c["env"]}
     assert dep["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
     assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == FIELD_MANAGER
     replicas_owners = [m["manager"] for m in dep["metadata"]["managedFields"]
@@ -46,7 +48,7 @@ def test_a_minimal_ocrservice_gets_its_children_and_becomes_ready(cluster, ocr, 
     assert svc["spec"]["ports"][0]["port"] == 8080
     assert svc["spec"]["selector"] == {"app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/instance": "web"}
     cfg = yaml.safe_load(ocr.get("configmap", "web-config")["data"]["config.yaml"])
-    assert cfg["model"]["max_visual_tokens"] == 1120 and cfg["runtime"]["batch_size"] == 8
+    assert cfg["model"]["max_visual_tokens"] == 1024 and cfg["runtime"]["batch_size"] == 8
     hpa = ocr.get("hpa", "web")
     assert hpa["spec"]["metrics"][0]["pods"]["metric"]["name"] == "DCGM_FI_DEV_GPU_UTIL"
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)

@@ -44,27 +44,12 @@ def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
 
 
 def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
-    """The same configuration as the server's environment overrides (they win over the file)."""
-    inf = spec.inference
-    env = [
-        ("CONFIG_FILE", CONFIG_PATH),
-        ("HOST", "0.0.0.0"),
-        ("PORT", str(spec.service.port)),
-        ("MODEL_NAME", spec.model.name),
-        ("CACHE_DIR", spec.model.cache_dir),
-        ("GPU_ID", "0"),
-        ("INPUT_SIZE", str(inf.input_size)),
-        ("BASE_SIZE", str(inf.base_size)),
-        ("MIN_VISUAL_TOKENS", str(inf.min_visual_tokens)),
-        ("MAX_VISUAL_TOKENS", str(inf.max_visual_tokens)),
-        ("MAX_NEW_TOKENS", str(inf.max_new_tokens)),
-        ("CONCURRENCY", str(inf.concurrency)),
-        ("BATCH_SIZE", str(inf.batch_size)),
-        ("TIMEOUT_SEC", str(inf.timeout_seconds)),
-    ]
-    if spec.model.path:
-        env.append(("MODEL_PATH", spec.model.path))
-    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env]
+    """The server's environment: where its configuration file is, and the API keys (a Secret).
+
+    One channel for the configuration: every setting is in config.yaml (the ConfigMap), none
+    repeated as an environment override, so the two can never disagree. `spec.env` can still
+    override a key on purpose (the server lets the environment win over the file)."""
+    out: list[dict[str, Any]] = [{"name": "CONFIG_FILE", "value": CONFIG_PATH}]
     if spec.auth is not None:
         out.append({"name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": spec.auth.secret_name, "key": spec.auth.key}}})
     return out

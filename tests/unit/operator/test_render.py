@@ -76,15 +76,15 @@ def test_node_selector_affinity_priority_and_pull_secrets_reach_the_pod():
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
 
 
-def test_the_server_config_is_passed_as_the_servers_env_names():
-    dep = children({"inference": {"maxVisualTokens": 832, "batchSize": 4, "timeoutSeconds": 12}}).objects["Deployment"]
-    env = env_of(dep)
-    assert SERVER_ENV <= set(env)
-    assert env["MAX_VISUAL_TOKENS"]["value"] == "832"
-    assert env["BATCH_SIZE"]["value"] == "4"
-    assert env["TIMEOUT_SEC"]["value"] == "12"
-    assert env["GPU_ID"]["value"] == "0"
-    assert env["PORT"]["value"] == "8080"
+def test_the_server_config_has_one_channel_the_config_file_not_env_overrides():
+    objs = children({"inference": {"maxVisualTokens": 832, "batchSize": 4, "timeoutSeconds": 12}}).objects
+    env = env_of(objs["Deployment"])
+    assert not (SERVER_ENV & set(env)), sorted(SERVER_ENV & set(env))
+    assert env["CONFIG_FILE"]["value"] == "/etc/ocr/config.yaml"
+    cfg = yaml.safe_load(objs["ConfigMap"]["data"]["config.yaml"])
+    assert cfg["model"]["max_visual_tokens"] == 832
+    assert cfg["runtime"]["batch_size"] == 4 and cfg["runtime"]["timeout_sec"] == 12
+    assert cfg["runtime"]["gpu_id"] == 0 and cfg["service"]["port"] == 8080
     assert "API_KEYS" not in env
 
 
@@ -161,7 +161,8 @@ def test_the_weights_pvc_is_mounted_at_the_cache_dir():
     pod = dep["spec"]["template"]["spec"]
     assert {"name": "weights", "persistentVolumeClaim": {"claimName": "ocr-weights", "readOnly": True}} in pod["volumes"]
     assert {"name": "weights", "mountPath": "/weights", "readOnly": True} in container(dep)["volumeMounts"]
-    assert env_of(dep)["CACHE_DIR"]["value"] == "/weights"
+    objs = children({"model": {"cacheDir": "/weights", "pvc": {"claimName": "ocr-weights"}}}).objects
+    assert yaml.safe_load(objs["ConfigMap"]["data"]["config.yaml"])["model"]["cache_dir"] == "/weights"
 
 
 def test_the_pod_runs_non_root_with_a_read_only_root_filesystem():
@@ -181,7 +182,7 @@ def test_the_configmap_holds_service_model_and_runtime_sections():
     assert cfg["runtime"] == {"gpu_id": 0, "concurrency": 2, "batch_size": 16, "timeout_sec": 30,
                               "max_new_tokens": 8192}
     assert cfg["model"]["path"] == "/opt/model"
-    assert cfg["model"]["max_visual_tokens"] == 1120
+    assert cfg["model"]["max_visual_tokens"] == 1024
 
 
 def test_a_config_change_rolls_the_pods_through_the_config_hash():
