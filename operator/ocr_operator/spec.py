@@ -56,7 +56,7 @@ class Inference:
     input_size: int = 768
     base_size: int = 1024
     min_visual_tokens: int = 256
-    max_visual_tokens: int = 1120
+    max_visual_tokens: int = 1024  # the server's and the model guides' default
     concurrency: int = 4
     batch_size: int = 8
     timeout_seconds: int = 30
@@ -453,8 +453,8 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
     for name, value in (("inputSize", inf.input_size), ("baseSize", inf.base_size)):
         if value not in (768, 1024):
             errors.append(f"spec.inference.{name} must be 768 or 1024, got {value}")
-    if inf.input_size > inf.base_size:
-        errors.append("spec.inference.inputSize (local crop) must be <= spec.inference.baseSize (global view)")
+    if inf.input_size >= inf.base_size:
+        errors.append("spec.inference.inputSize (local crop) must be smaller than spec.inference.baseSize (global view)")
     for name, value in (
         ("concurrency", inf.concurrency),
         ("batchSize", inf.batch_size),

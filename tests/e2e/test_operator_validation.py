@@ -87,7 +87,7 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
     obj = wait_for(lambda: yaml.safe_load(cluster.kubectl("get", "ocrs", "good", "-n", validation_ns, "-o", "yaml").stdout),
                    timeout=10, message="the OcrService")
     spec = obj["spec"]
-    assert spec["inference"]["maxVisualTokens"] == 1120
+    assert spec["inference"]["maxVisualTokens"] == 1024
     assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
     assert spec["resources"]["gpus"] == 1

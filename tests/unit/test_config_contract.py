@@ -1,0 +1,237 @@
+"""Contract: every `spec.inference` the CRD accepts renders a server configuration the server accepts.
+
+A pod of a valid OcrService must not crash at startup on its own configuration. This walks the
+chain a pod really goes through, without a cluster, for a generated set of specs (every enum value,
+the range boundaries, the visual-token values on and next to each crop step, and the runtime knobs
+at their bounds, each also left out so the schema default applies):
+
+1. the CRD's schema defaults, applied the way the API server does (recursively, missing only);
+2. its OpenAPI checks (type, enum, minimum, maximum) with jsonschema;
+3. its CEL rules (`x-kubernetes-validations`) evaluated by celpy, a pure-Python CEL;
+4. the operator: `spec.parse` (which repeats the CRD's rules), the ConfigMap's config.yaml and the
+   server container's env;
+5. the server: `ocr_server.config.load_config` (its startup validation) on that file and env, then
+   `validate_against_model` with the real model's query embeddings (768 px -> 144, 1024 px -> 256).
+
+It also pins that the defaults agree: an OcrService without `spec.inference` runs the server's own
+defaults (MAX_VISUAL_TOKENS 1024, as in the model's guides), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator
+
+import celpy
+import jsonschema
+import pytest
+import yaml
+
+from ocr_operator import spec as spec_mod
+from ocr_operator.render import configmap, deployment
+from ocr_server.config import CROP_TOKENS, GLOBAL_TOKENS, ConfigError, load_config, validate_against_model
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())
+SPEC_SCHEMA = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+INFERENCE_SCHEMA = SPEC_SCHEMA["properties"]["inference"]
+SCHEMA_VALIDATOR = jsonschema.Draft7Validator(SPEC_SCHEMA)
+# The real DeepSeek-OCR-2 has learned queries for these view sizes only (the tiny test model too).
+MODEL_QUERY_SIZES = {768: CROP_TOKENS, 1024: GLOBAL_TOKENS}
+
+# CRD field -> (server config section, key).
+FIELD_TO_SERVER = {
+    "inputSize": ("model", "input_size"),
+    "baseSize": ("model", "base_size"),
+    "minVisualTokens": ("model", "min_visual_tokens"),
+    "maxVisualTokens": ("model", "max_visual_tokens"),
+    "concurrency": ("runtime", "concurrency"),
+    "batchSize": ("runtime", "batch_size"),
+    "timeoutSeconds": ("runtime", "timeout_sec"),
+    "maxNewTokens": ("runtime", "max_new_tokens"),
+}
+
+SIZES = (None, 768, 1024)
+# 256 + 144k and its neighbours (k crops: 0, 2..6), the range ends and the guides' default.
+TOKENS = (None, 256, 257, 543, 544, 545, 688, 689, 976, 977, 1024, 1120)
+RUNTIME = {
+    "concurrency": (None, 1, 256),
+    "batchSize": (None, 1, 64),
+    "timeoutSeconds": (None, 1, 3600),
+    "maxNewTokens": (None, 1, 8192),
+}
+
+
+# --- the CRD, evaluated in Python ---------------------------------------------------------------
+
+def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """Structural defaulting as the API server does it: a missing property with a `default` gets
+    it, then defaults apply inside it too; present values are never changed."""
+    if isinstance(value, dict) and schema.get("type") == "object":
+        for key, sub in (schema.get("properties") or {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                value[key] = apply_defaults(value[key], sub)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(v, schema["items"]) for v in value]
+    return value
+
+
+@lru_cache(maxsize=None)
+def _program(rule: str) -> Any:
+    env = celpy.Environment()
+    return env.program(env.compile(rule))
+
+
+@lru_cache(maxsize=None)
+def _holds(rule: str, self_json: str) -> bool:
+    """One CEL rule on one value (JSON text, so that equal values are evaluated once)."""
+    return bool(_program(rule).evaluate({"self": celpy.json_to_cel(json.loads(self_json))}))
+
+
+def cel_errors(value: Any, schema: dict[str, Any], path: str = "spec") -> list[str]:
+    """Messages of the failing `x-kubernetes-validations` rules at every object level.
+
+    A spec-level rule that never names `inference` cannot read it, so it is evaluated on the spec
+    without it: the generated specs differ only there, and this keeps the interpreter's work small."""
+    errors: list[str] = []
+    if isinstance(value, dict):
+        for rule in schema.get("x-kubernetes-validations") or ():
+            seen = value
+            if path == "spec" and "inference" not in rule["rule"]:
+                seen = {k: v for k, v in value.items() if k != "inference"}
+            if not _holds(rule["rule"], json.dumps(seen, sort_keys=True)):
+                errors.append(f"{path}: {rule['message']}")
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value:
+                errors += cel_errors(value[key], sub, f"{path}.{key}")
+    return errors
+
+
+def crd_errors(spec: dict[str, Any]) -> list[str]:
+    """What the API server would say about `spec` (already defaulted): schema, then CEL."""
+    return list(_crd_errors(json.dumps(spec, sort_keys=True)))
+
+
+@lru_cache(maxsize=None)
+def _crd_errors(spec_json: str) -> tuple[str, ...]:
+    spec = json.loads(spec_json)
+    schema_errors = [f"spec.{'.'.join(map(str, e.path))}: {e.message}" for e in SCHEMA_VALIDATOR.iter_errors(spec)]
+    return tuple(schema_errors or cel_errors(spec, SPEC_SCHEMA))
+
+
+def ocrservice_spec(inference: dict[str, Any]) -> dict[str, Any]:
+    return apply_defaults({"image": "registry.example.com/causalflow/ocr-server:0.1.0", "inference": dict(inference)},
+                          SPEC_SCHEMA)
+
+
+# --- the operator's rendering and the server's startup validation --------------------------------
+
+def server_startup_check(spec: dict[str, Any], tmp: Path) -> Any:
+    """Render the ConfigMap and container env as the operator does, then load and validate them
+    as `python -m ocr_server` does at startup. Raises ConfigError (or SpecError) on refusal."""
+    parsed = spec_mod.parse(spec)
+    owner = {"apiVersion": spec_mod.API_VERSION, "kind": spec_mod.KIND,
+             "metadata": {"name": "contract", "namespace": "default", "uid": "0000"}, "spec": spec}
+    cm = configmap.render(owner, parsed)
+    config_file = tmp / configmap.CONFIG_KEY
+    config_file.write_text(cm["data"][configmap.CONFIG_KEY])
+    template = deployment.render_pod_template(owner, parsed, config_hash=configmap.config_hash(cm))
+    container = next(c for c in template["spec"]["containers"] if c["name"] == deployment.CONTAINER)
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert env["CONFIG_FILE"] == configmap.CONFIG_PATH, "the pod reads the ConfigMap's file"
+    env["CONFIG_FILE"] = str(config_file)
+    cfg = load_config(env=env)
+    validate_against_model(cfg, MODEL_QUERY_SIZES)
+    return cfg
+
+
+def generated_inference() -> Iterator[dict[str, Any]]:
+    """Every size/token combination, with the runtime knobs cycling through their bounds; then
+    every runtime combination with the size/token defaults. Absent (None) keys take defaults."""
+    runtime = list(itertools.product(*RUNTIME.values()))
+    for i, (inp, base, lo, hi) in enumerate(itertools.product(SIZES, SIZES, TOKENS, TOKENS)):
+        values = dict(zip(("inputSize", "baseSize", "minVisualTokens", "maxVisualTokens"), (inp, base, lo, hi)))
+        values.update(zip(RUNTIME, runtime[i % len(runtime)]))
+        yield {k: v for k, v in values.items() if v is not None}
+    for combo in runtime:
+        yield {k: v for k, v in zip(RUNTIME, combo) if v is not None}
+
+
+# --- the contract -------------------------------------------------------------------------------
+
+def test_every_crd_valid_inference_spec_starts_the_server(tmp_path):
+    accepted, refused = 0, []
+    for inference in generated_inference():
+        spec = ocrservice_spec(inference)
+        if crd_errors(spec):
+            continue
+        accepted += 1
+        try:
+            server_startup_check(spec, tmp_path)
+        except (ConfigError, spec_mod.SpecError) as exc:
+            refused.append(f"spec.inference={inference}: {exc}")
+    assert refused == [], f"{len(refused)} CRD-valid specs refused, e.g.:\n" + "\n".join(refused[:10])
+    # 4 of the 9 size pairs are valid (768/1024, each side possibly defaulted), times the token pairs
+    # the crop arithmetic allows: fewer means the generator (or the CRD) lost coverage.
+    assert accepted >= 300, f"only {accepted} generated specs passed the CRD: the generator lost its coverage"
+
+
+def test_the_operator_accepts_exactly_what_the_crd_accepts():
+    """spec.validate repeats the CRD's rules for objects that never met the API server."""
+    disagree = []
+    for inference in generated_inference():
+        spec = ocrservice_spec(inference)
+        crd_ok = not crd_errors(spec)
+        try:
+            spec_mod.parse(spec)
+            operator_ok = True
+        except spec_mod.SpecError:
+            operator_ok = False
+        if crd_ok != operator_ok:
+            disagree.append(f"{inference}: CRD {'accepts' if crd_ok else 'rejects'}, operator {'accepts' if operator_ok else 'rejects'}")
+    assert disagree == [], "\n".join(disagree[:10])
+
+
+def test_a_crop_as_large_as_the_global_view_is_rejected_by_the_crd_naming_the_field():
+    """The model's token layout is 144-token 768 px crops + one 256-token 1024 px global view: a
+    crop size equal to (or above) the global view is refused by the server, so the CRD refuses it."""
+    for sizes in ({"inputSize": 768, "baseSize": 768}, {"inputSize": 1024, "baseSize": 1024},
+                  {"inputSize": 1024, "baseSize": 768}):
+        errors = crd_errors(ocrservice_spec(sizes))
+        assert errors and "spec.inference.inputSize" in errors[0], (sizes, errors)
+        with pytest.raises(spec_mod.SpecError, match="spec.inference.inputSize"):
+            spec_mod.parse(ocrservice_spec(sizes))
+
+
+@pytest.mark.parametrize("inference, field", [
+    ({"inputSize": 512}, "inputSize"),
+    ({"maxVisualTokens": 1121}, "maxVisualTokens"),
+    ({"minVisualTokens": 255}, "minVisualTokens"),
+    ({"batchSize": 65}, "batchSize"),
+    ({"maxNewTokens": 8193}, "maxNewTokens"),
+    ({"timeoutSeconds": 0}, "timeoutSeconds"),
+    ({"minVisualTokens": 689, "maxVisualTokens": 688}, "minVisualTokens"),  # 4 crops needed, 3 allowed
+    ({"minVisualTokens": 545, "maxVisualTokens": 543}, "minVisualTokens"),
+])
+def test_the_python_crd_check_rejects_what_the_api_server_rejects(inference, field):
+    """The evaluator is not vacuous: out-of-range values and impossible token budgets fail it."""
+    errors = crd_errors(ocrservice_spec(inference))
+    assert errors and field in errors[0], errors
+
+
+def test_the_crd_defaults_are_the_server_defaults(tmp_path):
+    server = load_config(env={})
+    props = INFERENCE_SCHEMA["properties"]
+    for field, (section, key) in FIELD_TO_SERVER.items():
+        assert props[field]["default"] == getattr(getattr(server, section), key), f"spec.inference.{field}"
+    assert props["maxVisualTokens"]["default"] == 1024 == server.model.max_visual_tokens
+    # And what a pod of an OcrService without spec.inference really runs with:
+    rendered = server_startup_check(ocrservice_spec({}), tmp_path)
+    for section, key in FIELD_TO_SERVER.values():
+        assert getattr(getattr(rendered, section), key) == getattr(getattr(server, section), key), f"{section}.{key}"
