@@ -39,7 +39,20 @@ async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None
                     "spec": {"replicas": action.handover_replicas},
                 }, manager=naming.HANDOVER_MANAGER))
                 out.writes += 1
-            out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
+            try:
+                out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
+            except ApiError as exc:
+                if exc.status != 422 or action.verb != UPDATE:
+                    raise
+                # Another field manager changed a key of a list we own (a Service port, a
+                # container's name): our apply then adds a second entry and the result is
+                # invalid. Put our lists back wholesale (a merge patch replaces lists), then apply.
+                log.warning("%s/%s: apply refused (%s); replacing the drifted fields", namespace, action.name,
+                            exc.message)
+                await retrying(lambda: kube.merge_patch(action.body["kind"], namespace, action.name,
+                                                        repair_patch(action.body)))
+                out.writes += 1
+                out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
             out.writes += 1
             out.written.add(action.kind)
         elif action.verb == DELETE:
@@ -54,6 +67,11 @@ async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None
             raise
         # Invalid for the API server (e.g. a bad affinity): report it, do not crash-loop.
         out.errors.append(f"{action.verb} {action.kind} {action.name}: {exc.message}")
+
+
+def repair_patch(body: dict[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch that sets every top-level field we render (lists replaced whole)."""
+    return {k: v for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
 
 
 async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outcome:

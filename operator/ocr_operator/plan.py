@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Mapping
 
@@ -182,6 +182,13 @@ def plan_one(kind: str, desired: dict[str, Any] | None, observed: dict[str, Any]
         return Action(UPDATE, kind, name, "hand replicas over to the autoscaler", body=body, observed=observed,
                       handover_replicas=handover)
     return Action(SKIP, kind, name, "up to date", observed=observed)
+
+
+def with_handover_floor(action: Action, floor: int) -> Action:
+    """The Deployment's replicas handed to the HPA are at least `floor` (its minReplicas)."""
+    if action.kind != "Deployment" or action.handover_replicas is None or action.handover_replicas >= floor:
+        return action
+    return replace(action, handover_replicas=floor)
 
 
 def plan(desired: Mapping[str, dict[str, Any] | None], observed: Mapping[str, dict[str, Any] | None],

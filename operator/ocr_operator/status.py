@@ -19,6 +19,7 @@ from .render import service as service_render
 from .spec import OcrServiceSpec
 
 FAILED_PHASES = ("RolledBack", "Failed", "NoGoodRevision")
+SCALED_TO_ZERO = "ScaledToZero"
 
 
 def iso(now: dt.datetime) -> str:
@@ -71,6 +72,7 @@ def build(
     apply_errors: list[str] | None = None,
     conflicts: list[str] | None = None,
     active_schedule: str | None = None,
+    scaled_to_zero_by: str | None = None,
 ) -> tuple[dict[str, Any], list[tuple[C.Condition, str | None]]]:
     """The complete new status and the condition transitions it reports."""
     md = owner["metadata"]
@@ -134,8 +136,12 @@ def build(
                                   f"revision {decision.target_revision}: {updated}/{desired} pods updated, {ready} Ready")
         elif ready < desired:
             ready_c = C.Condition(C.READY, C.FALSE, "ReplicasNotReady", f"{ready}/{desired} pods Ready")
+        elif desired == 0 and scaled_to_zero_by:
+            ready_c = C.Condition(C.READY, C.TRUE, SCALED_TO_ZERO,
+                                  f"schedule window {scaled_to_zero_by} scales to zero (spec.autoscaling.schedules); "
+                                  "the first minute after it ends restores minReplicas")
         elif desired == 0:
-            ready_c = C.Condition(C.READY, C.TRUE, "ScaledToZero", "replicas is 0")
+            ready_c = C.Condition(C.READY, C.TRUE, SCALED_TO_ZERO, "replicas is 0")
         else:
             ready_c = C.Condition(C.READY, C.TRUE, "AllReplicasReady",
                                   f"{ready}/{desired} pods of revision {decision.target_revision} Ready")
@@ -149,11 +155,16 @@ def build(
         else:
             conds.append(C.Condition(C.DEGRADED, deg.status, deg.reason, deg.message))
         scaling = scaling_condition(spec, hpa)
+        if scaled_to_zero_by:
+            scaling = C.Condition(C.SCALING_ACTIVE, C.FALSE, SCALED_TO_ZERO,
+                                  f"schedule window {scaled_to_zero_by} scales to zero: no HorizontalPodAutoscaler "
+                                  "until it ends")
         if scaling is not None:
             conds.append(scaling)
 
     if desired == 0 and spec_error is None and dep:
-        conds.append(C.Condition(C.AVAILABLE, C.FALSE, "ScaledToZero", "no pods are wanted"))
+        why = f"schedule window {scaled_to_zero_by} scales to zero" if scaled_to_zero_by else "no pods are wanted"
+        conds.append(C.Condition(C.AVAILABLE, C.FALSE, SCALED_TO_ZERO, why))
     elif ready >= 1:
         conds.append(C.Condition(C.AVAILABLE, C.TRUE, "MinimumReplicasAvailable", f"{ready} pod(s) Ready and serving"))
     else:
@@ -192,8 +203,9 @@ def transition_events(changed: list[tuple[C.Condition, str | None]]) -> list[tup
                 events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
                                cond.message))
         elif cond.type == C.AVAILABLE and previous == C.TRUE and cond.status != C.TRUE:
-            events.append(("Warning", cond.reason, cond.message))
-        elif cond.type == C.SCALING_ACTIVE and cond.status == C.FALSE:
+            # Scaling to zero on purpose (a schedule window, replicas 0) is routine, not a warning.
+            events.append(("Normal" if cond.reason == SCALED_TO_ZERO else "Warning", cond.reason, cond.message))
+        elif cond.type == C.SCALING_ACTIVE and cond.status == C.FALSE and cond.reason != SCALED_TO_ZERO:
             events.append(("Warning", cond.reason, cond.message))
     return events
 

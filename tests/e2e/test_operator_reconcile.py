@@ -6,6 +6,8 @@ nodes. Each test uses its own namespace and its own operator process.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -152,3 +154,32 @@ def test_disabling_an_optional_child_removes_it(ocr, ocr_operator):
     wait_for(lambda: ocr.get("networkpolicy", "web") is None and ocr.get("pdb", "web") is None, timeout=15,
              message="NetworkPolicy and PDB removed")
     assert ocr.wait_ready("web")["status"]["replicas"] == 1
+
+
+def _by_other_manager(ocr, kind, name, ops):
+    ocr.cluster.kubectl("patch", kind, name, "-n", ocr.ns, "--type", "json", "--field-manager", "someone-else",
+                        "-p", json.dumps(ops))
+
+
+def test_every_child_changed_by_another_field_manager_is_repaired(ocr, ocr_operator):
+    """Keys of lists we own (a Service port, a NetworkPolicy port) and plain fields (HPA, PDB,
+    probes), each changed by another field manager: the operator puts them back, no ApplyFailed."""
+    ocr.apply(ocrservice("web", autoscaling={"minReplicas": 2, "maxReplicas": 3}, networkPolicy={"enabled": True}))
+    ocr.wait_ready("web")
+    _by_other_manager(ocr, "service", "web", [{"op": "replace", "path": "/spec/ports/0/port", "value": 9999}])
+    _by_other_manager(ocr, "hpa", "web", [{"op": "replace", "path": "/spec/maxReplicas", "value": 7}])
+    _by_other_manager(ocr, "pdb", "web", [{"op": "replace", "path": "/spec/maxUnavailable", "value": 0}])
+    _by_other_manager(ocr, "networkpolicy", "web",
+                      [{"op": "replace", "path": "/spec/ingress/0/ports/0/port", "value": 1234}])
+    _by_other_manager(ocr, "deployment", "web", [{"op": "replace", "path": "/spec/template/spec/containers/0/readinessProbe/httpGet/path", "value": "/elsewhere"}])
+
+    def repaired():
+        svc, hpa, pdb = ocr.get("service", "web"), ocr.get("hpa", "web"), ocr.get("pdb", "web")
+        np, dep = ocr.get("networkpolicy", "web"), ocr.get("deployment", "web")
+        probe = dep["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"]
+        return ([p["port"] for p in svc["spec"]["ports"]] == [8080] and hpa["spec"]["maxReplicas"] == 3
+                and pdb["spec"]["maxUnavailable"] == 1 and probe == "/health/ready"
+                and [p["port"] for p in np["spec"]["ingress"][0]["ports"]] == [8080])
+    wait_for(repaired, timeout=20, message="every drifted field put back")
+    obj = ocr.wait_ready("web")
+    assert "ApplyFailed" not in {c.get("reason") for c in obj["status"]["conditions"]}

@@ -23,6 +23,7 @@ class Desired:
     pod_template: dict[str, Any]
     revision: str
     active_schedule: str | None
+    scaled_to_zero_by: str | None = None  # the schedule window that scales the service to zero
 
 
 def render_all(
@@ -39,14 +40,16 @@ def render_all(
     fresh = deployment.render_pod_template(owner, spec, config_hash=configmap.config_hash(cm))
     template = pod_template if pod_template is not None else fresh
     min_replicas, schedule = (spec.autoscaling.effective_min_replicas(now) if spec.autoscaling else (None, None))
+    # A window with minReplicas 0: no HPA (it never scales from zero), the Deployment at 0.
+    to_zero = schedule if spec.autoscaling is not None and min_replicas == 0 else None
     objects: dict[str, dict[str, Any] | None] = {
         "ConfigMap": cm,
-        "HorizontalPodAutoscaler": hpa.render(owner, spec, min_replicas=min_replicas),
-        "Deployment": deployment.render(owner, spec, template),
+        "HorizontalPodAutoscaler": None if to_zero else hpa.render(owner, spec, min_replicas=min_replicas),
+        "Deployment": deployment.render(owner, spec, template, replicas=0 if to_zero else None),
         "Service": service.render(owner, spec),
         "PodDisruptionBudget": pdb.render(owner, spec),
         "NetworkPolicy": networkpolicy.render(owner, spec),
         "ServiceMonitor": servicemonitor.render(owner, spec) if servicemonitor_available else None,
     }
     return Desired(objects=objects, pod_template=fresh, revision=deployment.revision_of(fresh),
-                   active_schedule=schedule)
+                   active_schedule=schedule, scaled_to_zero_by=to_zero)

@@ -147,9 +147,11 @@ def revision_of(template: Mapping[str, Any]) -> str:
     return template["metadata"]["labels"].get(naming.REVISION_KEY) or naming.template_hash(template)
 
 
-def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, Any]) -> dict[str, Any]:
+def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, Any], *,
+           replicas: int | None = None) -> dict[str, Any]:
     """The Deployment running `template` (the desired one, or the last good one on rollback).
-    With autoscaling on, `replicas` is left out: the HPA owns it."""
+    With autoscaling on, `replicas` is left out: the HPA owns it, except while a schedule
+    window scales to zero (`replicas=0`: the HPA is removed then, it cannot scale from zero)."""
     name = owner["metadata"]["name"]
     md = naming.metadata(owner, naming.deployment_name(name), {naming.REVISION_KEY: revision_of(template)})
     dspec: dict[str, Any] = {
@@ -166,6 +168,8 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, A
         },
         "template": template,
     }
-    if spec.fixed_replicas is not None:
+    if replicas is not None:
+        dspec["replicas"] = replicas
+    elif spec.fixed_replicas is not None:
         dspec["replicas"] = spec.fixed_replicas
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": md, "spec": dspec}

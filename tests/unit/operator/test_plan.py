@@ -153,3 +153,13 @@ def test_stamping_is_stable_and_ignores_an_old_stamp():
     obj = desired()["ConfigMap"]
     once = P.stamp(obj)
     assert P.stamp(once) == once
+
+
+def test_replicas_handed_back_to_the_hpa_after_a_zero_window_are_at_least_its_minimum():
+    from ocr_operator.plan import Action, with_handover_floor
+    zero = Action("update", "Deployment", "ocr", "hand replicas over to the autoscaler", handover_replicas=0)
+    assert with_handover_floor(zero, 2).handover_replicas == 2
+    four = Action("update", "Deployment", "ocr", "spec changed", handover_replicas=4)
+    assert with_handover_floor(four, 2).handover_replicas == 4
+    other = Action("update", "Service", "ocr", "drift")
+    assert with_handover_floor(other, 2) is other

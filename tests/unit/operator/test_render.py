@@ -296,3 +296,23 @@ def test_model_checksums_are_recorded_on_the_pods():
     sha = "a" * 64
     tpl = children({"model": {"checksums": {"model.safetensors": sha}}}).objects["Deployment"]["spec"]["template"]
     assert tpl["metadata"]["annotations"][D.CHECKSUMS_KEY] == '{"model.safetensors":"' + sha + '"}'
+
+
+NIGHT = {"minReplicas": 2, "maxReplicas": 5, "schedules": [
+    {"name": "nights", "start": "20:00", "end": "06:00", "minReplicas": 0}]}
+
+
+def test_a_schedule_window_with_min_replicas_zero_removes_the_hpa_and_scales_the_deployment_to_zero():
+    import datetime as dt
+    d = children({"autoscaling": NIGHT}, now=dt.datetime(2026, 11, 30, 23, 0, tzinfo=dt.timezone.utc))
+    assert d.objects["HorizontalPodAutoscaler"] is None
+    assert d.objects["Deployment"]["spec"]["replicas"] == 0
+    assert d.scaled_to_zero_by == "nights" and d.active_schedule == "nights"
+
+
+def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_replicas_are_its_again():
+    import datetime as dt
+    d = children({"autoscaling": NIGHT}, now=dt.datetime(2026, 11, 30, 6, 0, tzinfo=dt.timezone.utc))
+    assert d.objects["HorizontalPodAutoscaler"]["spec"]["minReplicas"] == 2
+    assert "replicas" not in d.objects["Deployment"]["spec"]
+    assert d.scaled_to_zero_by is None

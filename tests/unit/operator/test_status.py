@@ -130,3 +130,16 @@ def test_an_invalid_spec_is_reported_without_losing_the_revisions():
     st, _ = St.build(body, None, now=NOW, deployment=deployment(), spec_error="spec.inference.batchSize must be an integer")
     assert (cond(st, "Ready")["reason"], cond(st, "Degraded")["status"]) == ("InvalidSpec", "True")
     assert st["currentRevision"] == "abc" and st["lastGoodRevision"] == "abc"
+
+
+def test_a_zero_window_says_which_window_scaled_to_zero_without_warnings():
+    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 3}}, generation=3)
+    before, _ = build(body)
+    body["status"] = before
+    st, changed = build(body, now=LATER, deployment=deployment(ready=0, replicas=0, updated=0, desired=0),
+                        hpa=None, scaled_to_zero_by="nights")
+    for type_ in ("Ready", "Available", "ScalingActive"):
+        assert "nights" in cond(st, type_)["message"], cond(st, type_)
+        assert cond(st, type_)["reason"] == "ScaledToZero"
+    assert cond(st, "Ready")["status"] == "True"
+    assert all(t != "Warning" for t, _, _ in St.transition_events(changed)), St.transition_events(changed)
