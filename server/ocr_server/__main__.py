@@ -7,10 +7,12 @@ the key, before the port opens. Weight problems stop it from the background load
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
 def main() -> int:
+    from . import checksums
     from .config import ConfigError, load_config
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -22,9 +24,15 @@ def main() -> int:
 
         engine = Engine(cfg)
         engine.inspect()
+        # spec.model.checksums (the operator's model-checksums.json beside CONFIG_FILE), before any weight loads.
+        checksums.verify_configured(cfg.model.model_dir, os.environ.get("CONFIG_FILE"), log)
     except ConfigError as exc:
         log.error("configuration error: %s", exc)
         print(f"ocr_server: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except checksums.ChecksumError as exc:
+        log.error("%s", exc)
+        print(f"ocr_server: {exc}", file=sys.stderr)
         return 2
 
     import uvicorn

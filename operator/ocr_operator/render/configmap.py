@@ -12,6 +12,7 @@ from ..spec import OcrServiceSpec
 CONFIG_KEY = "config.yaml"
 CONFIG_DIR = "/etc/ocr"
 CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
+CHECKSUMS_KEY = "model-checksums.json"  # the file name ocr_server.checksums looks for beside CONFIG_FILE
 
 
 def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
@@ -56,12 +57,17 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
 
 
 def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any]:
+    """config.yaml, and spec.model.checksums as model-checksums.json beside it: the server
+    verifies the weights against it before loading (ocr_server/checksums.py)."""
     name = owner["metadata"]["name"]
+    data = {CONFIG_KEY: yaml.safe_dump(server_config(spec), sort_keys=True)}
+    if spec.model.checksums:
+        data[CHECKSUMS_KEY] = naming.canonical_json(dict(spec.model.checksums))
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": naming.metadata(owner, naming.configmap_name(name)),
-        "data": {CONFIG_KEY: yaml.safe_dump(server_config(spec), sort_keys=True)},
+        "data": data,
     }
 
 

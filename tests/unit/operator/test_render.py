@@ -316,3 +316,14 @@ def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_replicas_are_its
     assert d.objects["HorizontalPodAutoscaler"]["spec"]["minReplicas"] == 2
     assert "replicas" not in d.objects["Deployment"]["spec"]
     assert d.scaled_to_zero_by is None
+
+
+def test_model_checksums_go_beside_the_config_file_for_the_server_to_verify():
+    from ocr_operator.render import configmap
+    from ocr_server import checksums
+
+    objs = children({"model": {"checksums": {"model.safetensors": "ab" * 32}}}).objects
+    data = objs["ConfigMap"]["data"]
+    assert configmap.CHECKSUMS_KEY == checksums.FILE_NAME
+    assert yaml.safe_load(data[checksums.FILE_NAME]) == {"model.safetensors": "ab" * 32}
+    assert checksums.FILE_NAME not in children().objects["ConfigMap"]["data"]
