@@ -272,10 +272,10 @@ class Buildah:
     def inspect(self, ref: str) -> dict:
         return json.loads(self.run("inspect", "--type", "image", ref))
 
-    def size(self, ref: str) -> int:
-        """Bytes of the image's layers, uncompressed (what `buildah images` shows)."""
+    def size(self, ref: str) -> str:
+        """The image's uncompressed size as `buildah images` shows it (decimal units, e.g. "274 MB")."""
         images = json.loads(self.run("images", "--json", ref) or "[]")
-        return int(images[0].get("size", 0)) if images else 0
+        return str(images[0].get("size", "?")) if images else "?"
 
 
 def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
@@ -286,8 +286,9 @@ def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(dir=b.tmp) as tmp:
         tar = Path(tmp) / "rootfs.tar"
+        hooks = [f'--customize-hook=ln -sf {target} "$1{link}"' for link, target in recipe.links]
         argv = ["mmdebstrap", "--variant=minbase", f"--include={','.join(recipe.packages)}",
-                "--aptopt=Acquire::Retries \"3\"", SUITE, str(tar), MIRROR]
+                "--aptopt=Acquire::Retries \"3\"", *hooks, SUITE, str(tar), MIRROR]
         path = b.logs / f"base-{recipe.name}.log"
         with path.open("w") as out:
             r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -296,8 +297,6 @@ def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
         ctr = b.run("from", "scratch").strip()
         try:
             b.run("add", ctr, str(tar), "/")
-            for link, target in recipe.links:
-                b.run("run", "--isolation", "chroot", "--network", "none", ctr, "--", "ln", "-sf", target, link)
             config = [a for k, v in recipe.env for a in ("--env", f"{k}={v}")]
             b.run("config", *config, "--cmd", recipe.cmd, "--label", f"org.causalflow.base-recipe={recipe.name}", ctr)
             b.run("commit", "--rm", ctr, ref)
@@ -435,7 +434,7 @@ def describe(images: Images) -> dict:
         out[name] = {
             "ref": ref,
             "id": b.image_id(ref),
-            "size_mib": round(b.size(ref) / 2**20, 1),
+            "size": b.size(ref),
             "archive": str(archive),
             "archive_mib": round(archive.stat().st_size / 2**20, 1) if archive.exists() else None,
         }
@@ -457,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"images": info, "timings": timings}, indent=2))
     else:
         for name, item in info.items():
-            print(f"{name:12} {item['ref']}  {item['size_mib']} MiB  archive {item['archive']}")
+            print(f"{name:12} {item['ref']}  {item['size']}  archive {item['archive']} ({item['archive_mib']} MiB)")
         print(f"export CAUSALFLOW_SERVER_IMAGE={images.server_tiny}")
         print(f"export CAUSALFLOW_OPERATOR_IMAGE={images.operator}")
     return 0

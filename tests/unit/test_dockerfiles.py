@@ -3,7 +3,10 @@
 Rules: a pinned base image (a version tag or a digest, never `latest`), a non-root final user,
 no secrets baked in (ENV/ARG values, copied key files), a HEALTHCHECK on the server image, no
 torch in the operator image, and every COPY/ADD source present in the build context (the
-repository root) and not excluded by .dockerignore. `make lint` runs this file.
+repository root) and not excluded by .dockerignore. The base is `ARG BASE_IMAGE` whose default
+is the pinned production base (the local test harness, tests/cluster/images.py, passes its own
+Debian base), and dependencies install before the source is copied so a code change rebuilds
+only the last layers. `make lint` runs this file.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]
+PRODUCTION_BASES = {
+    "Dockerfile.server": "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04",
+    "Dockerfile.operator": "python:3.12.8-slim-bookworm",
+}
+SOURCES = {"Dockerfile.server": "server/ocr_server", "Dockerfile.operator": "operator/ocr_operator"}
 SECRET_NAME = re.compile(r"(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEYS?|PRIVATE_KEY|ACCESS_KEY|CREDENTIALS?)", re.I)
 SECRET_FILE = re.compile(r"(^|/)(\.env|id_rsa|id_ed25519|.*\.pem|.*\.key|\.netrc|\.npmrc|\.pypirc|credentials)$")
 
@@ -267,6 +275,70 @@ def test_no_secret_is_baked_into_the_image(name):
 @pytest.mark.parametrize("name", DOCKERFILES)
 def test_build_context_contains_every_copied_path(name):
     assert missing_context_paths(_read(name), ROOT, name) == []
+
+
+def bases_not_from_arg(instructions: list[Instruction], arg: str = "BASE_IMAGE") -> list[str]:
+    """FROM lines whose image is neither `${arg}` nor an earlier stage: a build argument for the
+    base must replace every base, or part of the image would still come from a registry."""
+    names, problems = set(), []
+    for ins in instructions:
+        if ins.keyword != "FROM":
+            continue
+        _, words = _flags_and_words(ins.args)
+        if words[0] not in (f"${{{arg}}}", f"${arg}") and words[0].lower() not in names:
+            problems.append(f"line {ins.line}: FROM {words[0]} does not use ${{{arg}}}")
+        if len(words) >= 3 and words[1].upper() == "AS":
+            names.add(words[2].lower())
+    return problems
+
+
+def install_order_problems(instructions: list[Instruction], source: str) -> list[str]:
+    """The dependency install (`pip install -r`) must come before the COPY of `source`, and the
+    only RUN after that COPY installs the package itself with --no-deps."""
+    copy_at = next((i for i, ins in enumerate(instructions) if ins.keyword == "COPY" and source in ins.args), None)
+    deps_at = next((i for i, ins in enumerate(instructions) if ins.keyword == "RUN" and "pip install" in ins.args
+                    and " -r " in ins.args), None)
+    if copy_at is None or deps_at is None:
+        return [f"no COPY of {source} or no `pip install -r` of the dependencies"]
+    problems = [] if deps_at < copy_at else [f"line {instructions[deps_at].line}: dependencies install after COPY {source}"]
+    for ins in instructions[copy_at + 1:]:
+        if ins.keyword == "FROM":
+            break
+        if ins.keyword == "RUN" and "pip install" in ins.args and "--no-deps" not in ins.args:
+            problems.append(f"line {ins.line}: pip install after COPY {source} without --no-deps (reinstalls dependencies)")
+    return problems
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_base_image_is_a_build_arg_defaulting_to_the_pinned_production_base(name):
+    instructions = _read(name)
+    assert _global_args(instructions).get("BASE_IMAGE") == PRODUCTION_BASES[name]
+    assert bases_not_from_arg(instructions) == []
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_dependencies_install_before_the_source_is_copied(name):
+    assert install_order_problems(_read(name), SOURCES[name]) == []
+
+
+def test_server_pip_cache_is_a_build_time_mount_never_in_the_image():
+    runs = [ins for ins in _read("Dockerfile.server") if ins.keyword == "RUN" and "pip install" in ins.args]
+    assert runs and all("--mount=type=cache,target=/root/.cache/pip" in ins.args for ins in runs)
+
+
+def test_rules_flag_a_base_that_the_build_arg_does_not_replace():
+    assert bases_not_from_arg(parse("ARG BASE_IMAGE=a:1\nFROM ${BASE_IMAGE} AS b\nFROM b\nFROM $BASE_IMAGE\n")) == []
+    problems = bases_not_from_arg(parse("ARG BASE_IMAGE=a:1\nFROM ${BASE_IMAGE} AS b\nFROM python:3.12-slim\n"))
+    assert len(problems) == 1 and "python:3.12-slim" in problems[0]
+
+
+def test_rules_flag_dependencies_installed_after_the_source():
+    bad = parse("FROM a:1\nCOPY app/src app/src\nRUN pip install -r req.txt\n")
+    assert "after COPY app/src" in install_order_problems(bad, "app/src")[0]
+    reinstall = parse("FROM a:1\nRUN pip install -r req.txt\nCOPY app/src app/src\nRUN pip install ./app\n")
+    assert "--no-deps" in install_order_problems(reinstall, "app/src")[0]
+    good = parse("FROM a:1\nRUN pip install -r req.txt\nCOPY app/src app/src\nRUN pip install --no-deps ./app\n")
+    assert install_order_problems(good, "app/src") == []
 
 
 def test_server_image_has_a_healthcheck_on_the_health_endpoint():
