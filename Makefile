@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 BINARIES := $(shell bash tests/cluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv cluster-binaries cluster-up cluster-down test test-unit test-server test-e2e \
+.PHONY: help venv cluster-binaries cluster-up cluster-down images test test-unit test-server test-e2e \
         lint demo bench bench-server bench-operator tiny-model clean
 
 help:
@@ -16,6 +16,7 @@ help:
 	@echo "make test-unit | test-server | test-e2e | lint | bench"
 	@echo "make cluster-up        start the local control plane and print the KUBECONFIG line"
 	@echo "make cluster-down      stop it"
+	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
 
 # One virtual environment for everything: both packages editable, plus test tools.
 $(VENV)/.installed: server/pyproject.toml operator/pyproject.toml requirements-dev.txt
@@ -34,6 +35,10 @@ cluster-up: venv cluster-binaries
 
 cluster-down: venv
 	$(VPY) -m tests.cluster down
+
+# Both Dockerfiles, daemonless, on a local Debian base; cached in ~/.cache/causalflow-ocr/images.
+images: venv
+	$(VPY) -m tests.cluster.images
 
 lint: venv
 	$(VENV)/bin/lint-imports

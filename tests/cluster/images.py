@@ -272,6 +272,20 @@ class Buildah:
     def inspect(self, ref: str) -> dict:
         return json.loads(self.run("inspect", "--type", "image", ref))
 
+    def config(self, ref: str) -> dict:
+        """The image's OCI config (User, Entrypoint, Cmd, Env, ExposedPorts, ...)."""
+        return self.inspect(ref)["OCIv1"]["config"]
+
+    def run_image(self, ref: str, *command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """Run `command` in a throwaway container of `ref` as the image's own user, under runc
+        with no network (its own loopback only); the container is removed afterwards."""
+        ctr = self.run("from", "--pull-never", ref).strip()
+        try:
+            return subprocess.run(self.argv("run", "--isolation", "oci", "--network", "none", ctr, "--", *command),
+                                  capture_output=True, text=True, env=self.env, timeout=timeout)
+        finally:
+            subprocess.run(self.argv("rm", ctr), capture_output=True, env=self.env)
+
     def size(self, ref: str) -> str:
         """The image's uncompressed size as `buildah images` shows it (decimal units, e.g. "274 MB")."""
         images = json.loads(self.run("images", "--json", ref) or "[]")
