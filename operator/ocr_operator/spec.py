@@ -53,6 +53,14 @@ class Model:
 
 @dataclass(frozen=True)
 class Inference:
+    """spec.inference, the server's model/runtime settings.
+
+    Contract with the server (ocr_server.config), checked for every CRD-valid combination by
+    tests/unit/test_config_contract.py: whatever the CRD (and `validate`) accepts renders a
+    config.yaml the server starts with, and each default here is the server's own default.
+    The model fixes the layout: 768 px crops (144 tokens) beside one 1024 px global view (256),
+    so inputSize < baseSize; visual tokens are 256 + 144 per crop with 0 or 2..6 crops."""
+
     input_size: int = 768
     base_size: int = 1024
     min_visual_tokens: int = 256

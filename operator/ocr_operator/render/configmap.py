@@ -17,7 +17,8 @@ CHECKSUMS_KEY = "model-checksums.json"  # the file name ocr_server.checksums loo
 
 def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
     """The server's configuration file (server/ocr_server/config.py): exactly the keys it knows,
-    since it refuses unknown ones."""
+    since it refuses unknown ones. Every CRD-valid spec renders a file the server's startup
+    validation accepts (tests/unit/test_config_contract.py)."""
     inf = spec.inference
     model: dict[str, Any] = {
         "name": spec.model.name,
