@@ -166,7 +166,7 @@ class CropPlan:
 
 
 def plan_crops(width: int, height: int, *, crop_size: int, base_size: int, min_crops: int, max_crops: int) -> CropPlan:
-    """The official rule (model.md 2a), via transformers' own grid search so both always agree.
+    """The official rule, via transformers' own grid search so both always agree.
 
     An image no larger than crop_size on both sides gets the global view only. Otherwise the grid
     (cols, rows) with min(2, min_crops) <= cols*rows <= max_crops whose aspect ratio is closest to

@@ -1,4 +1,4 @@
-"""Grounded model output -> clean markdown and blocks with pixel boxes (model.md 2d).
+"""Grounded model output -> clean markdown and blocks with pixel boxes.
 
 The model writes `<|ref|>LABEL<|/ref|><|det|>[[x1, y1, x2, y2], ...]<|/det|>` before each block,
 coordinates normalised to 0..999. Output of a random (tiny) model is arbitrary, so every step here

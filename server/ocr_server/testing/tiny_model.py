@@ -30,7 +30,7 @@ TINY_NOTICE = (
     "and key names but tiny widths. Its output text is meaningless. For tests and demos only."
 )
 
-# The real special tokens and ids (model.md section 2c).
+# The real special tokens and ids (the released tokenizer of deepseek-ai/DeepSeek-OCR-2).
 SPECIAL_TOKENS: dict[str, int] = {
     "<｜begin▁of▁sentence｜>": 0,
     "<｜end▁of▁sentence｜>": 1,
@@ -151,7 +151,7 @@ def build_tokenizer():
 
 
 def tiny_official_config() -> dict:
-    """The official remote-code config.json shape (model.md section 3), shrunk.
+    """The official remote-code config.json shape (deepseek-ai/DeepSeek-OCR-2), shrunk.
 
     The official file does not state the Qwen2 encoder depth/heads (the converter hard-codes
     24/14/2/4864); we add them under vision_config.width.qwen2-0-5b so the tiny model can be
