@@ -67,7 +67,7 @@ def translate_official_config(raw: dict[str, Any]) -> dict[str, Any]:
         "num_attention_heads": sam.get("heads", 12),
         "global_attn_indexes": sam.get("global_attn_indexes", [2, 5, 8, 11]),
         # The official file says [512, 1024]; that is stale, the real net_3 outputs 896
-        # (the released config.json). The last channel count must equal the encoder width.
+        # (the released weights' shapes). The last channel count must equal the encoder width.
         "downsample_channels": [sam.get("downsample_channels", [512])[0], qwen.get("dim", 896)],
     }
     if "mlp_dim" in sam:
