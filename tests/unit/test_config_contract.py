@@ -182,6 +182,24 @@ def test_every_crd_valid_inference_spec_starts_the_server(tmp_path):
     assert accepted >= 300, f"only {accepted} generated specs passed the CRD: the generator lost its coverage"
 
 
+OTHER_SETTINGS = [
+    {"service": {"port": port}, "model": model}
+    for port in (1, 8080, 65535)
+    for model in ({}, {"name": "m" * 253, "cacheDir": "/"}, {"path": "/opt/weights", "revision": "r" * 128},
+                  {"pvc": {"claimName": "weights", "subPath": "v2"}, "cacheDir": "/cache"})
+]
+
+
+@pytest.mark.parametrize("other", OTHER_SETTINGS, ids=lambda o: f"port{o['service']['port']}-{sorted(o['model'])}")
+def test_the_other_rendered_server_settings_are_accepted_at_their_bounds(other, tmp_path):
+    """spec.service.port and spec.model also end up in config.yaml: their CRD bounds start too."""
+    spec = apply_defaults({"image": "img:1", **copy.deepcopy(other)}, SPEC_SCHEMA)
+    assert crd_errors(spec) == []
+    cfg = server_startup_check(spec, tmp_path)
+    assert cfg.service.port == other["service"]["port"]
+    assert str(cfg.model.model_dir) == (other["model"].get("path") or f"{spec['model']['cacheDir'].rstrip('/')}/{spec['model']['name']}")
+
+
 def test_the_operator_accepts_exactly_what_the_crd_accepts():
     """spec.validate repeats the CRD's rules for objects that never met the API server."""
     disagree = []
