@@ -44,6 +44,19 @@ SIMULATE_LABEL = "causalflow.dev/simulate"
 SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error", "oom-killed", "create-config-error")
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODES = (("gpu-node-0", 8), ("gpu-node-1", 8))
+
+
+def kwok_nodes() -> tuple[tuple[str, int], ...]:
+    """The fake GPU nodes: GPU_NODES, or CAUSALFLOW_KWOK_NODES of them (8 GPUs each).
+
+    With CAUSALFLOW_KWOK_PODS (default 110, the kubelet's) they hold 220 pods; the operator
+    bench raises both so that 1,000 OcrServices fit."""
+    count = int(os.environ.get("CAUSALFLOW_KWOK_NODES", len(GPU_NODES)))
+    return GPU_NODES[:count] + tuple((f"gpu-node-{i}", 8) for i in range(len(GPU_NODES), count))
+
+
+def kwok_pods() -> str:
+    return str(int(os.environ.get("CAUSALFLOW_KWOK_PODS", "110")))
 # Users in the static token file. All are cluster admins except where a test narrows them with a
 # ServiceAccount token; separate names let the audit log attribute every write.
 USERS = ("causalflow-admin", "causalflow-operator", "system:kube-controller-manager",
@@ -446,7 +459,7 @@ class LocalCluster(KubectlCommands):
 
     def _create_nodes(self) -> None:
         nodes = []
-        for name, gpus in GPU_NODES:
+        for name, gpus in kwok_nodes():
             nodes.append({
                 "apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake",
@@ -457,7 +470,7 @@ class LocalCluster(KubectlCommands):
                                         "nvidia.com/gpu.present": "true",
                                         "nvidia.com/gpu.product": "NVIDIA-H200",
                                         "nvidia.com/gpu.count": str(gpus)}},
-                "status": {"capacity": (cap := {"cpu": "64", "memory": "512Gi", "pods": "110",
+                "status": {"capacity": (cap := {"cpu": "64", "memory": "512Gi", "pods": kwok_pods(),
                                                 "ephemeral-storage": "1Ti", GPU_RESOURCE: str(gpus)}),
                            "allocatable": dict(cap)},
             })
@@ -466,7 +479,7 @@ class LocalCluster(KubectlCommands):
     def _wait_for_nodes_ready(self) -> None:
         def ready() -> bool:
             items = self.api_get("/api/v1/nodes")["items"]
-            return len(items) == len(GPU_NODES) and all(
+            return len(items) == len(kwok_nodes()) and all(
                 any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
                 for n in items)
 
