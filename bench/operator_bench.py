@@ -1,9 +1,16 @@
-"""Operator benchmark: N OcrServices applied at once on the local control plane.
+"""Operator benchmark: N OcrServices applied at once on the local control plane, against the floor.
 
 Measures, per OcrService, the time from its creation to (a) all of its children existing
 (ConfigMap, revisions ConfigMap, Deployment, Service, HPA, PDB) and (b) Ready=True with
 observedGeneration == generation; prints p50/p90/p99/max, and the operator process' memory
 (peak and final RSS), reconciles, writes and API requests. Not a test: nothing is asserted.
+
+In the same run and on the same cluster it first measures the **floor**: the same children
+(rendered by the operator's own render functions, without owner references) written directly,
+all objects at once with the same client concurrency and no operator; "Ready" there is the
+Deployment's first Ready pod. The operator's p50/p99 are then printed as ratios to the floor,
+with API requests, CPU-seconds and RSS per object. `--json FILE` writes everything, including
+`ratio_p99_children`, `ratio_p99_ready`, `requests_per_object` and `rss_peak_mib`.
 
     .venv/bin/python bench/operator_bench.py                 # starts its own local cluster
     .venv/bin/python bench/operator_bench.py --count 20
@@ -32,6 +39,8 @@ sys.path.insert(0, str(REPO))
 from tests.e2e.operator_fixtures import CRD_FILE, OperatorProcess  # noqa: E402
 
 NAMESPACE = "ocr-bench"
+FLOOR_NAMESPACE = "ocr-bench-floor"
+CLIENT_THREADS = 20
 CHILD_KINDS = {  # (api, plural) -> name of the child for OcrService `n`
     ("v1", "configmaps"): lambda n: [f"{n}-config", f"{n}-revisions"],
     ("apps/v1", "deployments"): lambda n: [n],
@@ -59,14 +68,17 @@ def manifest(name: str) -> dict:
 class Watcher:
     """Watches the bench namespace; records when each name's children and readiness first appear."""
 
-    def __init__(self, kubeconfig: Path, names: list[str]) -> None:
+    def __init__(self, kubeconfig: Path, names: list[str], namespace: str = NAMESPACE) -> None:
         from kubernetes import client, config, watch  # the test tooling's client, not the operator's
+
+        self.namespace = namespace
 
         self.client, self.watch = client, watch
         self.api = config.new_client_from_config(config_file=str(kubeconfig))
         self.names = set(names)
         self.seen: dict[tuple[str, str], float] = {}
         self.ready: dict[str, float] = {}
+        self.deployment_ready: dict[str, float] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -75,7 +87,7 @@ class Watcher:
         c = self.client
         if plural == "ocrservices":
             api = c.CustomObjectsApi(self.api)
-            return lambda **kw: api.list_namespaced_custom_object("ocr.causalflow.dev", "v1alpha1", NAMESPACE,
+            return lambda **kw: api.list_namespaced_custom_object("ocr.causalflow.dev", "v1alpha1", self.namespace,
                                                                   "ocrservices", **kw)
         return {
             "configmaps": c.CoreV1Api(self.api).list_namespaced_config_map,
@@ -91,7 +103,7 @@ class Watcher:
         while not self.stop.is_set():
             try:
                 w = self.watch.Watch()
-                kwargs = {"namespace": NAMESPACE} if namespaced else {}
+                kwargs = {"namespace": self.namespace} if namespaced else {}
                 for ev in w.stream(lister, timeout_seconds=30, **kwargs):
                     if self.stop.is_set():
                         w.stop()
@@ -113,6 +125,9 @@ class Watcher:
                     self.ready.setdefault(md["name"], now)
             else:
                 self.seen.setdefault((plural, md.get("name")), now)
+                st = obj.get("status") or {}
+                if plural == "deployments" and (st.get("readyReplicas") or 0) >= 1 and md.get("name") in self.names:
+                    self.deployment_ready.setdefault(md["name"], now)
 
     def start(self) -> None:
         for (api_version, plural) in [*CHILD_KINDS, ("ocr.causalflow.dev/v1alpha1", "ocrservices")]:
@@ -149,6 +164,74 @@ def pct(values: list[float], q: float) -> float:
     return values[k]
 
 
+def summary(values: list[float]) -> dict:
+    return {"n": len(values), "p50": pct(values, 50), "p90": pct(values, 90), "p99": pct(values, 99),
+            "max": max(values, default=float("nan"))}
+
+
+def floor_children(name: str, namespace: str) -> list[dict]:
+    """What the operator would write for `name`, rendered by its own code, without an owner."""
+    from ocr_operator import revisions
+    from ocr_operator.render import render_all
+    from ocr_operator.spec import parse
+
+    body = {**manifest(name), "metadata": {"name": name, "namespace": namespace, "uid": f"floor-{name}"}}
+    desired = render_all(body, parse(body["spec"]), servicemonitor_available=False)
+    history = revisions.parse_history(None, limit=3).record(desired.revision, desired.pod_template)
+    objs = [o for o in desired.objects.values() if o is not None] + [revisions.render_history(body, history)]
+    for obj in objs:
+        obj["metadata"].pop("ownerReferences", None)
+    return objs
+
+
+def measure_floor(cluster, names: list[str], timeout: float) -> dict:
+    """The same children written directly (server-side apply, each object's children at once,
+    CLIENT_THREADS objects at a time), no operator; when each object's children exist and its
+    Deployment has a Ready pod."""
+    import asyncio
+
+    from lightkube.config.kubeconfig import KubeConfig
+
+    from ocr_operator.kube import Kube
+
+    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    cluster.kubectl("create", "namespace", FLOOR_NAMESPACE)
+    watcher = Watcher(Path(cluster.kubeconfig), names, FLOOR_NAMESPACE)
+    watcher.start()
+    time.sleep(1.0)
+    started: dict[str, float] = {}
+    rendered = {n: floor_children(n, FLOOR_NAMESPACE) for n in names}
+
+    async def write_all() -> int:
+        kube = Kube(KubeConfig.from_file(str(cluster.kubeconfig)))
+        gate = asyncio.Semaphore(CLIENT_THREADS)
+
+        async def one(name: str) -> None:
+            async with gate:
+                started[name] = time.monotonic()
+                await asyncio.gather(*(kube.apply(o) for o in rendered[name]))
+        try:
+            await asyncio.gather(*(one(n) for n in names))
+            return kube.requests
+        finally:
+            await kube.close()
+
+    t0 = time.monotonic()
+    requests = asyncio.run(write_all())
+    written = time.monotonic() - t0
+    deadline = t0 + timeout
+    while time.monotonic() < deadline:
+        if all(watcher.children_done(n) for n in names) and len(watcher.deployment_ready) == len(names):
+            break
+        time.sleep(0.25)
+    watcher.stop.set()
+    children = [watcher.children_done(n) - started[n] for n in names if watcher.children_done(n)]
+    ready = [watcher.deployment_ready[n] - started[n] for n in names if n in watcher.deployment_ready]
+    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--wait=false", check=False)
+    return {"written_seconds": round(written, 2), "requests": requests,
+            "children_created": summary(children), "ready": summary(ready), "load_average": os.getloadavg()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=100)
@@ -156,17 +239,23 @@ def main() -> int:
     ap.add_argument("--attach", type=Path, help="work dir of a running LocalCluster (else start one)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the direct-apply floor")
     args = ap.parse_args()
 
     from tests.cluster.cluster import LocalCluster
 
     own = args.attach is None
+    if own:  # room for the floor's pods and the operator's: 2 x count, plus slack
+        os.environ.setdefault("CAUSALFLOW_KWOK_NODES", str(max(2, -(-3 * args.count // 500))))
+        os.environ.setdefault("CAUSALFLOW_KWOK_PODS", "500")
     cluster = LocalCluster().start() if own else LocalCluster.attach(args.attach)
     workdir = Path(tempfile.mkdtemp(prefix="ocr-operator-bench-"))
     op = None
     try:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         cluster.kubectl("wait", "--for=condition=Established", "crd/ocrservices.ocr.causalflow.dev")
+        names = [f"bench-{i:03d}" for i in range(args.count)]
+        floor = None if args.no_floor else measure_floor(cluster, names, args.timeout)
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
         cluster.kubectl("create", "namespace", NAMESPACE)
         kubeconfig = getattr(cluster, "operator_kubeconfig", cluster.kubeconfig)
@@ -175,7 +264,6 @@ def main() -> int:
         idle_rss, _ = rss_kib(op.pid)
         cpu0 = cpu_seconds(op.pid)
 
-        names = [f"bench-{i:03d}" for i in range(args.count)]
         watcher = Watcher(Path(cluster.kubeconfig), names)
         watcher.start()
         time.sleep(1.0)
@@ -194,7 +282,7 @@ def main() -> int:
             created[name] = time.monotonic()
 
         t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=20) as pool:
+        with ThreadPoolExecutor(max_workers=CLIENT_THREADS) as pool:
             list(pool.map(create, names))
         applied = time.monotonic() - t0
 
@@ -215,30 +303,46 @@ def main() -> int:
 
         children = [watcher.children_done(n) - created[n] for n in names if watcher.children_done(n)]
         ready = [watcher.ready[n] - created[n] for n in names if n in watcher.ready]
+        requests = int(probe.get("requests") or 0)
         figures = {
             "count": args.count,
             "apply_seconds": round(applied, 2),
-            "children_created": {"n": len(children), "p50": pct(children, 50), "p90": pct(children, 90),
-                                 "p99": pct(children, 99), "max": max(children, default=float("nan"))},
-            "ready": {"n": len(ready), "p50": pct(ready, 50), "p90": pct(ready, 90), "p99": pct(ready, 99),
-                      "max": max(ready, default=float("nan"))},
+            "children_created": summary(children),
+            "ready": summary(ready),
             "all_ready_seconds": round(total, 2),
             "operator_rss_mib": {"idle": round(idle_rss / 1024, 1), "peak_sampled": round(peak_rss / 1024, 1),
                                  "high_water_mark": round(hwm / 1024, 1), "final": round(final_rss / 1024, 1)},
             "operator": probe,
             "operator_cpu_seconds": round(cpu, 1),
+            "requests_per_object": round(requests / args.count, 2),
+            "cpu_seconds_per_object": round(cpu / args.count, 3),
+            "rss_peak_mib": round(max(hwm, peak_rss) / 1024, 1),
+            "load_average": os.getloadavg(),
+            "floor": floor,
         }
-        print(f"\nOperator benchmark: {args.count} OcrServices created at once (20 client threads, all created "
-              f"in {applied:.2f}s), local control plane, kwok pods; all Ready {total:.1f}s after the first create")
-        print(f"{'':24s}{'n':>5s}{'p50':>9s}{'p90':>9s}{'p99':>9s}{'max':>9s}")
-        for label, key in (("create -> all children", "children_created"), ("create -> Ready=True", "ready")):
-            f = figures[key]
-            print(f"{label:24s}{f['n']:5d}{f['p50']:8.2f}s{f['p90']:8.2f}s{f['p99']:8.2f}s{f['max']:8.2f}s")
+        if floor:
+            for key, label in (("children_created", "children"), ("ready", "ready")):
+                for q in ("p50", "p99"):
+                    figures[f"ratio_{q}_{label}"] = round(figures[key][q] / floor[key][q], 2) if floor[key][q] else None
+        print(f"\nOperator benchmark: {args.count} OcrServices created at once ({CLIENT_THREADS} client threads, all "
+              f"created in {applied:.2f}s), local control plane, kwok pods; all Ready {total:.1f}s after the first create")
+        print(f"{'':30s}{'n':>5s}{'p50':>9s}{'p90':>9s}{'p99':>9s}{'max':>9s}")
+        rows = [("create -> all children", figures["children_created"]), ("create -> Ready=True", figures["ready"])]
+        if floor:
+            rows += [("floor: write -> all children", floor["children_created"]),
+                     ("floor: write -> pod Ready", floor["ready"])]
+        for label, f in rows:
+            print(f"{label:30s}{f['n']:5d}{f['p50']:8.2f}s{f['p90']:8.2f}s{f['p99']:8.2f}s{f['max']:8.2f}s")
+        if floor:
+            print(f"operator / floor: children p50 {figures['ratio_p50_children']}x p99 {figures['ratio_p99_children']}x; "
+                  f"Ready p50 {figures['ratio_p50_ready']}x p99 {figures['ratio_p99_ready']}x "
+                  f"(floor: {floor['requests']} requests, load average {floor['load_average'][0]:.1f})")
         m = figures["operator_rss_mib"]
-        print(f"operator RSS: idle {m['idle']} MiB, peak {m['high_water_mark']} MiB, after {m['final']} MiB")
-        print(f"operator: {probe.get('reconciles')} reconciles, {probe.get('requests')} API requests "
-              f"({probe.get('writes')} writes), {cpu:.1f} CPU-seconds for {args.count} objects; "
-              f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"operator RSS: idle {m['idle']} MiB, peak {figures['rss_peak_mib']} MiB, after {m['final']} MiB")
+        print(f"operator: {probe.get('reconciles')} reconciles, {requests} API requests "
+              f"({figures['requests_per_object']} per object, {probe.get('writes')} writes), {cpu:.1f} CPU-seconds "
+              f"({figures['cpu_seconds_per_object']} per object); load average "
+              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
         return 0 if len(ready) == len(names) else 1
