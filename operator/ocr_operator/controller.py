@@ -37,7 +37,7 @@ Key = tuple[str, str]
 # How often to look again whether optional APIs (ServiceMonitor) are served.
 DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
 # Reconciles handed out per second (burst twice that); 0 = unlimited.
-QPS = float(os.environ.get("OCR_OPERATOR_QPS", "50"))
+QPS = float(os.environ.get("OCR_OPERATOR_QPS", "100"))
 
 
 class Controller:

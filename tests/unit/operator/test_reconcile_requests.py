@@ -1,0 +1,90 @@
+"""Requests a reconcile makes with the watch-fed cache: no GET for what the watches delivered,
+zero requests when nothing changed, the echo of its own writes is no news."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import itertools
+
+from ocr_operator import children
+from ocr_operator.cache import Store
+from ocr_operator.reconcile import reconcile
+
+from .helpers import owner
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+RV = itertools.count(100)
+
+
+class RecordingKube:
+    """Answers like the API server for applies and status patches; records every call."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, str]] = []
+        self.requests = 0
+
+    async def apply(self, body, *, manager="x", force=True, subresource=None):
+        self.calls.append(("apply", body["kind"]))
+        out = copy.deepcopy(body)
+        out["metadata"]["resourceVersion"] = f"rv-{next(RV)}"
+        out["metadata"]["uid"] = "child-uid"
+        return out
+
+    async def merge_patch(self, kind, namespace, name, patch, *, subresource=None):
+        self.calls.append(("patch", f"{kind}/{subresource}"))
+        self.status = patch["status"]
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": f"rv-{next(RV)}"},
+                "status": patch["status"]}
+
+    async def get(self, kind, namespace, name):
+        self.calls.append(("get", kind))
+        return None
+
+    async def list(self, kind, namespace, label_selector=None):
+        self.calls.append(("list", kind))
+        return []
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def listed_store() -> Store:
+    store = Store()
+    for kind in children.watched():
+        store.mark_listed(kind.kind, "team-a", [])
+    return store
+
+
+def test_a_new_object_costs_only_its_writes_and_a_repeat_reconcile_costs_nothing():
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"replicas": 1})
+    first = run(reconcile(kube, body, now=NOW, store=store))
+    verbs = {verb for verb, _ in kube.calls}
+    assert verbs == {"apply", "patch"}, kube.calls  # no GET, no LIST: the cache knows they are absent
+    assert first.writes == len(kube.calls)
+    kube.calls.clear()
+    body = {**body, "status": kube.status}
+    second = run(reconcile(kube, body, now=NOW, store=store))
+    assert kube.calls == [] and second.writes == 0
+
+
+def test_the_watch_echo_of_our_own_writes_is_no_news():
+    kube, store = RecordingKube(), listed_store()
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=store))
+    for key, obj in list(store.objects.items()):
+        if obj is not None:
+            assert store.observe("MODIFIED", copy.deepcopy(obj)) is False, key
+
+
+def test_without_a_listed_namespace_each_child_is_read_once_then_remembered():
+    kube, store = RecordingKube(), Store()
+    body = owner({"replicas": 1})
+    run(reconcile(kube, body, now=NOW, store=store))
+    gets = [c for c in kube.calls if c[0] in ("get", "list")]
+    assert len(gets) == len(children.CHILDREN) - 1 + 1  # every child but the ServiceMonitor, and the pods
+    kube.calls.clear()
+    run(reconcile(kube, {**body, "status": kube.status}, now=NOW, store=store))
+    assert kube.calls == []
