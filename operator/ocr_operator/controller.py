@@ -160,6 +160,7 @@ class Controller:
         await self.prime()
         self.recorder.start()
         self.tasks = [asyncio.create_task(self._worker(i), name=f"ocr-reconcile-{i}") for i in range(self.workers)]
+        self.tasks.append(asyncio.create_task(self._discovery(), name="ocr-discovery"))
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -183,6 +184,17 @@ class Controller:
                     self.store.listed.discard(("ServiceMonitor", None))
                 self.servicemonitor_available = available
         return self.servicemonitor_available
+
+    async def _discovery(self) -> None:
+        """When the ServiceMonitor API appears or goes, every object is reconciled (not only at resync)."""
+        while True:
+            before = self.servicemonitor_available
+            if await self._servicemonitors() != before:
+                log.info("ServiceMonitor API %s: reconciling every object",
+                         "available" if self.servicemonitor_available else "gone")
+                for key in list(self.cache):
+                    self.enqueue(key)
+            await asyncio.sleep(max(1.0, DISCOVERY_SECONDS))
 
     async def _worker(self, index: int) -> None:
         while True:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -27,7 +29,7 @@ def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cl
     had_crd = cluster.kubectl("get", "crd", "servicemonitors.monitoring.coreos.com", check=False).returncode == 0
     failed = request.session.testsfailed
     op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log",
-                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1", "OCR_OPERATOR_RESYNC_SECONDS": "2"}).start()
+                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()  # resync stays 300 s
     try:
         ocr.apply(ocrservice("web", replicas=1, monitoring={"serviceMonitor": {"enabled": True,
                                                                                 "labels": {"release": "prom"}}}))
@@ -41,6 +43,13 @@ def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cl
         assert sm["metadata"]["labels"]["release"] == "prom"
         assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "30s"}]
         assert sm["metadata"]["ownerReferences"][0]["name"] == "web"
+        # Changed by another field manager: the ServiceMonitor watch wakes the repair (no resync).
+        cluster.kubectl("patch", "servicemonitors.monitoring.coreos.com", "web", "-n", namespace, "--type", "merge",
+                        "--field-manager", "someone-else", "-p", json.dumps({"spec": {"endpoints": [
+                            {"port": "http", "path": "/elsewhere", "interval": "5m"}]}}))
+        wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web")["spec"]["endpoints"]
+                 == [{"port": "http", "path": "/metrics", "interval": "30s"}], timeout=15,
+                 message="ServiceMonitor repaired")
         ocr.patch("ocrs", "web", {"spec": {"monitoring": {"serviceMonitor": {"enabled": False}}}})
         wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web") is None, timeout=15,
                  message="ServiceMonitor deleted")
