@@ -1,6 +1,7 @@
 """build_app(config, engine): the FastAPI app; the engine loads in the background after the port opens.
 
-While loading, /health answers 503 (Retry-After) and /v1/ocr answers 503. A load that fails (missing
+While loading and warming up, /health answers 503 (Retry-After) and /v1/ocr answers 503: ready
+means loaded and warmed up (warmup.py; WARMUP=0 skips it). A load or warm-up that fails (missing
 tensors, wrong vocabulary) logs why and exits the process; so does an engine that dies while
 serving (vLLM launcher's terminate_if_errored): the kubelet restarts the pod.
 """
@@ -20,8 +21,10 @@ from fastapi import FastAPI
 from . import __version__
 from .config import ServerConfig
 from .metrics import Metrics
+from .openai_routes import router as openai_router
 from .routes import router
 from .service import OcrService
+from .warmup import run_warmup
 
 log = logging.getLogger("ocr_server")
 EXIT_LOAD_FAILED = 3
@@ -48,7 +51,11 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
         t0 = time.monotonic()
         try:
             info = await loop.run_in_executor(None, engine.load)
-        except Exception as exc:  # noqa: BLE001 - any load failure stops the server
+            loaded_s = time.monotonic() - t0
+            if cfg.runtime.warmup:
+                report = await loop.run_in_executor(None, run_warmup, engine, cfg.runtime.max_new_tokens)
+                metrics.warmup_seconds.set(report.seconds)
+        except Exception as exc:  # noqa: BLE001 - any load or warm-up failure stops the server
             service.load_error = str(exc)
             log.error("model load failed, not serving: %s", exc)
             if exit_on_failure:
@@ -63,8 +70,9 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
                 _exit_soon(loop, EXIT_ENGINE_DEAD)
 
         service.start(on_fatal)
-        log.info("ready: model %s revision %s on %s (%s), %s layout, loaded in %.1fs",
-                 info.name, info.revision, info.device, info.dtype, info.layout, time.monotonic() - t0)
+        log.info("ready: model %s revision %s on %s (%s), %s layout, loaded in %.1fs, %s",
+                 info.name, info.revision, info.device, info.dtype, info.layout, loaded_s,
+                 f"warmed up in {time.monotonic() - t0 - loaded_s:.1f}s" if cfg.runtime.warmup else "warm-up off (WARMUP=0)")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -79,4 +87,5 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
     app.state.metrics = metrics
     app.state.log = log
     app.include_router(router)
+    app.include_router(openai_router)
     return app

@@ -80,6 +80,11 @@ class RuntimeConfig:
     ngram_window: int = 90
     preprocess_workers: int = 2
     load_delay_sec: float = 0.0  # wait before loading weights (staggers replicas; tests observe 'loading')
+    warmup: bool = True  # generate on a page of each shape after loading, before reporting ready
+    split_pages: str = "off"  # off | auto: cut pages the crop grid cannot show well into overlapping parts
+    split_max_downscale: float = 2.0  # auto-split a page whose text the model would see shrunk more than this
+    split_overlap: float = 0.1  # share of each part that the next part repeats
+    split_max_parts: int = 6
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "MAX_NEW_TOKENS": ("runtime", "max_new_tokens"),
     "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
     "PREPROCESS_WORKERS": ("runtime", "preprocess_workers"),
+    "WARMUP": ("runtime", "warmup"),
+    "SPLIT_PAGES": ("runtime", "split_pages"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
 _SECTIONS = {"service": ServiceConfig, "model": ModelConfig, "runtime": RuntimeConfig}
@@ -267,6 +274,14 @@ def validate(cfg: ServerConfig) -> None:
         _fail("LOAD_DELAY_SEC", r.load_delay_sec, "0..600 seconds")
     if not 1 <= r.preprocess_workers <= 64:
         _fail("PREPROCESS_WORKERS", r.preprocess_workers, "1..64")
+    if r.split_pages not in ("off", "auto"):
+        _fail("SPLIT_PAGES", r.split_pages, "off or auto")
+    if not 1.0 <= r.split_max_downscale <= 16.0:
+        _fail("runtime.split_max_downscale", r.split_max_downscale, "1.0..16.0")
+    if not 0.0 <= r.split_overlap <= 0.5:
+        _fail("runtime.split_overlap", r.split_overlap, "0.0..0.5")
+    if not 2 <= r.split_max_parts <= 16:
+        _fail("runtime.split_max_parts", r.split_max_parts, "2..16")
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 

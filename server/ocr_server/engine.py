@@ -31,6 +31,7 @@ from PIL import Image
 from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
 from .convert import is_official_layout, read_config_json, translate_official_config
 from .images import CropPlan, plan_crops
+from .streaming import IncrementalDecoder
 
 log = logging.getLogger("ocr_server.engine")
 
@@ -46,6 +47,15 @@ class StartupError(RuntimeError):
     """The engine refuses to serve (missing tensors, vocabulary mismatch...)."""
 
 
+@dataclass(frozen=True)
+class NGramSettings:
+    """The windowed no-repeat n-gram guard of one request (vLLM's vllm_xargs names in comments)."""
+
+    size: int = 20  # ngram_size; 0 disables the guard
+    window: int = 90  # window_size
+    whitelist: frozenset[int] = frozenset()  # whitelist_token_ids, on top of <td> and </td>
+
+
 @dataclass
 class Prepared:
     """One page ready for the model; built in a worker thread, consumed by generate_batch."""
@@ -57,6 +67,9 @@ class Prepared:
     max_new_tokens: int
     deadline: float = math.inf  # time.monotonic()
     cancelled: threading.Event = field(default_factory=threading.Event)
+    ngram: NGramSettings | None = None  # None: the server's runtime.ngram_size / ngram_window
+    # Called from the engine thread with each token this row keeps, as it is generated (streaming).
+    on_token: Callable[[int], None] | None = None
 
 
 @dataclass
@@ -80,27 +93,78 @@ class ModelInfo:
 class WindowedNoRepeatNGram:
     """Ban a token that would repeat an n-gram seen in the last `window` generated tokens.
 
-    Same rule as the official NoRepeatNGramLogitsProcessor (DeepSeek-OCR-2 vLLM scripts).
+    Same rule as the official NoRepeatNGramLogitsProcessor (DeepSeek-OCR-2 vLLM scripts). `rows`
+    gives each row its own (ngram, window, whitelist), as vLLM's per-request processor does.
     """
 
-    def __init__(self, prompt_len: int, ngram: int, window: int, whitelist: set[int]) -> None:
+    def __init__(self, prompt_len: int, ngram: int, window: int, whitelist: set[int],
+                 rows: list[tuple[int, int, set[int]]] | None = None) -> None:
         self.prompt_len, self.ngram, self.window, self.whitelist = prompt_len, ngram, window, whitelist
+        self.rows = rows
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        n = self.ngram
-        if n <= 0:
+        if self.rows is None and self.ngram <= 0:
             return scores
         generated = input_ids[:, self.prompt_len:].tolist()
         for row, out in enumerate(generated):
-            if len(out) < n:
+            n, window, whitelist = self.rows[row] if self.rows is not None else (self.ngram, self.window, self.whitelist)
+            if n <= 0 or len(out) < n:
                 continue
             prefix = out[-(n - 1):] if n > 1 else []
-            start = max(0, len(out) - self.window)
+            start = max(0, len(out) - window)
             banned = {out[i + n - 1] for i in range(start, len(out) - n + 1) if out[i:i + n - 1] == prefix}
-            banned -= self.whitelist
+            banned -= whitelist
             if banned:
                 scores[row, list(banned)] = -math.inf
         return scores
+
+
+class RowStreamer:
+    """transformers streamer for a whole batch: hands each row's kept tokens to its `on_token`.
+
+    generate() calls put() once with the prompt, then once per step with one token per row. A row
+    keeps a token until its EOS or its own max_new_tokens; tokens after that (padding for finished
+    rows) are dropped. Pad tokens are held back until a later token of the row shows they were not
+    trailing (generate_batch strips trailing padding of unfinished rows): so the streamed tokens are
+    exactly the returned ones.
+    """
+
+    def __init__(self, items: list[Prepared], eos: int, pad: int) -> None:
+        self.items, self.eos, self.pad = items, eos, pad
+        self.count = [0] * len(items)
+        self.done = [it.on_token is None for it in items]
+        self.held = [0] * len(items)
+        self.prompt_seen = False
+
+    def put(self, value: torch.Tensor) -> None:
+        if not self.prompt_seen:  # the first call carries the prompt ids
+            self.prompt_seen = True
+            return
+        for row, tok in enumerate(value.reshape(-1).tolist()):
+            if self.done[row]:
+                continue
+            item = self.items[row]
+            self.count[row] += 1
+            if self.count[row] > item.max_new_tokens:
+                self.done[row] = True
+                continue
+            if tok == self.eos:  # finished: padding before the EOS is kept, as generate_batch keeps it
+                for _ in range(self.held[row]):
+                    item.on_token(self.pad)
+                self.done[row] = True
+                continue
+            if tok == self.pad:
+                self.held[row] += 1
+                continue
+            for _ in range(self.held[row]):
+                item.on_token(self.pad)
+            self.held[row] = 0
+            item.on_token(tok)
+            if self.count[row] >= item.max_new_tokens:
+                self.done[row] = True
+
+    def end(self) -> None:
+        """Nothing to flush: held pads were trailing."""
 
 
 class RowStop:
@@ -295,6 +359,12 @@ class Engine:
             max_new_tokens=max_new_tokens,
         )
 
+    def stream_decoder(self) -> IncrementalDecoder:
+        """Turns one row's streamed tokens into text deltas that add up to its `raw` (special tokens dropped)."""
+        t = self.tokenizer
+        skip = frozenset(i for i in (t.bos_token_id, t.eos_token_id, t.pad_token_id) if i is not None)
+        return IncrementalDecoder(lambda ids: t.decode(ids, skip_special_tokens=False), skip)
+
     # ---------- one batch ----------
     def collate(self, items: list[Prepared]) -> dict[str, Any]:
         """Left-pad prompts (generation appends on the right) and stack the views."""
@@ -315,26 +385,36 @@ class Engine:
             "num_local_patches": [it.plan.crops for it in items],
         }
 
+    def ngram_guard(self, prompt_len: int, items: list[Prepared]) -> WindowedNoRepeatNGram:
+        """One guard for the batch; rows with their own settings (vllm_xargs) get them."""
+        r = self.cfg.runtime
+        if all(it.ngram is None for it in items):
+            return WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist)
+        rows = [(r.ngram_size, r.ngram_window, self.whitelist) if it.ngram is None
+                else (it.ngram.size, it.ngram.window, self.whitelist | set(it.ngram.whitelist)) for it in items]
+        return WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist, rows=rows)
+
     @torch.inference_mode()
     def generate_batch(self, items: list[Prepared]) -> list[Generated]:
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         inputs = self.collate(items)
         prompt_len = inputs["input_ids"].shape[1]
-        r = self.cfg.runtime
         stop = RowStop(prompt_len, items)
+        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
+        streaming = any(it.on_token is not None for it in items)
         out = self.model.generate(
             **inputs,
             max_new_tokens=max(it.max_new_tokens for it in items),
             do_sample=False,
             num_beams=1,
-            logits_processor=LogitsProcessorList([WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist)]),
+            logits_processor=LogitsProcessorList([self.ngram_guard(prompt_len, items)]),
             stopping_criteria=StoppingCriteriaList([stop]),
-            pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.tokenizer.eos_token_id,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            streamer=RowStreamer(items, eos, pad) if streaming else None,
         )
         results = []
-        eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         for row, it in enumerate(items):
             toks = out[row, prompt_len:].tolist()[: it.max_new_tokens]
             finished = False

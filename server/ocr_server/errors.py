@@ -28,6 +28,10 @@ class Unauthorized(OcrError):
     status, type = 401, "unauthorized"
 
 
+class NotFound(OcrError):
+    status, type = 404, "not_found"
+
+
 class PayloadTooLarge(OcrError):
     status, type = 413, "payload_too_large"
 

@@ -14,9 +14,11 @@ from starlette.datastructures import UploadFile
 from . import __version__
 from .errors import BadInput, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
 from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
+from .sse import frame, stream_response
+from .streaming import Delta, Done, Event
 
 router = APIRouter()
-_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 413, 415, 422, 429, 500, 503, 504)}
+_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 413, 415, 422, 429, 500, 503, 504)}
 _RAW_TYPES = ("image/", "application/pdf", "application/octet-stream")
 
 
@@ -118,13 +120,34 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
     )
 
 
-@router.post("/v1/ocr", response_model=OcrResponse, responses=_ERRORS)
+def _ocr_events(event: Event) -> list[bytes]:
+    if isinstance(event, Delta):
+        return [frame({"text": event.text}, "delta")]
+    if isinstance(event, Done):
+        return [frame(event.response, "result")]
+    return []
+
+
+def _ocr_error(payload: dict) -> list[bytes]:
+    return [frame(payload, "error")]
+
+
+_STREAM_DOC = {"text/event-stream": {"schema": {"type": "string"}, "description": (
+    "with stream=true: `event: delta` / `data: {\"text\": ...}` as the raw text is generated, then "
+    "`event: result` with the whole OcrResponse; a failure after the first event is an `event: error`")}}
+
+
+@router.post("/v1/ocr", response_model=OcrResponse, responses={**_ERRORS, 200: {"content": _STREAM_DOC}})
 async def ocr(request: Request) -> Response:
     state = request.app.state
     start = time.monotonic()
     try:
         check_api_key(request)
         data, opts = await parse_request(request)
+        if opts.stream:
+            events = state.service.stream(data, opts)
+            await anext(events)  # Started: errors up to here are plain JSON answers
+            return stream_response(request, events, _ocr_events, _ocr_error, endpoint="/v1/ocr", start=start)
         result = await state.service.ocr(data, opts)
         response: Response = JSONResponse(result)
     except OcrError as exc:
@@ -132,9 +155,14 @@ async def ocr(request: Request) -> Response:
     except Exception:  # noqa: BLE001 - never a traceback to the client
         state.log.exception("unexpected error in /v1/ocr")
         response = error_response(RuntimeError())
-    state.metrics.requests.labels("/v1/ocr", str(response.status_code)).inc()
-    state.metrics.latency.observe(time.monotonic() - start)
+    record(request, "/v1/ocr", response.status_code, start)
     return response
+
+
+def record(request: Request, endpoint: str, status: int, start: float) -> None:
+    metrics = request.app.state.metrics
+    metrics.requests.labels(endpoint, str(status)).inc()
+    metrics.latency.observe(time.monotonic() - start)
 
 
 def _health_body(request: Request) -> tuple[int, dict, dict]:

@@ -1,8 +1,10 @@
-"""The serving object: one OCR request from bytes+options to a response dict.
+"""The serving object: one OCR request from bytes+options to a response dict, whole or streamed.
 
-Order matters: options are validated and the cache consulted before a slot is taken; decoding and
-cropping run in a thread pool (never on the event loop); pages go to the batcher; the response is
-assembled and cached. Errors are OcrError subclasses; routes map them with errors.error_response.
+Order matters: options are validated and the cache consulted before a slot is taken; decoding,
+splitting and cropping run in a thread pool (never on the event loop); pages (or the parts of a
+split page) go to the batcher together, so they share generate calls; the response is assembled
+and cached. /v1/ocr and /v1/chat/completions, streamed or not, all run `stream()`: `ocr()` is its
+last event. Errors are OcrError subclasses; routes map them with errors.error_response.
 """
 
 from __future__ import annotations
@@ -13,16 +15,20 @@ import binascii
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
 from .batching import Admission, Batcher
 from .cache import ResultCache, cache_key
 from .config import ServerConfig
+from .dense import SplitPlan, merge_parts, plan_split, rebase_grounding
 from .documents import load_document, parse_pages
 from .errors import BadInput, ModelLoading, OcrError
+from .images import CropPlan
 from .metrics import Metrics
-from .parsing import parse_output
-from .protocol import OcrOptions
+from .parsing import parse_output, strip_special
+from .protocol import OcrOptions, OcrResponse
+from .streaming import Delta, Done, Event, IncrementalDecoder, Started
 
 log = logging.getLogger("ocr_server.service")
 PAGE_SPLIT = "\n<--- Page Split --->\n"
@@ -37,6 +43,16 @@ def decode_base64(data: str) -> bytes:
         raise BadInput("the 'image' field is not valid base64", param="image") from None
 
 
+@dataclass
+class PageJob:
+    """One page on its way through the model: the whole page's plan and the items generated for it."""
+
+    number: int
+    plan: CropPlan  # the page as one view
+    items: list[Any]  # engine.Prepared: one, or one per split part
+    split: SplitPlan | None = None
+
+
 class OcrService:
     def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics) -> None:
         self.cfg, self.engine, self.metrics = cfg, engine, metrics
@@ -48,7 +64,7 @@ class OcrService:
         self.batcher: Batcher | None = None
 
     def start(self, on_fatal) -> None:
-        """Called on the event loop once the engine is loaded."""
+        """Called on the event loop once the engine is loaded (and warmed up)."""
         r = self.cfg.runtime
         self.admission = Admission(r.concurrency, r.queue_size, self.metrics)
         self.batcher = Batcher(self.engine.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
@@ -62,20 +78,62 @@ class OcrService:
             await self.batcher.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
-    def _prepare_all(self, data: bytes, opts: OcrOptions, max_new: int, deadline: float) -> tuple[str, list, float]:
+    # ---------- decisions ----------
+    def split_mode(self, opts: OcrOptions) -> str:
+        return opts.split or self.cfg.runtime.split_pages
+
+    def plan_split(self, width: int, height: int, opts: OcrOptions) -> SplitPlan | None:
+        if self.split_mode(opts) != "auto":
+            return None
+        r, m = self.cfg.runtime, self.cfg.model
+        lo, cap = self.engine.crop_bounds(opts.max_visual_tokens)
+        return plan_split(width, height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap,
+                          max_downscale=r.split_max_downscale, overlap=r.split_overlap, max_parts=r.split_max_parts)
+
+    def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: Any) -> str:
+        key_opts = opts.model_dump(exclude={"timeout_sec", "stream"})
+        key_opts["max_new_tokens"] = max_new
+        key_opts["split"] = self.split_mode(opts)
+        if ngram is not None:
+            key_opts["ngram"] = [ngram.size, ngram.window, sorted(ngram.whitelist)]
+        return cache_key(data, key_opts, self.engine.info.revision)
+
+    # ---------- worker thread ----------
+    def _prepare_all(self, data: bytes, opts: OcrOptions, max_new: int, deadline: float, ngram: Any) -> tuple[str, list[PageJob], float]:
         t0 = time.monotonic()
         s = self.cfg.service
         fmt, pages = load_document(data, pages=parse_pages(opts.pages), max_pages=s.max_pages, pdf_dpi=s.pdf_dpi,
                                    max_pixels=s.max_image_pixels)
-        prepared = []
+        jobs = []
         for page in pages:
-            item = self.engine.prepare(page.image, prompt_mode=opts.prompt_mode, max_visual_tokens=opts.max_visual_tokens,
-                                       max_new_tokens=max_new)
-            item.deadline = deadline
-            prepared.append((page.number, item))
-        return fmt, prepared, time.monotonic() - t0
+            split = self.plan_split(page.image.width, page.image.height, opts)
+            images = [page.image.crop(box) for box in split.boxes] if split else [page.image]
+            items = []
+            for image in images:
+                item = self.engine.prepare(image, prompt_mode=opts.prompt_mode, max_visual_tokens=opts.max_visual_tokens,
+                                           max_new_tokens=max_new)
+                item.deadline = deadline
+                item.ngram = ngram
+                items.append(item)
+            plan = self.engine.plan(page.image, opts.max_visual_tokens) if split else items[0].plan
+            jobs.append(PageJob(page.number, plan, items, split))
+        return fmt, jobs, time.monotonic() - t0
 
-    async def ocr(self, data: bytes, opts: OcrOptions) -> dict:
+    # ---------- the request ----------
+    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None) -> dict:
+        """The whole response at once."""
+        async for event in self.stream(data, opts, ngram, live=False):
+            if isinstance(event, Done):
+                return event.response
+        raise RuntimeError("the request ended without a result")
+
+    async def stream(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, live: bool = True) -> AsyncIterator[Event]:
+        """Started, then Delta(text) as the first page is generated (live), the rest of the text, Done(response).
+
+        The deltas joined are the response's `raw`. Only the first page streams token by token; later
+        pages and split pages (their merge needs every part) arrive when generation ends.
+        Errors before Started are the request's; after it they end the stream.
+        """
         if not self.ready:
             raise ModelLoading("the model is still loading", retry_after=5)
         t_start = time.monotonic()
@@ -83,41 +141,97 @@ class OcrService:
         timeout = min(opts.timeout_sec or r.timeout_sec, r.timeout_sec)
         deadline = t_start + timeout
         max_new = min(opts.max_new_tokens or r.max_new_tokens, r.max_new_tokens)
-        key_opts = opts.model_dump(exclude={"timeout_sec"})
-        key_opts["max_new_tokens"] = max_new
-        key = cache_key(data, key_opts, self.engine.info.revision)
+        key = self._key(data, opts, max_new, ngram)
         hit = self.cache.get(key)
         if hit is not None:
             self.metrics.cache_hits.inc()
-            return {**hit, "cached": True, "timings": {"total_ms": round((time.monotonic() - t_start) * 1000, 2)}}
+            yield Started()
+            if hit["raw"]:
+                yield Delta(hit["raw"])
+            yield Done({**hit, "cached": True, "timings": {"total_ms": round((time.monotonic() - t_start) * 1000, 2)}})
+            return
         self.metrics.cache_misses.inc()
 
+        loop = asyncio.get_running_loop()
+        sent = ""
         async with self.admission.slot(deadline):
             t_admitted = time.monotonic()
-            loop = asyncio.get_running_loop()
-            fmt, prepared, prep_s = await loop.run_in_executor(self.pool, self._prepare_all, data, opts, max_new, deadline)
+            fmt, jobs, prep_s = await loop.run_in_executor(self.pool, self._prepare_all, data, opts, max_new, deadline, ngram)
+            yield Started()
+            tokens: asyncio.Queue[int | None] = asyncio.Queue()
+            decoder = None
+            if live and jobs[0].split is None and hasattr(self.engine, "stream_decoder"):
+                decoder = self.engine.stream_decoder()
+                jobs[0].items[0].on_token = lambda tok: loop.call_soon_threadsafe(tokens.put_nowait, tok)
+            items = [it for job in jobs for it in job.items]
             t_gen = time.monotonic()
+            task = asyncio.ensure_future(asyncio.gather(*(self.batcher.submit(it) for it in items)))
+            task.add_done_callback(lambda _: tokens.put_nowait(None))
+            finished = False
             try:
-                results = await asyncio.gather(*(self.batcher.submit(item) for _, item in prepared))
-            except OcrError:
-                for _, item in prepared:
-                    item.cancelled.set()
-                raise
+                while (tok := await tokens.get()) is not None:
+                    if decoder is not None and (delta := decoder.push(tok)):
+                        sent += delta
+                        yield Delta(delta)
+                results = await task
+                finished = True
+            finally:
+                if not finished:  # an error, the deadline, or the client went away: stop every row of it
+                    for it in items:
+                        it.cancelled.set()
+                    task.cancel()
             t_done = time.monotonic()
 
+        timings = {
+            "queue_ms": round((t_admitted - t_start) * 1000, 2),
+            "preprocess_ms": round(prep_s * 1000, 2),
+            "generate_ms": round((t_done - t_gen) * 1000, 2),
+            "total_ms": round((time.monotonic() - t_start) * 1000, 2),
+        }
+        response = self._assemble(fmt, jobs, results, timings)
+        self.cache.put(key, response)
+        raw = response["raw"]
+        if raw.startswith(sent):
+            if raw[len(sent):]:
+                yield Delta(raw[len(sent):])
+        else:  # cannot happen with a byte-level tokenizer; say so rather than send a wrong tail
+            log.warning("streamed text is not a prefix of the final text; the stream's text may differ from raw")
+        yield Done(response)
+
+    def _assemble(self, fmt: str, jobs: list[PageJob], results: list[Any], timings: dict[str, float]) -> dict:
         pages_out = []
-        for (number, item), gen in zip(prepared, results):
-            parsed = parse_output(gen.raw, item.plan.width, item.plan.height, page=number)
-            self.metrics.visual_tokens.observe(item.plan.visual_tokens)
-            self.metrics.generated_tokens.observe(len(gen.token_ids))
+        at = 0
+        for job in jobs:
+            gens = results[at:at + len(job.items)]
+            at += len(job.items)
+            width, height = job.plan.width, job.plan.height
+            for item, gen in zip(job.items, gens):
+                self.metrics.visual_tokens.observe(item.plan.visual_tokens)
+                self.metrics.generated_tokens.observe(len(gen.token_ids))
+            if job.split is None:
+                parsed = parse_output(gens[0].raw, width, height, page=job.number)
+                split_out = None
+            else:
+                self.metrics.split_parts.observe(len(job.items))
+                raws = [rebase_grounding(strip_special(g.raw), box, (width, height)) for g, box in zip(gens, job.split.boxes)]
+                parsed = parse_output(merge_parts(raws), width, height, page=job.number)
+                split_out = {
+                    "reason": job.split.reason,
+                    "overlap_px": job.split.overlap,
+                    "parts": [{"box": list(box), "layout": it.plan.as_layout(), "generated_tokens": len(g.token_ids),
+                               "finished": g.finished} for box, it, g in zip(job.split.boxes, job.items, gens)],
+                }
             pages_out.append({
-                "page": number,
+                "page": job.number,
                 "text": parsed.text,
                 "raw": parsed.raw,
                 "blocks": [b.as_dict() for b in parsed.blocks],
-                "layout": item.plan.as_layout(),
-                "usage": {"visual_tokens": item.plan.visual_tokens, "generated_tokens": len(gen.token_ids), "pages": 1},
-                "finished": gen.finished,
+                "layout": job.plan.as_layout(),
+                "usage": {"visual_tokens": sum(it.plan.visual_tokens for it in job.items),
+                          "generated_tokens": sum(len(g.token_ids) for g in gens), "pages": 1,
+                          "prompt_tokens": sum(len(it.input_ids) for it in job.items)},
+                "finished": all(g.finished for g in gens),
+                "split": split_out,
             })
         info = self.engine.info
         response = {
@@ -130,17 +244,12 @@ class OcrService:
                 "visual_tokens": sum(p["usage"]["visual_tokens"] for p in pages_out),
                 "generated_tokens": sum(p["usage"]["generated_tokens"] for p in pages_out),
                 "pages": len(pages_out),
+                "prompt_tokens": sum(p["usage"]["prompt_tokens"] for p in pages_out),
             },
-            "timings": {
-                "queue_ms": round((t_admitted - t_start) * 1000, 2),
-                "preprocess_ms": round(prep_s * 1000, 2),
-                "generate_ms": round((t_done - t_gen) * 1000, 2),
-                "total_ms": round((time.monotonic() - t_start) * 1000, 2),
-            },
+            "timings": timings,
             "model": {"name": info.name, "revision": info.revision},
             "cached": False,
             "notice": "TINY RANDOM MODEL: output text is meaningless" if info.tiny else None,
             "format": fmt,
         }
-        self.cache.put(key, response)
-        return response
+        return OcrResponse(**response).model_dump()

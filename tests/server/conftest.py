@@ -49,7 +49,9 @@ class ServerProcess:
 def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wait_ready: bool = True,
                  timeout: float = 120) -> ServerProcess:
     port = free_port()
-    full = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "DEVICE": "cpu", "PYTHONUNBUFFERED": "1", **env}
+    # WARMUP=0 unless a test asks for it: the warm-up's two generations cost seconds per start on CPU
+    full = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "DEVICE": "cpu", "PYTHONUNBUFFERED": "1",
+            "WARMUP": "0", **env}
     for key in ("API_KEYS", "CONFIG_FILE"):
         if key not in env:
             full.pop(key, None)
