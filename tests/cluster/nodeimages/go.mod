@@ -1,0 +1,3 @@
+module causalflow.dev/nodeimages
+
+go 1.26
