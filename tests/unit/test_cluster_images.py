@@ -1,0 +1,75 @@
+"""The image harness's pure parts (tests/cluster/images.py): what an image's content tag covers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cluster import images as img
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DOCKERFILE = """\
+ARG BASE_IMAGE=python:3.12.8-slim
+FROM ${BASE_IMAGE} AS build
+COPY app/pyproject.toml app/pyproject.toml
+COPY --from=build /opt/venv /opt/venv
+COPY --chown=1:1 app/src app/src
+ARG BAKE=
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=bind,source=${BAKE:-app},target=/tmp/b true
+"""
+
+
+def context(tmp_path: Path) -> Path:
+    (tmp_path / "app" / "src" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "app" / "pyproject.toml").write_text("[project]\n")
+    (tmp_path / "app" / "src" / "main.py").write_text("print(1)\n")
+    (tmp_path / "app" / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "weights").mkdir()
+    (tmp_path / "weights" / "config.json").write_text("{}")
+    (tmp_path / "unrelated.txt").write_text("x")
+    (tmp_path / "Dockerfile").write_text(DOCKERFILE)
+    return tmp_path
+
+
+def test_copy_sources_are_copies_and_context_bind_mounts_with_args_expanded():
+    assert img.copy_sources(DOCKERFILE, {}) == ["app/pyproject.toml", "app/src", "app"]
+    assert img.copy_sources(DOCKERFILE, {"BAKE": "weights"})[-1] == "weights"
+
+
+def test_the_content_hash_follows_copied_files_args_and_base_but_not_other_files(tmp_path):
+    ctx = context(tmp_path)
+    df = ctx / "Dockerfile"
+    first = img.content_hash(df, ctx, {}, "base-id-1")
+    (ctx / "unrelated.txt").write_text("changed")
+    (ctx / "app" / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\1")
+    assert img.content_hash(df, ctx, {}, "base-id-1") == first
+    (ctx / "app" / "src" / "main.py").write_text("print(2)\n")
+    second = img.content_hash(df, ctx, {}, "base-id-1")
+    assert second != first
+    assert img.content_hash(df, ctx, {}, "base-id-2") != second
+    baked = img.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1")
+    assert baked != second
+    (ctx / "weights" / "config.json").write_text('{"changed": 1}')
+    assert img.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1") != baked
+
+
+def test_the_repository_dockerfiles_hash_their_sources(tmp_path):
+    server = img.copy_sources((ROOT / "Dockerfile.server").read_text(), {"BAKE_MODEL_FROM": "models/x"})
+    assert {"server/pyproject.toml", "server/ocr_server", "models/x"} <= set(server)
+    operator = img.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
+    assert operator == ["operator/pyproject.toml", "operator/ocr_operator"]
+
+
+def test_archive_names_and_base_tags():
+    assert img.archive_name("localhost/causalflow-ocr-server:abc") == "causalflow-ocr-server_abc.tar"
+    tag = img.OPERATOR_BASE.tag()
+    assert tag.startswith("localhost/causalflow-ocr-base-python:bookworm-") and tag == img.OPERATOR_BASE.tag()
+    assert img.SERVER_BASE.tag() != tag
+
+
+def test_the_ca_bundle_is_the_one_pip_uses_here(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("pem")
+    assert img.ca_bundle({"PIP_CERT": str(bundle)}) == bundle
+    assert img.ca_bundle({"PIP_CERT": str(tmp_path / "missing"), "SSL_CERT_FILE": str(bundle)}) == bundle
+    assert img.ca_bundle({}) == Path("/etc/ssl/certs/ca-certificates.crt")
