@@ -51,11 +51,7 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
         t0 = time.monotonic()
         try:
             info = await loop.run_in_executor(None, engine.load)
-            loaded_s = time.monotonic() - t0
-            if cfg.runtime.warmup:
-                report = await loop.run_in_executor(None, run_warmup, engine, cfg.runtime.max_new_tokens)
-                metrics.warmup_seconds.set(report.seconds)
-        except Exception as exc:  # noqa: BLE001 - any load or warm-up failure stops the server
+        except Exception as exc:  # noqa: BLE001 - any load failure stops the server
             service.load_error = str(exc)
             log.error("model load failed, not serving: %s", exc)
             if exit_on_failure:
@@ -70,6 +66,19 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
                 _exit_soon(loop, EXIT_ENGINE_DEAD)
 
         service.start(on_fatal)
+        loaded_s = time.monotonic() - t0
+        if cfg.runtime.warmup:
+            try:
+                report = await service.on_engine_thread(run_warmup, engine, cfg.runtime.max_new_tokens,
+                                                        gpu=info.device.startswith("cuda"))
+            except Exception as exc:  # noqa: BLE001 - a model that cannot generate must not serve
+                service.load_error = f"warm-up failed: {exc}"
+                log.error("warm-up failed, not serving: %s", exc)
+                if exit_on_failure:
+                    _exit_soon(loop, EXIT_LOAD_FAILED)
+                return
+            metrics.warmup_seconds.set(report.seconds)
+        service.mark_ready()
         log.info("ready: model %s revision %s on %s (%s), %s layout, loaded in %.1fs, %s",
                  info.name, info.revision, info.device, info.dtype, info.layout, loaded_s,
                  f"warmed up in {time.monotonic() - t0 - loaded_s:.1f}s" if cfg.runtime.warmup else "warm-up off (WARMUP=0)")

@@ -264,6 +264,11 @@ class Engine:
             log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
         device = self.device()
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        if device.type == "cuda":
+            # cuDNN's attention builds a plan per input shape, and every decode step is a new shape:
+            # measured on an H200, a request with unseen lengths paid seconds (a 128-token answer
+            # 5.7 s instead of 0.5 s). Flash / memory-efficient SDPA kernels need no per-shape build.
+            torch.backends.cuda.enable_cudnn_sdp(False)
         t0 = time.monotonic()
         model, info = DeepseekOcr2ForConditionalGeneration.from_pretrained(
             str(model_dir), config=config, dtype=dtype, local_files_only=True, output_loading_info=True,

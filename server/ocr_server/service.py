@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -64,12 +65,18 @@ class OcrService:
         self.batcher: Batcher | None = None
 
     def start(self, on_fatal) -> None:
-        """Called on the event loop once the engine is loaded (and warmed up)."""
+        """Called on the event loop once the engine is loaded; requests wait for mark_ready (after the warm-up)."""
         r = self.cfg.runtime
         self.admission = Admission(r.concurrency, r.queue_size, self.metrics)
         self.batcher = Batcher(self.engine.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
                                metrics=self.metrics, on_fatal=on_fatal)
         self.batcher.start()
+
+    async def on_engine_thread(self, fn, *args, **kwargs):
+        """Run fn on the one thread that runs batches (the warm-up must warm that thread's state)."""
+        return await asyncio.get_running_loop().run_in_executor(self.batcher.executor, functools.partial(fn, *args, **kwargs))
+
+    def mark_ready(self) -> None:
         self.ready = True
         self.metrics.model_loaded.set(1)
 

@@ -3,8 +3,12 @@
 Why: the first generate on a fresh process pays one-off costs (on a GPU: CUDA context, kernel
 loading and autotuning, the caching allocator growing; on any device: lazy imports and first-call
 paths in torch and transformers). Readiness means "model loaded and warmed up", so the server pays
-them before /health answers 200, not the first user. Shapes: the global view alone and the largest
-crop grid the server allows (the biggest activations, so the allocator grows once, here).
+them before /health answers 200, not the first user. It runs on the engine thread that serves
+batches (per-thread state: cuBLAS handles, streams). Shapes: on a CPU the global view alone and the
+largest crop grid the server allows (the biggest activations, so the allocator grows once, here);
+on a GPU every crop count it can serve, in both prompt modes, since kernels are chosen (and, for
+some attention backends, built) per input shape and a measured first request of an unwarmed shape
+paid seconds for it.
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ def grid_for(crops: int) -> tuple[int, int]:
     return cols, crops // cols
 
 
-def warmup_pages(crop_size: int, max_crops: int) -> list[tuple[str, Image.Image]]:
-    """One page per shape: global view only, and (when crops are allowed) the largest grid."""
+def warmup_pages(crop_size: int, max_crops: int, every_grid: bool = False) -> list[tuple[str, Image.Image]]:
+    """One page per shape: global view only, and the largest grid (every_grid: each crop count)."""
     pages = [("global view", text_page(crop_size - 64, crop_size - 64))]
-    if max_crops >= MIN_CROPS:
-        cols, rows = grid_for(max_crops)
+    counts = range(MIN_CROPS, max_crops + 1) if every_grid else ([max_crops] if max_crops >= MIN_CROPS else [])
+    for crops in counts:
+        cols, rows = grid_for(crops)
         pages.append((f"{cols}x{rows} crops", text_page(cols * crop_size, rows * crop_size)))
     return pages
 
@@ -53,17 +58,19 @@ class WarmupReport:
     steps: list[tuple[str, float]]  # (what, seconds)
 
 
-def run_warmup(engine: Any, max_new_tokens: int) -> WarmupReport:
+def run_warmup(engine: Any, max_new_tokens: int, *, gpu: bool = False) -> WarmupReport:
     """Generate on each warm-up page (prepared like a request's page). Runs before serving."""
     new = min(WARMUP_NEW_TOKENS, max_new_tokens)
-    pages = warmup_pages(engine.cfg.model.input_size, engine.crop_bounds(None)[1])
+    pages = warmup_pages(engine.cfg.model.input_size, engine.crop_bounds(None)[1], every_grid=gpu)
+    modes = ("markdown", "free") if gpu else ("markdown",)
     t0 = time.monotonic()
     steps = []
     for name, image in pages:
-        item = engine.prepare(image, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=new)
-        t = time.monotonic()
-        engine.generate_batch([item])
-        steps.append((f"{name} ({item.plan.visual_tokens} visual tokens)", time.monotonic() - t))
+        for mode in modes:
+            item = engine.prepare(image, prompt_mode=mode, max_visual_tokens=None, max_new_tokens=new)
+            t = time.monotonic()
+            engine.generate_batch([item])
+            steps.append((f"{name} ({item.plan.visual_tokens} visual tokens{', ' + mode if gpu else ''})", time.monotonic() - t))
     report = WarmupReport(time.monotonic() - t0, steps)
     log.info("warm-up done in %.2fs: %s", report.seconds, ", ".join(f"{n} {s:.2f}s" for n, s in steps))
     return report

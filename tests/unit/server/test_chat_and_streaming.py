@@ -153,3 +153,6 @@ def test_warmup_covers_the_global_view_and_the_largest_grid():
                  for _, im in pages]
         assert plans[0].crops == 0
         assert [p.crops for p in plans[1:]] == ([max_crops] if max_crops else [])
+    every = warmup_pages(768, 6, every_grid=True)  # on a GPU: each crop count the server can serve
+    assert [plan_crops(im.width, im.height, crop_size=768, base_size=1024, min_crops=2, max_crops=6).crops
+            for _, im in every] == [0, 2, 3, 4, 5, 6]
