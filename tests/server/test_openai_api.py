@@ -280,3 +280,25 @@ def test_a_client_that_goes_away_stops_its_generation(api, client):
     assert elapsed < 20, f"the next request waited {elapsed:.1f}s: the abandoned generation kept the engine busy"
     after = metric(httpx.get(api.url + "/metrics").text, "ocr_stream_disconnects_total")
     assert after == before + 1
+
+
+def test_chat_shares_the_cache_body_limit_and_metrics_of_v1_ocr(server):
+    """The session's main server: cache on, 2 MiB body limit, no API keys."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    page = samples.png(300, 200, seed=12)
+    before = httpx.get(server.url + "/metrics").text
+    first = client.chat.completions.create(model=MODEL, messages=messages(page), max_tokens=6)
+    second = client.chat.completions.create(model=MODEL, messages=messages(page), max_tokens=6)
+    ocr = httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", page, "image/png")},
+                     data={"prompt_mode": "free"}, timeout=120).json()
+    after = httpx.get(server.url + "/metrics").text
+    assert first.choices[0].message.content == second.choices[0].message.content == ocr["raw"]
+    assert ocr["cached"] is True  # the chat request filled the cache /v1/ocr reads
+    assert metric(after, "ocr_cache_hits_total") == metric(before, "ocr_cache_hits_total") + 2
+    ok = '{endpoint="/v1/chat/completions",status="200"}'
+    assert metric(after, "ocr_requests_total", ok) == metric(before, "ocr_requests_total", ok) + 2
+    big = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * (3 * 1024 * 1024)).decode()
+    msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": big}}, {"type": "text", "text": FREE}]}]
+    with pytest.raises(openai.APIStatusError) as err:
+        client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=2)
+    assert err.value.status_code == 413 and err.value.body["type"] == "payload_too_large"
