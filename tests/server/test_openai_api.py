@@ -302,3 +302,29 @@ def test_chat_shares_the_cache_body_limit_and_metrics_of_v1_ocr(server):
     with pytest.raises(openai.APIStatusError) as err:
         client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=2)
     assert err.value.status_code == 413 and err.value.body["type"] == "payload_too_large"
+
+
+def test_a_deadline_passed_inside_a_stream_is_an_error_event_counted_as_504(server):
+    before = httpx.get(server.url + "/metrics").text
+    r = httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(1500, 1500, seed=13), "image/png")},
+                   data={"stream": "true", "timeout_sec": "0.05"}, timeout=120)
+    after = httpx.get(server.url + "/metrics").text
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = re.findall(r"event: (\w+)\ndata: (.*)\n\n", r.text)
+    assert [k for k, _ in events] == ["error"], r.text
+    err = json.loads(events[0][1])["error"]
+    assert (err["type"], err["code"]) == ("deadline_exceeded", 504) and "deadline passed" in err["message"]
+    late = '{endpoint="/v1/ocr",status="504"}'
+    assert metric(after, "ocr_requests_total", late) == metric(before, "ocr_requests_total", late) + 1
+
+
+def test_a_split_page_streams_its_merged_text_when_all_parts_are_done(api):
+    page = samples.png(300, 3000, seed=14)
+    with httpx.stream("POST", api.url + "/v1/ocr", files={"file": ("tall.png", page, "image/png")},
+                      data={"split": "auto", "max_visual_tokens": "256", "max_new_tokens": "4", "stream": "true"},
+                      headers={"X-API-Key": KEY}, timeout=300) as r:
+        text = r.read().decode()
+    events = [(m.group(1), json.loads(m.group(2))) for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", text)]
+    result = events[-1][1]
+    assert events[-1][0] == "result" and len(result["pages"][0]["split"]["parts"]) == 2
+    assert "".join(e["text"] for k, e in events if k == "delta") == result["raw"]
