@@ -10,13 +10,15 @@ made with mmdebstrap from Debian's packages, standing in for the production base
   python image, with the same PATH and LANG.
 
 Every step after FROM runs as in production. buildah (Debian package) builds with `--layers`,
-`--network host` (no bridge, no firewall chains on this machine) and `--isolation chroot`; the
-machine's CA bundle is mounted read-only over the image's bundle for RUN steps only, since
-outbound TLS here goes through an intercepting proxy. pip's cache is the Dockerfiles' build-time
-cache mount (kept in TMPDIR, which points into the cache below), so a warm rebuild after a code
-change reuses the dependency layers and never reinstalls torch. download.pytorch.org is not
-reachable, so TORCH_INDEX_URL is PyPI (whose Linux torch carries the CUDA libraries; the server
-then runs on the CPU with DEVICE=auto).
+`--format docker` (keeps HEALTHCHECK), `--network host` (no bridge, no firewall chains on this
+machine) and `--isolation chroot`; the machine's CA bundle is mounted read-only over the image's
+bundle for RUN steps only, since outbound TLS here goes through an intercepting proxy. The
+Dockerfiles install dependencies from pyproject.toml before copying the source, so after a code
+change the layer cache keeps the torch layer and only the last layers rebuild. Their pip cache
+mount lives in TMPDIR (inside the state directory below); on this machine pip stores nothing in
+it, because the proxy drops the Cache-Control headers pip's HTTP cache needs.
+download.pytorch.org is not reachable, so TORCH_INDEX_URL is PyPI (whose Linux torch carries the
+CUDA libraries, hence a ~6 GB server image; the server runs on the CPU with DEVICE=auto).
 
 Images are tagged by content (Dockerfile, ignore file, build arguments, base image id and every
 file the Dockerfile copies), so a changed source gives a new tag and an unchanged one is not
@@ -44,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
@@ -52,11 +54,14 @@ REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PYPI = "https://pypi.org/simple"
-TINY_MODEL_DIR = "models/tiny-random-deepseek-ocr2"  # inside the build context; /models/ is gitignored
+TINY_MODEL_PREFIX = "models/tiny-random-deepseek-ocr2-"  # + generator hash; in the build context, gitignored
 BUNDLE_IN_IMAGE = "/etc/ssl/certs/ca-certificates.crt"
 PATH_ENV = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Bump when a base recipe below changes: it is part of the base images' tags.
 BASE_RECIPE_VERSION = "1"
+# `buildah bud` flags that shape the image; part of every image's content tag.
+# docker format: OCI image configs have no HEALTHCHECK, and production builds keep it.
+BUD_FLAGS = ("--layers", "--format", "docker", "--network", "host", "--isolation", "chroot")
 
 Log = Callable[[str], None]
 
@@ -147,11 +152,20 @@ def _expand(text: str, args: Mapping[str, str]) -> str:
 
 
 def copy_sources(text: str, build_args: Mapping[str, str]) -> list[str]:
-    """Context paths a Dockerfile's COPY/ADD lines read (not `--from` a stage), args expanded."""
+    """Context paths a Dockerfile reads: COPY/ADD sources (not `--from` a stage) and RUN bind
+    mounts of the context (`--mount=type=bind,source=...` without `from=`), args expanded."""
     args = {**dockerfile_args(text), **build_args}
     out: list[str] = []
     for line in re.sub(r"\\\n", " ", text).splitlines():
         words = line.split()
+        if words and words[0].upper() == "RUN":
+            for flag in words[1:]:
+                if not flag.startswith("--mount="):
+                    break
+                opts = dict(o.partition("=")[::2] for o in flag[len("--mount="):].split(","))
+                if opts.get("type") == "bind" and "from" not in opts:
+                    out.append(_expand(opts.get("source", "."), args))
+            continue
         if not words or words[0].upper() not in ("COPY", "ADD"):
             continue
         rest = [w for w in words[1:]]
@@ -321,23 +335,25 @@ def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
     return ref
 
 
-def ensure_tiny_model(log: Log, python: str = sys.executable) -> Path:
-    """The tiny random model inside the build context (BAKE_MODEL_FROM), regenerated only when
-    its generator changes (it is seeded, so the same source gives the same files)."""
-    out = REPO / TINY_MODEL_DIR
+def ensure_tiny_model(log: Log, python: str = sys.executable) -> str:
+    """The tiny random model inside the build context, as the BAKE_MODEL_FROM path. Its folder is
+    named by its generator's hash: regenerated only when the generator changes (it is seeded), and
+    a new generator gives a new build argument, so no cached layer holds the old weights (a RUN's
+    bind mount is not part of buildah's layer cache key, its build arguments are)."""
     source = REPO / "server" / "ocr_server" / "testing" / "tiny_model.py"
-    stamp = out / ".generator-sha256"
-    want = _sha(source.read_bytes())
-    if stamp.exists() and stamp.read_text() == want and (out / "config.json").exists():
-        return out
+    rel = TINY_MODEL_PREFIX + _sha(source.read_bytes())[:12]
+    out = REPO / rel
+    if (out / ".complete").exists():
+        return rel
     t0 = time.monotonic()
-    shutil.rmtree(out, ignore_errors=True)
+    for old in (REPO / "models").glob(Path(TINY_MODEL_PREFIX).name + "*"):
+        shutil.rmtree(old, ignore_errors=True)
     r = subprocess.run([python, "-m", "ocr_server.testing.tiny_model", str(out)], capture_output=True, text=True, cwd=REPO)
     if r.returncode:
         raise ImageBuildError(f"tiny model generation failed:\n{(r.stdout + r.stderr)[-3000:]}")
-    stamp.write_text(want)
+    (out / ".complete").write_text("")
     log(f"images: tiny model written to {out} in {time.monotonic() - t0:.1f}s")
-    return out
+    return rel
 
 
 @dataclass(frozen=True)
@@ -354,8 +370,9 @@ class Build:
 BUILDS = (
     Build("server", "Dockerfile.server", "localhost/causalflow-ocr-server", SERVER_BASE,
           (("TORCH_INDEX_URL", PYPI),)),
+    # + BAKE_MODEL_FROM=<the tiny model's folder>, known once it is written (ensure_tiny_model)
     Build("server_tiny", "Dockerfile.server", "localhost/causalflow-ocr-server-tiny", SERVER_BASE,
-          (("TORCH_INDEX_URL", PYPI), ("BAKE_MODEL_FROM", TINY_MODEL_DIR))),
+          (("TORCH_INDEX_URL", PYPI),)),
     Build("operator", "Dockerfile.operator", "localhost/causalflow-ocr-operator", OPERATOR_BASE),
 )
 
@@ -372,12 +389,12 @@ def build_image(b: Buildah, spec: Build, log: Log, timings: dict[str, float]) ->
     base_id = b.image_id(base_ref) or ""
     args = {"BASE_IMAGE": base_ref, **dict(spec.build_args)}
     ignore = ignore_file_for(spec.dockerfile)
-    ref = f"{spec.repository}:{content_hash(REPO / spec.dockerfile, REPO, args, base_id, ignore)[:16]}"
+    digest = content_hash(REPO / spec.dockerfile, REPO, args, base_id + " ".join(BUD_FLAGS), ignore)
+    ref = f"{spec.repository}:{digest[:16]}"
     if b.image_id(ref):
         return ref
     bundle = ca_bundle()
-    argv = ["bud", "--layers", "--network", "host", "--isolation", "chroot",
-            "-f", spec.dockerfile, "--ignorefile", str(ignore), "-t", ref,
+    argv = ["bud", *BUD_FLAGS, "-f", spec.dockerfile, "--ignorefile", str(ignore), "-t", ref,
             "-v", f"{bundle}:{BUNDLE_IN_IMAGE}:ro"]
     for k, v in args.items():
         argv += ["--build-arg", f"{k}={v}"]
@@ -414,6 +431,16 @@ def _prune_archives(archive_dir: Path, keep: set[str]) -> None:
             f.with_suffix(".id").unlink(missing_ok=True)
 
 
+def _prune_images(b: Buildah, keep: set[str]) -> None:
+    """Untag older builds of the three repositories (their layers stay while the build cache uses
+    them), so that storage holds one server image, not one per code change."""
+    repositories = {spec.repository for spec in BUILDS}
+    for image in json.loads(b.run("images", "--json") or "[]"):
+        for name in image.get("names") or ():
+            if name.rpartition(":")[0] in repositories and name not in keep:
+                subprocess.run(b.argv("rmi", name), capture_output=True, env=b.env)
+
+
 def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> Images:
     """Build what is missing or out of date, export the archives, return the refs.
 
@@ -429,9 +456,10 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> 
         refs: dict[str, str] = {}
         for spec in BUILDS:
             if spec.name == "server_tiny":
-                ensure_tiny_model(log)
+                spec = replace(spec, build_args=spec.build_args + (("BAKE_MODEL_FROM", ensure_tiny_model(log)),))
             refs[spec.name] = build_image(b, spec, log, timings)
         images = Images(archive_dir=state / "archives", **refs)
+        _prune_images(b, set(images.refs))
         _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs})
         for ref in images.refs:
             export_archive(b, ref, images.archive(ref), log, timings)
