@@ -44,3 +44,18 @@ def test_same_tokens_as_plain_transformers_generate(engine):
         out = engine.model.generate(**inputs, max_new_tokens=NEW, do_sample=False)
     plain = out[0, inputs["input_ids"].shape[1]:].tolist()
     assert ours.token_ids == plain
+
+
+def test_streamed_tokens_of_each_row_are_exactly_its_returned_tokens(engine):
+    """Three rows with their own budgets in one batch: each row's on_token sees what generate_batch returns."""
+    pages = [samples.page(500, 400, 5), samples.page(900, 1800, 6), samples.page(300, 300, 7)]
+    budgets = [NEW, 3, 7]
+    prepared = [engine.prepare(p, prompt_mode="free", max_visual_tokens=None, max_new_tokens=n) for p, n in zip(pages, budgets)]
+    seen = [[] for _ in prepared]
+    for item, out in zip(prepared, seen):
+        item.on_token = out.append
+    results = engine.generate_batch(prepared)
+    assert [len(r.token_ids) for r in results] == budgets
+    assert seen == [r.token_ids for r in results]
+    decoder = engine.stream_decoder()
+    assert "".join(decoder.push(t) for t in seen[0]) == results[0].raw
