@@ -150,7 +150,10 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
     target = type(default) if default is not None else str
     try:
         if target is bool:
-            return str(value).lower() in ("1", "true", "yes", "on")
+            word = str(value).strip().lower()
+            if word not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ValueError
+            return word in ("1", "true", "yes", "on")
         if target is int:
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError

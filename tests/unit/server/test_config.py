@@ -73,3 +73,12 @@ def test_tls_needs_both_files_and_names_the_missing_one(tmp_path):
     with pytest.raises(ConfigError, match="TLS_KEY_FILE='/nope/tls.key'.*existing PEM file"):
         load_config(env={"TLS_CERT_FILE": str(cert), "TLS_KEY_FILE": "/nope/tls.key"})
     assert load_config(env={}).service.tls_cert_file is None
+
+
+def test_warmup_and_split_keys_are_validated():
+    assert load_config(env={}).runtime.warmup is True and load_config(env={"WARMUP": "0"}).runtime.warmup is False
+    assert load_config(env={"SPLIT_PAGES": "auto"}).runtime.split_pages == "auto"
+    with pytest.raises(ConfigError, match="WARMUP='maybe'"):
+        load_config(env={"WARMUP": "maybe"})
+    with pytest.raises(ConfigError, match="SPLIT_PAGES='always'"):
+        load_config(env={"SPLIT_PAGES": "always"})
