@@ -6,6 +6,7 @@
 # etcd from its own wrapper (server/go.mod has replaces too), kwok and helm with `go get -tool`.
 # Output: $CAUSALFLOW_CACHE/<versions>/bin/{etcd,kube-apiserver,...}; a finished build leaves a
 # `.complete` stamp, so a second run is a no-op and an interrupted one is redone.
+# Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
@@ -16,9 +17,15 @@ CACHE_ROOT=${CAUSALFLOW_CACHE:-$HOME/.cache/causalflow-ocr}
 KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 DEST="$CACHE_ROOT/$KEY"
 BIN="$DEST/bin"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 if [[ "${1:-}" == "--print-dir" ]]; then echo "$BIN"; exit 0; fi
-if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; exit 0; fi
+# A failed node build leaves the control plane usable: the cluster then runs without its real node.
+node_binaries() {
+  [[ "${CAUSALFLOW_REAL_NODE:-1}" =~ ^(0|false|no|off)$ ]] && return 0
+  bash "$HERE/build-node-binaries.sh" || echo "node binaries: build failed (see above); the local cluster will run without its real node"
+}
+if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; exit 0; fi
 
 mkdir -p "$BIN" "$DEST/src"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
@@ -94,3 +101,4 @@ rm -rf "$DEST/src"
 "$BIN/etcd" --version | head -1
 touch "$DEST/.complete"
 log "done: $(du -sh "$BIN" | cut -f1) in $BIN"
+node_binaries

@@ -36,6 +36,8 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.pki import Pki, make_pki, self_signed
+from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, disabled_by_env,
+                                    missing_prerequisites, node_binaries_dir)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"
@@ -60,7 +62,7 @@ def kwok_pods() -> str:
 # Users in the static token file. All are cluster admins except where a test narrows them with a
 # ServiceAccount token; separate names let the audit log attribute every write.
 USERS = ("causalflow-admin", "causalflow-operator", "system:kube-controller-manager",
-         "system:kube-scheduler", "kwok-controller", "causalflow-metrics-adapter")
+         "system:kube-scheduler", "kwok-controller", "causalflow-metrics-adapter", *NODE_USERS)
 METRICS_APISERVICE_VERSIONS = ("v1beta2", "v1beta1")
 
 
@@ -169,7 +171,10 @@ class LocalCluster(KubectlCommands):
 
     external = False
 
-    def __init__(self, workdir: Path | None = None, bin_dir: Path | None = None, quiet: bool = True) -> None:
+    def __init__(self, workdir: Path | None = None, bin_dir: Path | None = None, quiet: bool = True,
+                 real_node: bool | None = None) -> None:
+        """`real_node`: None starts the real node when this machine can run it (else says why on
+        stderr), True requires it, False leaves it out; CAUSALFLOW_REAL_NODE=0 means False."""
         self.bin_dir = bin_dir or binaries_dir()
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="causalflow-cluster-"))
@@ -179,6 +184,27 @@ class LocalCluster(KubectlCommands):
         self.ports: dict[str, int] = {}
         self.pki: Pki | None = None
         self.started_seconds: float | None = None
+        self.real_node, self.real_node_skipped = self._real_node(real_node)
+
+    def _real_node(self, wanted: bool | None) -> tuple[RealNode | None, str | None]:
+        """The RealNode to start, or None and the reason (printed when it was not asked for off)."""
+        if wanted is False or (wanted is None and disabled_by_env()):
+            return None, "disabled (real_node=False or CAUSALFLOW_REAL_NODE=0)"
+        try:
+            node_bin = node_binaries_dir()
+            missing = missing_prerequisites(node_bin)
+        except (subprocess.CalledProcessError, OSError) as e:
+            missing = [f"building the node binaries failed: {e}"]
+        if not missing and (other := RealNode.in_use_by()) is not None:
+            missing = [f"this machine's one real node is in use by the cluster in {other}"]
+        if not missing:
+            return RealNode(self.workdir, node_bin), None
+        reason = "; ".join(missing)
+        if wanted:
+            raise ClusterError(f"real node requested but this machine cannot run it: {reason}")
+        print(f"local cluster: no real node ({reason}); kwok nodes only. "
+              "CAUSALFLOW_REAL_NODE=0 silences this.", file=sys.stderr)
+        return None, reason
 
     # -- paths a user of the cluster needs ---------------------------------------------------
     @property
@@ -219,7 +245,10 @@ class LocalCluster(KubectlCommands):
 
     def start(self) -> LocalCluster:
         t0 = time.monotonic()
-        for stale in ("etcd", "logs", "pki"):  # every start is a fresh, empty cluster
+        stale_node = RealNode.from_state(self.workdir)
+        if stale_node is not None:  # a crashed earlier run in this work dir: undo what it changed
+            stale_node.cleanup()
+        for stale in ("etcd", "logs", "pki", "realnode"):  # every start is a fresh, empty cluster
             shutil.rmtree(self.workdir / stale, ignore_errors=True)
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
         try:
@@ -234,6 +263,8 @@ class LocalCluster(KubectlCommands):
             self._start_controllers()
             self._start_kwok()
             self._create_nodes()
+            if self.real_node is not None:
+                self.real_node.start(self)
             self._start_metrics_adapter()
             self._wait_for_nodes_ready()
         except BaseException:
@@ -244,9 +275,14 @@ class LocalCluster(KubectlCommands):
         return self
 
     def stop(self) -> None:
-        """Stops every component (reverse start order) by PID and removes the work dir."""
-        for comp in reversed(list(self.components.values())):
-            comp.stop()
+        """Stops the real node (its pods first, then everything it changed on the machine), then
+        every other component (reverse start order) by PID, and removes the work dir."""
+        try:
+            if self.real_node is not None:
+                self.real_node.stop(self)
+        finally:
+            for comp in reversed(list(self.components.values())):
+                comp.stop()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -273,6 +309,7 @@ class LocalCluster(KubectlCommands):
         self.bin_dir, self.workdir = Path(state["bin_dir"]), Path(state["workdir"])
         self._own_workdir, self.quiet, self.started_seconds = True, True, None
         self.ports, self.tokens, self.pki = state["ports"], state["tokens"], None
+        self.real_node, self.real_node_skipped = RealNode.from_state(self.workdir), None
         self.components = {}
         for name, pid in state["pids"].items():
             comp = Component(name, state["argv"][name], self.workdir / "logs" / f"{name}.log", pid=pid)
@@ -280,6 +317,19 @@ class LocalCluster(KubectlCommands):
         return self
 
     # -- conveniences for tests ---------------------------------------------------------------
+    def _node(self) -> RealNode:
+        if self.real_node is None:
+            raise RealNodeError(f"this cluster has no real node: {self.real_node_skipped or 'not started'}")
+        return self.real_node
+
+    def import_image(self, archive_path: Path) -> None:
+        """Import a docker-archive/oci-archive into the real node's containerd (k8s.io namespace)."""
+        self._node().import_image(Path(archive_path))
+
+    def has_image(self, ref: str) -> bool:
+        """Whether the real node's containerd holds image `ref` (pods can use it without a pull)."""
+        return self._node().has_image(ref)
+
     def set_metric(self, namespace: str, metric: str, value: float | None, pod: str | None = None) -> None:
         """Sets a Pods custom metric for every pod in `namespace`, or for one `pod` (None clears it)."""
         body = json.dumps({"namespace": namespace, "metric": metric, "value": value, "pod": pod}).encode()
@@ -307,6 +357,7 @@ class LocalCluster(KubectlCommands):
         comp = Component(name, argv, self.workdir / "logs" / f"{name}.log", env=env)
         self.components[name] = comp
         comp.start()
+        self.save_state()  # `make cluster-down` finds every started process even if start-up dies
         return comp
 
     def _wait_ready(self, name: str, probe, timeout: float) -> None:
@@ -380,6 +431,9 @@ class LocalCluster(KubectlCommands):
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--audit-policy-file={w / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
             "--audit-log-maxsize=200", "--audit-log-format=json",
+            # logs/exec/port-forward reach the real node at its IP, never by resolving its name
+            # (which would ask the machine's outside resolver).
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false", "--v=1",
         ]
 
@@ -446,7 +500,9 @@ class LocalCluster(KubectlCommands):
     def _start_kwok(self) -> None:
         self._component("kwok", [
             str(self.bin_dir / "kwok"), f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
-            f"--config={self.workdir / 'kwok.yaml'}", "--manage-all-nodes=true",
+            f"--config={self.workdir / 'kwok.yaml'}",
+            # Only the fake nodes: with --manage-all-nodes kwok would also take over the real node.
+            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.0.0.0/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
             f"--server-address=127.0.0.1:{self.ports['kwok']}",
         ])
@@ -464,7 +520,7 @@ class LocalCluster(KubectlCommands):
                 "apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake",
                                                            "node.alpha.kubernetes.io/ttl": "0"},
-                             "labels": {"type": "kwok", "kubernetes.io/hostname": name,
+                             "labels": {"type": "kwok", NODE_KIND_LABEL: "kwok", "kubernetes.io/hostname": name,
                                         "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                                         "node.kubernetes.io/instance-type": "fake-gpu-8x",
                                         "nvidia.com/gpu.present": "true",
@@ -479,7 +535,8 @@ class LocalCluster(KubectlCommands):
     def _wait_for_nodes_ready(self) -> None:
         def ready() -> bool:
             items = self.api_get("/api/v1/nodes")["items"]
-            return len(items) == len(kwok_nodes()) and all(
+            expected = len(kwok_nodes()) + (self.real_node is not None)
+            return len(items) == expected and all(
                 any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
                 for n in items)
 

@@ -7,8 +7,9 @@ categories below), `leftovers(before, after)` is the pure diff a test asserts to
 the `undo_*` functions are the stop path's cleanup steps. Each undo step is idempotent, so
 `make cluster-down` can run them again after a crashed or killed harness.
 
-Mounts of buildah/podman (another tool on this machine, which builds the images) are not part of
-the node's footprint and are left out of the snapshot.
+Mounts of buildah/podman (another tool on this machine: tests/cluster/images.py builds the product
+images with it, possibly at the same time) are not part of the node's footprint and are left out of
+the snapshot: their default storage and the harness's own buildah storage in the cache.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ FIXED_PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/run
 # Process names of the node and of what runs in its containers.
 NODE_PROCESSES = ("containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", "runc",
                   "pause", "causalflow-nodetest")
-OTHER_TOOLS_MOUNTS = ("/var/lib/containers/", "/run/containers/")  # buildah/podman storage
+OTHER_TOOLS_MOUNTS = ("/var/lib/containers/", "/run/containers/",  # buildah/podman storage
+                      str(Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
+                          / "images") + "/")
 SYSCTL_TREES = ("vm", "kernel", "net/ipv4", "net/ipv6", "net/bridge", "net/netfilter", "net/core")
 # Sysctls that change by themselves (counters, random values, per-interface entries).
 VOLATILE_SYSCTL = re.compile(

@@ -1,7 +1,9 @@
 """Fixtures for the e2e tier: one real control plane per session, one namespace per test.
 
 By default the session starts tests/cluster's LocalCluster (etcd, kube-apiserver, controllers,
-scheduler, kwok GPU nodes, custom-metrics adapter) on 127.0.0.1. With
+scheduler, kwok GPU nodes, custom-metrics adapter) on 127.0.0.1, plus the real kubelet node
+`real-node-0` where this machine can run it (tests marked `realnode` use it; they select it by
+label and toleration, every other pod stays on the kwok nodes). With
 `CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
 (kind, for example); tests that need the harness' own parts (the metrics adapter, the audit
 log, kwok's failure stages, restarting the API server) are skipped there with that reason.
@@ -34,6 +36,8 @@ class ExternalCluster(KubectlCommands):
 
     external = True
     audit_log = None
+    real_node = None
+    real_node_skipped = "external cluster: the harness's real node is not part of it"
 
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = self.operator_kubeconfig = kubeconfig
@@ -64,6 +68,10 @@ def cluster():
     local = LocalCluster()
     local.start()
     print(f"\nlocal control plane started in {local.started_seconds:.1f}s at {local.server}")
+    if local.real_node is not None:
+        print(f"real node Ready {local.real_node.ready_seconds:.1f}s after its start")
+    else:
+        print(f"no real node: {local.real_node_skipped}")
     try:
         yield local
     finally:

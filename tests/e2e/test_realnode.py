@@ -1,0 +1,259 @@
+"""The real node (`real-node-0`: containerd + runc + kubelet + kube-proxy) runs real containers.
+
+Every test here uses the REAL node: its pods select `causalflow.dev/node-kind=real` and tolerate
+the node's taint. The image is the harness's own `causalflow-nodetest` (a static Go binary built
+from tests/cluster/nodeimages, imported into containerd; no registry). Traffic goes only to
+loopback, the node IP and the node's pod/Service addresses, all on this harness's own bridges.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.cluster import machine
+from tests.cluster.realnode import (GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
+                                    TAINT_KEY, TOLERATION, RealNode)
+from tests.e2e.waiting import wait_for
+
+pytestmark = pytest.mark.realnode
+
+
+@pytest.fixture(scope="module")
+def node(cluster) -> RealNode:
+    if cluster.external or cluster.real_node is None:
+        pytest.skip(f"no real node in this cluster: {getattr(cluster, 'real_node_skipped', 'external cluster')}")
+    return cluster.real_node
+
+
+def pod_spec(image: str, args: list[str], **extra) -> dict:
+    container = {"name": "main", "image": image, "imagePullPolicy": "Never", "args": args,
+                 **extra.pop("container", {})}
+    return {"nodeSelector": dict(NODE_SELECTOR), "tolerations": [dict(TOLERATION)],
+            "terminationGracePeriodSeconds": 1, "containers": [container], **extra}
+
+
+def serving_container() -> dict:
+    return {"ports": [{"containerPort": 8080}],
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}}
+
+
+def apply(cluster, namespace: str, manifest: dict) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def get(cluster, namespace: str, kind: str, name: str) -> dict:
+    return json.loads(cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
+
+
+def pods(cluster, namespace: str, selector: str) -> list[dict]:
+    return json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+
+
+def is_ready(obj: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def http_get(url: str, timeout: float = 3) -> str:
+    # No proxy: the machine's proxy settings must not route a pod address anywhere else.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout) as resp:
+        return resp.read().decode().strip()
+
+
+def test_real_node_is_ready_labelled_tainted_and_advertises_gpus(cluster, node):
+    real = get(cluster, "default", "node", NODE_NAME)
+    assert is_ready(real)
+    assert real["metadata"]["labels"][NODE_KIND_LABEL] == "real"
+    assert {"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"} in real["spec"]["taints"]
+    assert real["status"]["allocatable"][GPU_RESOURCE] == "4"
+    assert {"type": "InternalIP", "address": NODE_IP} in real["status"]["addresses"]
+    info = real["status"]["nodeInfo"]
+    assert info["kubeletVersion"] == "v1.36.3"
+    assert info["containerRuntimeVersion"] == "containerd://2.4.2"
+    kwok = json.loads(cluster.kubectl("get", "nodes", "-l", f"{NODE_KIND_LABEL}=kwok", "-o", "json").stdout)["items"]
+    assert kwok and all(n["metadata"]["annotations"].get("kwok.x-k8s.io/node") == "fake" for n in kwok)
+    print(f"\nreal node Ready {node.ready_seconds:.1f}s after its start")
+
+
+def test_pod_runs_with_a_real_ip_passes_its_probe_and_serves_logs_and_exec(cluster, node, namespace):
+    t0 = time.monotonic()
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "labels": {"app": "web"}},
+                               "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())})
+    pod = wait_for(lambda: (p := get(cluster, namespace, "pod", "web")) and is_ready(p) and p,
+                   timeout=60, message="pod web Ready (its HTTP readiness probe passed)")
+    print(f"\npod created -> Ready: {time.monotonic() - t0:.1f}s")
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(POD_CIDR)
+    assert http_get(f"http://{pod['status']['podIP']}:8080/") == "web"  # the container's hostname
+    logs = cluster.kubectl("logs", "web", "-n", namespace).stdout
+    assert "causalflow-nodetest: serving on :8080 as web" in logs
+    out = cluster.kubectl("exec", "web", "-n", namespace, "--", "/causalflow-nodetest", "echo", "hello", "from", "exec")
+    assert out.stdout.strip() == "hello from exec"
+
+
+def test_cluster_ip_service_routes_from_the_host_to_both_pods(cluster, node, namespace):
+    labels = {"app": "svc"}
+    apply(cluster, namespace, {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "svc"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())}}})
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
+                               "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
+    wait_for(lambda: len([p for p in pods(cluster, namespace, "app=svc") if is_ready(p)]) == 2, timeout=60,
+             message="2 Ready pods")
+    names = {p["metadata"]["name"] for p in pods(cluster, namespace, "app=svc")}
+    ip = get(cluster, namespace, "service", "svc")["spec"]["clusterIP"]
+    seen: set[str] = set()
+
+    def both_answered() -> bool:
+        try:
+            seen.add(http_get(f"http://{ip}/"))
+        except OSError:
+            return False  # kube-proxy has not written the rules yet
+        return seen >= names
+
+    wait_for(both_answered, timeout=60, interval=0.1, message=f"both pods answer through ClusterIP {ip}")
+    assert seen == names
+
+
+def test_container_over_its_memory_limit_is_reported_oomkilled(cluster, node, namespace):
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "oom"},
+                               "spec": pod_spec(node.test_image, ["oom"], restartPolicy="Never",
+                                                container={"resources": {"limits": {"memory": "32Mi"}}})})
+    state = wait_for(lambda: (s := (get(cluster, namespace, "pod", "oom")["status"].get("containerStatuses")
+                                    or [{}])[0].get("state", {})).get("terminated") and s,
+                     timeout=60, message="container terminated")
+    assert state["terminated"]["reason"] == "OOMKilled"
+    assert state["terminated"]["exitCode"] == 137
+    wait_for(lambda: get(cluster, namespace, "pod", "oom")["status"]["phase"] == "Failed", timeout=30,
+             message="pod phase Failed (restartPolicy Never)")
+
+
+def test_crashing_container_is_restarted_and_its_previous_logs_kept(cluster, node, namespace):
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crash"},
+                               "spec": pod_spec(node.test_image, ["crash", "3"])})
+
+    def status() -> dict:
+        return (get(cluster, namespace, "pod", "crash")["status"].get("containerStatuses") or [{}])[0]
+
+    st = wait_for(lambda: (s := status()).get("restartCount", 0) >= 1 and s.get("lastState", {}).get("terminated") and s,
+                  timeout=60, message="a restart after the crash")
+    assert st["lastState"]["terminated"]["exitCode"] == 3
+    assert st["lastState"]["terminated"]["reason"] == "Error"
+    assert "crashing with exit code 3" in cluster.kubectl("logs", "crash", "-n", namespace, "--previous").stdout
+    wait_for(lambda: status().get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff",
+             timeout=60, message="CrashLoopBackOff")
+
+
+def test_gpu_deployment_lands_on_the_real_node_and_untolerating_pods_do_not(cluster, node, namespace):
+    labels = {"app": "gpu"}
+    spec = pod_spec(node.test_image, ["serve", "8080"], container=serving_container())
+    spec["containers"][0]["resources"]["limits"][GPU_RESOURCE] = "1"
+    apply(cluster, namespace, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpu"},
+                               "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                                        "template": {"metadata": {"labels": labels}, "spec": spec}}})
+    pod = wait_for(lambda: next((p for p in pods(cluster, namespace, "app=gpu") if is_ready(p)), None),
+                   timeout=60, message="the GPU pod Ready")
+    assert pod["spec"]["nodeName"] == NODE_NAME
+    assert pod["spec"]["containers"][0]["resources"]["requests"][GPU_RESOURCE] == "1"
+    # Without the toleration a GPU pod goes to a kwok node, never to the real one.
+    plain = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "plain"},
+             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "plain"}}, "template": {
+                 "metadata": {"labels": {"app": "plain"}},
+                 "spec": {"containers": [{"name": "main", "image": "registry.invalid/x:1",
+                                          "resources": {"limits": {GPU_RESOURCE: "1"}}}]}}}}
+    apply(cluster, namespace, plain)
+    placed = wait_for(lambda: (ps := pods(cluster, namespace, "app=plain")) and len(ps) == 3 and
+                      all(p["spec"].get("nodeName") for p in ps) and ps, timeout=60, message="3 pods scheduled")
+    assert {p["spec"]["nodeName"] for p in placed} <= {"gpu-node-0", "gpu-node-1"}
+
+
+def _sockets(pid: int, established: bool) -> set[str]:
+    args = ["ss", "-H", "-tnp", "state", "established"] if established else ["ss", "-H", "-ltnp"]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    # Column 3 is the local address when listening, the peer's with a state filter (no State column).
+    return {line.split()[3].rsplit(":", 1)[0].strip("[]") for line in out.splitlines() if f"pid={pid}," in line}
+
+
+def test_node_components_listen_and_connect_only_on_loopback_and_the_harness_bridges(cluster, node, namespace):
+    """The loopback-only rule of the control plane, widened by exactly the node IP and pod range."""
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probed"},
+                               "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())})
+    wait_for(lambda: is_ready(get(cluster, namespace, "pod", "probed")), timeout=60, message="pod Ready")
+    cluster.kubectl("logs", "probed", "-n", namespace)  # the API server -> kubelet connection
+
+    def allowed(addr: str) -> bool:
+        if addr in ("127.0.0.1", "::1", "::ffff:127.0.0.1", NODE_IP, "*", "0.0.0.0", "::"):
+            return addr not in ("*", "0.0.0.0", "::")
+        try:
+            return ipaddress.ip_address(addr) in ipaddress.ip_network(POD_CIDR)
+        except ValueError:
+            return False
+
+    listening = {n: _sockets(cluster.pids[n], False) for n in ("kubelet", "containerd", "kube-proxy")}
+    assert NODE_IP in listening["kubelet"], listening
+    connected = {n: _sockets(pid, True) for n, pid in cluster.pids.items()}
+    for name, addrs in {**{f"{k} (listen)": v for k, v in listening.items()}, **connected}.items():
+        assert all(allowed(a) for a in addrs), f"{name}: {addrs}"
+
+
+def _restart(cluster, node: RealNode) -> None:
+    node.start(cluster)
+    cluster.save_state()
+    wait_for(lambda: is_ready(get(cluster, "default", "node", NODE_NAME)), timeout=90, message="real node Ready again")
+
+
+def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, namespace):
+    """Stop with a running pod (sandbox, netns, veth, rootfs, cgroups, a Service's iptables rules):
+    afterwards the machine matches the snapshot taken before the node started."""
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "left", "labels": {"app": "left"}},
+                               "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())})
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "left"},
+                               "spec": {"selector": {"app": "left"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    wait_for(lambda: is_ready(get(cluster, namespace, "pod", "left")), timeout=60, message="pod Ready")
+    pids = [cluster.pids[n] for n in ("containerd", "kubelet", "kube-proxy")]
+    during = machine.snapshot()
+    assert any(r.startswith("iptables nat -A KUBE-SERVICES") for r in during["iptables"])  # the state is real
+    t0 = time.monotonic()
+    node.stop(cluster)
+    print(f"\nreal node stop: {time.monotonic() - t0:.1f}s")
+    try:
+        assert node.last_leftovers == {}, node.last_leftovers
+        assert not any(os.path.exists(f"/proc/{p}") for p in pids)
+        assert not machine.processes_under(str(node.dir))
+        again = node.cleanup()  # idempotent: nothing left to undo
+        assert all(done == [] for done in again.values()), again
+    finally:
+        _restart(cluster, node)
+
+
+def test_cleanup_after_a_killed_node_leaves_nothing_behind(cluster, node, namespace):
+    """What `make cluster-down` does after a crashed harness: every node process SIGKILLed with a pod
+    running, then the cleanup from the state recorded in the work dir."""
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan"},
+                               "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())})
+    wait_for(lambda: is_ready(get(cluster, namespace, "pod", "orphan")), timeout=60, message="pod Ready")
+    shims = machine.processes_under(str(node.dir), ("containerd-shim-runc-v2",))
+    assert shims, "a running pod has a shim"
+    for name in ("kube-proxy", "kubelet", "containerd"):
+        comp = cluster.components.pop(name)
+        os.kill(comp.pid, signal.SIGKILL)
+        comp.stop()  # only reaps it: it is dead already
+    try:
+        recorded = RealNode.from_state(cluster.workdir)
+        recorded.cleanup()
+        assert recorded.leftovers() == {}
+    finally:
+        cluster.kubectl("delete", "node", NODE_NAME, "--wait=false", check=False)
+        _restart(cluster, node)
