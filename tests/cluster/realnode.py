@@ -55,6 +55,12 @@ Network:
 - a route for the Service CIDR onto `cfo-node`, so an untranslated Service address can never leave
   through the uplink, and a blackhole route for kwok's fake pod range 10.0.0.0/16, so nothing can
   reach a kwok pod's (fake) address by accident, even through a Service.
+- an iptables chain CAUSALFLOW-REALNODE first in FORWARD drops what pods send through the host to
+  anywhere but the pod bridge (the bridge plugin turns on ip_forward): no pod packet leaves the
+  machine, even from a pod that tries.
+- the API server listens on 127.0.0.1 only, which pods cannot reach: a TCP relay on the node IP
+  (tests/cluster/tcp_relay.py) behind an EndpointSlice of the `kubernetes` Service gives pods the
+  in-cluster way in (10.96.0.1:443, the serving cert names it).
 
 ## What stop undoes (saved at start in node-state.json, so `make cluster-down` can redo it)
 Pods first (cordon, delete, wait: kubelet runs CNI DEL), then `crictl rmp` of what is left,
@@ -71,6 +77,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,7 +104,8 @@ KWOK_CIDR = "10.0.0.0/16"  # kwok's --cidr (cluster.py)
 SERVICE_CIDR = "10.96.0.0/16"  # the API server's --service-cluster-ip-range (cluster.py)
 CGROUP_ROOT = "causalflow-realnode"
 NODE_USERS = ("causalflow-real-node", "causalflow-kube-proxy")
-COMPONENTS = ("containerd", "kubelet", "kube-proxy")
+COMPONENTS = ("containerd", "kubelet", "kube-proxy", "apiserver-relay")
+FIREWALL_CHAIN = "CAUSALFLOW-REALNODE"
 # Sysctls kubelet (setupKernelTunables), the bridge plugin and kube-proxy may change.
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward",
@@ -353,6 +361,7 @@ class RealNode:
                    iptables_baseline=sorted(baseline["iptables"]), nft_baseline=sorted(baseline["nft"]),
                    paths_baseline=sorted(baseline["paths"]), links=[], routes=[], cgroup_root=None)
         self._network()
+        self._firewall()
         self._save(cgroup_root=CGROUP_ROOT)
         machine.make_cgroup(CGROUP_ROOT)
         self._write_files(cluster)
@@ -363,6 +372,7 @@ class RealNode:
         self._start_kubelet(cluster)
         self._advertise_gpus(cluster)
         self._start_kube_proxy(cluster)
+        self._in_cluster_api(cluster)
         self.ready_seconds = time.monotonic() - t0
 
     @staticmethod
@@ -477,6 +487,38 @@ class RealNode:
 
         cluster._wait_ready(f"{GPU_RESOURCE} on {NODE_NAME}", advertised, 60)
 
+    def _in_cluster_api(self, cluster: LocalCluster) -> None:
+        """Pods reach the API server the in-cluster way: the `kubernetes` Service (10.96.0.1:443)
+        -> an EndpointSlice on the node IP -> tests/cluster/tcp_relay.py -> 127.0.0.1."""
+        port = cluster.ports["apiserver"]  # free on the node IP: the API server binds 127.0.0.1 only
+        cluster._component("apiserver-relay", [sys.executable, "-m", "tests.cluster.tcp_relay",
+                                               f"--listen={NODE_IP}:{port}", f"--to=127.0.0.1:{port}"],
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        self._pids(cluster)
+        cluster.apply({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes-real-node", "namespace": "default",
+                         "labels": {"kubernetes.io/service-name": "kubernetes",
+                                    "endpointslice.kubernetes.io/managed-by": "causalflow-harness"}},
+            "addressType": "IPv4", "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        })
+
+        def relaying() -> bool:
+            with socket.create_connection((NODE_IP, port), timeout=2):
+                return True
+
+        cluster._wait_ready("apiserver-relay", relaying, 30)
+
+    def _firewall(self) -> None:
+        """Pod traffic may go to the host and to other pods, never through the host to elsewhere."""
+        for argv in (["-N", FIREWALL_CHAIN],
+                     ["-A", FIREWALL_CHAIN, "-i", POD_BRIDGE, "!", "-o", POD_BRIDGE, "-j", "DROP"],
+                     ["-I", "FORWARD", "1", "-j", FIREWALL_CHAIN]):
+            proc = subprocess.run(["iptables", "-w", "5", *argv], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RealNodeError(f"iptables {' '.join(argv)}: {proc.stderr.strip()}")
+
     def _start_kube_proxy(self, cluster: LocalCluster) -> None:
         cluster._component("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}"],
                            env={**os.environ, "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"})
@@ -514,7 +556,7 @@ class RealNode:
         """Pods, then processes, then everything they changed on the machine."""
         self.drain(cluster)
         if cluster is not None:
-            for name in ("kube-proxy", "kubelet"):
+            for name in ("apiserver-relay", "kube-proxy", "kubelet"):
                 comp = cluster.components.pop(name, None)
                 if comp is not None:
                     comp.stop()

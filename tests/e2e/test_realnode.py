@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.cluster import machine
-from tests.cluster.realnode import (GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
+from tests.cluster.realnode import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
                                     TAINT_KEY, TOLERATION, RealNode)
 from tests.e2e.waiting import wait_for
 
@@ -80,6 +80,8 @@ def test_real_node_is_ready_labelled_tainted_and_advertises_gpus(cluster, node):
     info = real["status"]["nodeInfo"]
     assert info["kubeletVersion"] == "v1.36.3"
     assert info["containerRuntimeVersion"] == "containerd://2.4.2"
+    drop = subprocess.run(["iptables", "-S", FIREWALL_CHAIN], capture_output=True, text=True).stdout
+    assert f"-A {FIREWALL_CHAIN} -i cfo-pods ! -o cfo-pods -j DROP" in drop  # no pod packet leaves the machine
     kwok = json.loads(cluster.kubectl("get", "nodes", "-l", f"{NODE_KIND_LABEL}=kwok", "-o", "json").stdout)["items"]
     assert kwok and all(n["metadata"]["annotations"].get("kwok.x-k8s.io/node") == "fake" for n in kwok)
     print(f"\nreal node Ready {node.ready_seconds:.1f}s after its start")
@@ -99,6 +101,28 @@ def test_pod_runs_with_a_real_ip_passes_its_probe_and_serves_logs_and_exec(clust
     assert "causalflow-nodetest: serving on :8080 as web" in logs
     out = cluster.kubectl("exec", "web", "-n", namespace, "--", "/causalflow-nodetest", "echo", "hello", "from", "exec")
     assert out.stdout.strip() == "hello from exec"
+    # No cluster DNS and never the machine's resolver: the pod's resolv.conf names no nameserver.
+    resolv = cluster.kubectl("exec", "web", "-n", namespace, "--", "/causalflow-nodetest", "cat", "/etc/resolv.conf")
+    assert "nameserver" not in resolv.stdout
+
+
+def test_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_token(cluster, node, namespace):
+    apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client"},
+                               "spec": pod_spec(node.test_image, ["serve", "8080"], container=serving_container())})
+    wait_for(lambda: is_ready(get(cluster, namespace, "pod", "client")), timeout=60, message="pod Ready")
+    ip = get(cluster, "default", "service", "kubernetes")["spec"]["clusterIP"]
+
+    def fetch(path: str) -> list[str]:
+        out = cluster.kubectl("exec", "client", "-n", namespace, "--", "/causalflow-nodetest", "get",
+                              f"https://{ip}:443{path}", check=False)
+        return out.stdout.split("\n", 1) if out.returncode == 0 else [out.stderr]
+
+    status, body = wait_for(lambda: (r := fetch("/version"))[0] == "200" and r, timeout=30,
+                            message=f"GET https://{ip}/version from the pod (TLS verified with its CA)")
+    assert json.loads(body)["gitVersion"] == "v1.36.3"
+    # Authenticated as its ServiceAccount, which may not list nodes: a 403 naming it, not a 401.
+    status, body = fetch("/api/v1/nodes")
+    assert status == "403" and f"system:serviceaccount:{namespace}:default" in body
 
 
 def test_cluster_ip_service_routes_from_the_host_to_both_pods(cluster, node, namespace):
@@ -246,7 +270,7 @@ def test_cleanup_after_a_killed_node_leaves_nothing_behind(cluster, node, namesp
     wait_for(lambda: is_ready(get(cluster, namespace, "pod", "orphan")), timeout=60, message="pod Ready")
     shims = machine.processes_under(str(node.dir), ("containerd-shim-runc-v2",))
     assert shims, "a running pod has a shim"
-    for name in ("kube-proxy", "kubelet", "containerd"):
+    for name in ("apiserver-relay", "kube-proxy", "kubelet", "containerd"):
         comp = cluster.components.pop(name)
         os.kill(comp.pid, signal.SIGKILL)
         comp.stop()  # only reaps it: it is dead already

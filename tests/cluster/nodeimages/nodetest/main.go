@@ -4,16 +4,23 @@
 //	echo WORDS...    print WORDS (what `kubectl exec` runs)
 //	crash [code]     print a line and exit with code (default 3)
 //	oom              allocate and touch memory until the kernel kills it
+//	cat FILE         print FILE (the image has no shell)
+//	get URL          GET URL as the pod's ServiceAccount (its token and CA), print status and body
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 )
+
+const saDir = "/var/run/secrets/kubernetes.io/serviceaccount/"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -33,6 +40,15 @@ func main() {
 		}
 		fmt.Printf("causalflow-nodetest: crashing with exit code %d\n", code)
 		os.Exit(code)
+	case "cat":
+		data, err := os.ReadFile(args[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(data)
+	case "get":
+		get(args[0])
 	case "oom":
 		var keep [][]byte
 		for {
@@ -62,4 +78,25 @@ func serve(args []string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+func get(url string) {
+	pool := x509.NewCertPool()
+	if ca, err := os.ReadFile(saDir + "ca.crt"); err == nil {
+		pool.AppendCertsFromPEM(ca)
+	}
+	client := &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token, err := os.ReadFile(saDir + "token"); err == nil {
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d\n%s\n", resp.StatusCode, body)
 }
