@@ -9,12 +9,13 @@ informer cache). Three sources feed it, all on the event loop's thread:
 - a miss in a namespace whose kinds were never listed is read once with a GET (``fetch``) and
   remembered, also when absent.
 
-``resourceVersion`` is opaque (only compared for equality, as the API conventions ask). A watch
-stream delivers each resource's events in order, so after a write whose result carries version
-V, every event of that object before V's own is older than what the store holds: they are
-skipped until V's event arrives (then dropped as a duplicate) or ``OWN_WRITE_SECONDS`` pass (a
-re-list may compact V away). ``observe`` says whether an event brought news, which is what
-wakes the owner's reconcile: the echo of the operator's own write does not.
+``resourceVersion`` is opaque (only compared for equality, as the API conventions ask), and kopf
+coalesces a burst of events of one object into its latest, so the event of a given version may
+never arrive. After the operator's own write the store keeps what the API server returned and
+skips watch events that do not carry the applied-hash annotation it just wrote: they were sent
+before the write. The first event with that hash (the write's own, or a later one) ends the
+skipping, as does ``OWN_WRITE_SECONDS``. ``observe`` says whether an event brought news, which is
+what wakes the owner's reconcile: the echo of the operator's own write does not.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ DELETED = "<deleted>"
 
 def rv(obj: Mapping[str, Any] | None) -> str | None:
     return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
+def applied_hash(obj: Mapping[str, Any] | None) -> str | None:
+    """The hash of what the operator last applied to this object (plan.stamp)."""
+    return (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(naming.APPLIED_HASH_KEY)
 
 
 @dataclass
@@ -83,10 +89,10 @@ class Store:
             return had
         current = self.objects.get(key)
         if current is not None and rv(current) == rv(obj) and rv(obj) is not None:
-            self._own.pop(key, None)
             return False  # the echo of our own write, or a re-list of what we hold
         if own is not None and event_type is not None and self.clock() - own[1] < OWN_WRITE_SECONDS:
-            return False  # older than our own write (the stream is ordered): we hold newer
+            if own[0] == DELETED or applied_hash(obj) != own[0]:
+                return False  # sent before our own write: we hold newer
         self._own.pop(key, None)
         self.objects[key] = dict(obj)
         return True
@@ -113,7 +119,7 @@ class Store:
             self._own[key] = (DELETED, self.clock())
             return
         self.objects[key] = dict(result)
-        self._own[key] = (rv(result) or "", self.clock())
+        self._own[key] = (applied_hash(result) or "", self.clock())
 
     def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:
         """A GET on a miss: remember the answer unless a watch event got there first."""

@@ -9,9 +9,11 @@ never reconciled by two workers at once. Deadlines (settle/startup/progress, sch
 resync) are delayed wake-ups, failures back off exponentially, Events are posted by a
 background task (events.py), never inside the reconcile.
 
-``resourceVersion`` is opaque: compared for equality only. After the operator's own status
-patch the returned body is kept and the watch events before that version's own are skipped
-(the stream is ordered, they are older); the version's own event is dropped as a duplicate.
+``resourceVersion`` is opaque: compared for equality only. Only the operator writes an
+OcrService's status, so after its own status patch the returned body is kept and watch events
+of the same generation whose status differs from the one written are skipped (they were sent
+before the patch; kopf may coalesce the patch's own event away); one that carries the written
+status, or a newer generation, ends the skipping.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Controller:
         self.max_backoff = max_backoff
         self.namespaces = namespaces  # None: every namespace
         self.cache: dict[Key, dict[str, Any]] = {}
-        self.own: dict[Key, tuple[str, float]] = {}  # rv of our last status write, not yet seen
+        self.own: dict[Key, tuple[dict[str, Any], float]] = {}  # our last status write, until seen
         self.store = Store()
         self.queue: WorkQueue[Key] = WorkQueue(qps=qps, burst=max(1, int(2 * qps)))
         self.recorder = Recorder(self._post_event, self._bump_event)
@@ -77,11 +79,13 @@ class Controller:
         cached = self.cache.get(key)
         same_uid = cached is not None and cached["metadata"].get("uid") == md.get("uid")
         if same_uid and rv(obj) is not None and rv(obj) == rv(cached):
-            self.own.pop(key, None)
             return  # the echo of our own status patch, or a re-list of what we hold
         own = self.own.get(key)
-        if same_uid and own is not None and event_type is not None and time.monotonic() - own[1] < OWN_WRITE_SECONDS:
-            return  # from before our own status patch: we hold a newer body
+        if (same_uid and own is not None and event_type is not None
+                and time.monotonic() - own[1] < OWN_WRITE_SECONDS
+                and md.get("generation") == own[0].get("metadata", {}).get("generation")
+                and obj.get("status") != own[0].get("status")):
+            return  # sent before our own status patch: we hold a newer body
         self.own.pop(key, None)
         spec_changed = cached is None or not same_uid or (cached["metadata"].get("generation")
                                                           != md.get("generation"))
@@ -223,9 +227,9 @@ class Controller:
         self.writes += result.writes
         self.failures.pop(key, None)
         if result.status is not None and key in self.cache:
-            # Newer than anything the watch delivered so far (the stream is ordered).
+            # What the API server holds after our patch: newer than any event received so far.
             self.cache[key] = result.status
-            self.own[key] = (rv(result.status) or "", time.monotonic())
+            self.own[key] = (result.status, time.monotonic())
             if result.status["metadata"].get("generation") != owner["metadata"].get("generation"):
                 self.enqueue(key, urgent=True)  # the spec changed while we reconciled
         now = dt.datetime.now(dt.timezone.utc)

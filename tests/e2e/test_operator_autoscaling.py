@@ -88,3 +88,42 @@ def test_scaling_active_reports_the_hpa_reason_when_the_metric_is_missing(cluste
     assert cond["reason"] == "FailedGetPodsMetric", cond
     assert "ocr_queue_depth" in cond["message"]
     assert ocr.wait_ready("web")  # a missing metric does not make the service unready
+
+
+def test_a_schedule_window_with_min_replicas_zero_scales_to_zero_and_its_end_restores_min_replicas(ocr, ocr_operator):
+    """The window opens a minute ago and ends at the next minute boundary (two if that is
+    under 15 s away): inside it no HPA and 0 pods; within a minute after it, HPA and pods back."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    end = (now + dt.timedelta(minutes=1 if now.second < 45 else 2)).replace(second=0, microsecond=0)
+    window = {"name": "nights", "start": (now - dt.timedelta(minutes=1)).strftime("%H:%M"),
+              "end": end.strftime("%H:%M"), "minReplicas": 0}
+    ocr.apply(ocrservice("web", autoscaling={"minReplicas": 2, "maxReplicas": 3, "schedules": [window]}))
+    obj = wait_for(lambda: (lambda o: o if o and o.get("status", {}).get("activeSchedule") == "nights"
+                            and ocr.condition(o, "Ready").get("reason") == "ScaledToZero" else None)(ocr.get("ocrs", "web")),
+                   timeout=30, message="scaled to zero by the window")
+    assert ocr.get("hpa", "web") is None
+    assert ocr.get("deployment", "web")["spec"]["replicas"] == 0
+    assert "nights" in ocr.condition(obj, "ScalingActive")["message"]
+    assert not [e for e in ocr.events("web") if e["type"] == "Warning"], ocr.events("web")
+
+    wait = (end - dt.datetime.now(dt.timezone.utc)).total_seconds()
+    hpa = wait_for(lambda: ocr.get("hpa", "web"), timeout=wait + 60, interval=1, message="HPA back after the window")
+    assert hpa["spec"]["minReplicas"] == 2
+    restored = dt.datetime.now(dt.timezone.utc)
+    assert (restored - end).total_seconds() < 60, f"restored {restored - end} after the window"
+    wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] >= 2, timeout=15,
+             message="minReplicas pods asked for again")
+    obj = ocr.wait_ready("web", timeout=60)
+    assert "activeSchedule" not in obj["status"]
+
+
+def test_kubectl_scale_on_an_autoscaled_service_is_refused_with_a_clear_message(ocr, ocr_operator):
+    ocr.apply(ocrservice("web", autoscaling={"minReplicas": 1, "maxReplicas": 3}))
+    ocr.wait_ready("web")
+    proc = ocr.cluster.kubectl("scale", "ocrs", "web", "-n", ocr.ns, "--replicas=3", check=False)
+    assert proc.returncode != 0
+    assert "spec.replicas" in proc.stderr and "kubectl scale` does not apply" in proc.stderr, proc.stderr
+    assert "replicas" not in ocr.get("ocrs", "web")["spec"]
+    assert ocr.get("hpa", "web")["spec"]["maxReplicas"] == 3

@@ -5,9 +5,10 @@ from __future__ import annotations
 from ocr_operator.cache import OWN_WRITE_SECONDS, Store
 
 
-def svc(rv: str, port: int = 8000, name: str = "web") -> dict:
+def svc(rv: str, port: int = 8000, name: str = "web", applied: str = "h1") -> dict:
     return {"kind": "Service", "metadata": {"name": name, "namespace": "a", "resourceVersion": rv,
-                                            "labels": {"app.kubernetes.io/instance": name}},
+                                            "labels": {"app.kubernetes.io/instance": name},
+                                            "annotations": {"ocr.causalflow.dev/applied-hash": applied}},
             "spec": {"ports": [{"port": port}]}}
 
 
@@ -30,20 +31,29 @@ def test_a_watch_event_is_news_once_and_its_repeat_is_not():
 def test_our_own_write_is_stored_at_once_and_its_echo_is_no_news():
     now = [0.0]
     s = Store(clock=lambda: now[0])
-    s.observe("ADDED", svc("1"))
-    s.wrote("Service", "a", "web", svc("opaque-7"))
-    assert s.observe("MODIFIED", svc("older-x")) is False     # before our write in the stream
+    s.observe("ADDED", svc("1", applied="old"))
+    s.wrote("Service", "a", "web", svc("opaque-7", applied="new"))
+    # sent before our write (older hash), whatever its opaque version: skipped
+    assert s.observe("MODIFIED", svc("zz-older", applied="old")) is False
     assert s.get(KEY)["metadata"]["resourceVersion"] == "opaque-7"
-    assert s.observe("MODIFIED", svc("opaque-7")) is False    # the echo
-    assert s.observe("MODIFIED", svc("after", 1)) is True      # someone else, after us
+    assert s.observe("MODIFIED", svc("opaque-7", applied="new")) is False    # the echo
+    assert s.observe("MODIFIED", svc("after", 1, applied="new")) is True     # someone else, after us
+
+
+def test_when_the_echo_is_coalesced_away_the_next_event_with_our_hash_is_taken():
+    now = [0.0]
+    s = Store(clock=lambda: now[0])
+    s.wrote("Service", "a", "web", svc("7", applied="new"))
+    assert s.observe("MODIFIED", svc("9", 1, applied="new")) is True  # the write's own event never came
+    assert s.observe("MODIFIED", svc("10", 2, applied="old-by-someone")) is True  # skipping has ended
 
 
 def test_an_expired_own_write_marker_no_longer_hides_events():
     now = [0.0]
     s = Store(clock=lambda: now[0])
-    s.wrote("Service", "a", "web", svc("5"))
+    s.wrote("Service", "a", "web", svc("5", applied="new"))
     now[0] += OWN_WRITE_SECONDS + 1
-    assert s.observe("MODIFIED", svc("6", 1)) is True
+    assert s.observe("MODIFIED", svc("6", 1, applied="old")) is True
 
 
 def test_a_miss_is_unknown_until_listed_or_fetched_and_absence_is_remembered():

@@ -42,24 +42,41 @@ def test_resource_versions_are_opaque_strings_never_compared_as_numbers():
 
 def test_after_our_own_status_patch_older_events_are_skipped_and_its_echo_wakes_nothing():
     async def go():
+        import time
         c = Controller(NoKube())
         key = ("a", "web")
         c.observe(None, body(rv="x1"))
         c.queue.pop()
         c.queue.done(key)
         # what a reconcile does after its status patch
-        import time
-        c.cache[key] = body(rv="x3")
-        c.own[key] = ("x3", time.monotonic())
-        c.observe("MODIFIED", body(rv="x2"))   # from before our patch
+        ours = {**body(rv="x3"), "status": {"phase": "new"}}
+        c.cache[key] = ours
+        c.own[key] = (ours, time.monotonic())
+        c.observe("MODIFIED", {**body(rv="x2"), "status": {"phase": "old"}})   # sent before our patch
         older_kept = c.cache[key]["metadata"]["resourceVersion"]
-        c.observe("MODIFIED", body(rv="x3"))   # the echo of our patch
+        c.observe("MODIFIED", {**body(rv="x3"), "status": {"phase": "new"}})   # the echo of our patch
         queued_after_echo = len(c.queue)
-        c.observe("MODIFIED", body(rv="x4", generation=2))  # someone changed the spec
+        c.observe("MODIFIED", {**body(rv="x4", generation=2), "status": {"phase": "new"}})  # spec changed
         return older_kept, queued_after_echo, c.cache[key]["metadata"]["resourceVersion"], dict(c.queue.waiting)
     older, queued, newest, waiting = run(go())
     assert older == "x3" and queued == 0 and newest == "x4"
     assert waiting == {("a", "web"): "urgent"}
+
+
+def test_a_spec_change_right_after_our_patch_is_not_lost_when_the_echo_was_coalesced():
+    async def go():
+        import time
+        c = Controller(NoKube())
+        key = ("a", "web")
+        c.observe(None, body(rv="x1"))
+        c.queue.pop()
+        c.queue.done(key)
+        ours = {**body(rv="x3"), "status": {"phase": "new"}}
+        c.cache[key] = ours
+        c.own[key] = (ours, time.monotonic())
+        c.observe("MODIFIED", {**body(rv="x5", generation=2), "status": {"phase": "new"}})
+        return c.cache[key]["metadata"]["generation"], len(c.queue)
+    assert run(go()) == (2, 1)
 
 
 def test_a_wake_up_during_a_reconcile_runs_it_once_more_afterwards():
