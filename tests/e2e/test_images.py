@@ -1,0 +1,89 @@
+"""The three images built from the real Dockerfiles (tests/cluster/images.py): config and a real run.
+
+No node is involved: these read the built images' OCI config with `buildah inspect` and run the
+images' own entry points in throwaway containers under runc, with no network (loopback only).
+`ensure_images()` builds what is missing (cold: the server image's torch install; warm: nothing).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cluster import images as img
+
+pytestmark = [pytest.mark.realnode, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def built() -> img.Images:
+    return img.ensure_images()
+
+
+@pytest.fixture(scope="module")
+def buildah() -> img.Buildah:
+    return img.Buildah(img.state_dir())
+
+
+def env_of(config: dict) -> dict[str, str]:
+    return dict(e.split("=", 1) for e in config.get("Env") or ())
+
+
+def test_refs_are_content_addressed_and_archives_exist(built):
+    assert built.server.startswith("localhost/causalflow-ocr-server:")
+    assert built.server_tiny.startswith("localhost/causalflow-ocr-server-tiny:")
+    assert built.operator.startswith("localhost/causalflow-ocr-operator:")
+    assert len({ref.rpartition(":")[2] for ref in built.refs}) == 3
+    for ref in built.refs:
+        archive = built.archive(ref)
+        assert archive.is_file() and archive.stat().st_size > 10 * 2**20, archive
+    with pytest.raises(ValueError):
+        built.archive("localhost/something-else:1")
+
+
+def test_operator_image_config_is_non_root_with_its_entrypoint_and_liveness_port(built, buildah):
+    config = buildah.config(built.operator)
+    assert config["User"] == "65532:65532"
+    assert config["Entrypoint"] == ["python", "-m", "ocr_operator"] and config["Cmd"] == ["--all-namespaces"]
+    assert env_of(config)["OCR_OPERATOR_LIVENESS_PORT"] == "8080" and "8080/tcp" in config["ExposedPorts"]
+
+
+def test_server_images_config_user_entrypoint_port_and_model_location(built, buildah):
+    for ref in (built.server, built.server_tiny):
+        config = buildah.config(ref)
+        env = env_of(config)
+        assert config["User"] == "10001:10001", ref
+        assert config["Entrypoint"] == ["python", "-m", "ocr_server"], ref
+        assert "8080/tcp" in config["ExposedPorts"] and env["PORT"] == "8080", ref
+        assert (env["CACHE_DIR"], env["MODEL_NAME"]) == ("/models", "deepseek-ai/DeepSeek-OCR-2"), ref
+        assert env["HF_HUB_OFFLINE"] == "1" and "PIP_NO_CACHE_DIR" not in env, ref
+
+
+def test_operator_image_runs_its_help_as_non_root(built, buildah):
+    result = buildah.run_image(built.operator, "sh", "-c", "id -u && python -m ocr_operator --help", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    uid, _, usage = result.stdout.partition("\n")
+    assert uid == "65532"
+    assert "usage: ocr-operator" in usage and "--all-namespaces" in usage
+
+
+def test_tiny_server_image_carries_the_model_at_cache_dir_model_name_and_the_plain_one_does_not(built, buildah):
+    probe = "test -f /models/deepseek-ai/DeepSeek-OCR-2/config.json && echo present || echo absent"
+    assert buildah.run_image(built.server_tiny, "sh", "-c", probe, timeout=120).stdout.strip() == "present"
+    assert buildah.run_image(built.server, "sh", "-c", probe, timeout=120).stdout.strip() == "absent"
+
+
+def test_tiny_server_image_starts_the_server_and_answers_health_on_loopback(built, buildah):
+    """The image's own entry point, defaults only (no env, no volume): the baked tiny model loads on
+    the CPU and /health turns 200. curl runs inside the container, on its own loopback."""
+    script = (
+        "python -m ocr_server > /tmp/server.log 2>&1 & "
+        "for i in $(seq 1 240); do "
+        "  if curl -fsS http://127.0.0.1:8080/health; then exit 0; fi; sleep 1; "
+        "done; cat /tmp/server.log; exit 1"
+    )
+    result = buildah.run_image(built.server_tiny, "sh", "-c", script, timeout=400)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    health = json.loads(result.stdout.strip().splitlines()[-1])
+    assert health["status"] == "ok" and health["tiny"] is True and health["device"] == "cpu", health
