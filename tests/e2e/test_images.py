@@ -13,7 +13,8 @@ import pytest
 
 from tests.cluster import images as img
 
-pytestmark = [pytest.mark.realnode, pytest.mark.slow]
+# A cold first build (torch, 6 GB of layers, two archives) takes well over pytest's default 900 s here.
+pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
 @pytest.fixture(scope="module")
