@@ -22,20 +22,22 @@ CUDA libraries, hence a ~6 GB server image; the server runs on the CPU with DEVI
 
 Images are tagged by content (Dockerfile, ignore file, build arguments, base image id and every
 file the Dockerfile copies), so a changed source gives a new tag and an unchanged one is not
-rebuilt. Each is exported as a docker-archive that `ctr -n k8s.io images import` reads; the export
-is skipped when the image id is unchanged. State lives in
+rebuilt. `Images.archive(ref)` exports one as a docker-archive that `ctr -n k8s.io images import`
+reads, on first use (only what a caller imports is written) and again only when the image id
+changed. State lives in
 `$CAUSALFLOW_CACHE/images/buildah-<version>/` (default ~/.cache/causalflow-ocr), so re-runs are warm.
 
     images = ensure_images()
     images.server_tiny                 # localhost/causalflow-ocr-server-tiny:<hash>
     images.archive(images.operator)    # Path of its docker-archive
 
-`python -m tests.cluster.images [--json]` builds them and prints refs, sizes and timings.
+`python -m tests.cluster.images [--json]` builds and exports them and prints refs, sizes and timings.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -78,12 +80,19 @@ class Images:
     server_tiny: str
     operator: str
     archive_dir: Path = field(default_factory=lambda: state_dir() / "archives")
+    log: Log = field(default=print, compare=False, repr=False)
 
     def archive(self, ref: str) -> Path:
-        """The docker-archive of `ref` (one of this object's refs), for `ctr images import`."""
-        if ref not in (self.server, self.server_tiny, self.operator):
+        """The docker-archive of `ref` (one of this object's refs), for `ctr images import`.
+
+        Exported on first use (a server archive is 6 GB and a minute or two to write, so only the
+        images a caller imports are written) and again only when the image id changed."""
+        if ref not in self.refs:
             raise ValueError(f"{ref!r} is not one of these images: {self.server}, {self.server_tiny}, {self.operator}")
-        return self.archive_dir / archive_name(ref)
+        path = self.archive_dir / archive_name(ref)
+        state = self.archive_dir.parent
+        with _locked(state):
+            return export_archive(Buildah(state), ref, path, self.log, {})
 
     @property
     def refs(self) -> tuple[str, str, str]:
@@ -441,8 +450,17 @@ def _prune_images(b: Buildah, keep: set[str]) -> None:
                 subprocess.run(b.argv("rmi", name), capture_output=True, env=b.env)
 
 
+@contextlib.contextmanager
+def _locked(state: Path) -> Iterator[None]:
+    """One builder or exporter at a time per state directory (the harness and a person)."""
+    state.mkdir(parents=True, exist_ok=True)
+    with (state / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> Images:
-    """Build what is missing or out of date, export the archives, return the refs.
+    """Build what is missing or out of date and return the refs; `Images.archive(ref)` exports.
 
     Serialised with a lock file, so two callers (the harness and a person) never build at once.
     """
@@ -450,20 +468,17 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> 
     ensure_tools(log)
     state = state_dir()
     b = Buildah(state)
-    with (state / "lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(state):
         t0 = time.monotonic()
         refs: dict[str, str] = {}
         for spec in BUILDS:
             if spec.name == "server_tiny":
                 spec = replace(spec, build_args=spec.build_args + (("BAKE_MODEL_FROM", ensure_tiny_model(log)),))
             refs[spec.name] = build_image(b, spec, log, timings)
-        images = Images(archive_dir=state / "archives", **refs)
+        images = Images(archive_dir=state / "archives", log=log, **refs)
         _prune_images(b, set(images.refs))
         _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs})
-        for ref in images.refs:
-            export_archive(b, ref, images.archive(ref), log, timings)
-        timings["total_s"] = round(time.monotonic() - t0, 1)
+        timings["build_total_s"] = round(time.monotonic() - t0, 1)
     return images
 
 
@@ -472,7 +487,7 @@ def describe(images: Images) -> dict:
     b = Buildah(state_dir())
     out = {}
     for name, ref in (("server", images.server), ("server_tiny", images.server_tiny), ("operator", images.operator)):
-        archive = images.archive(ref)
+        archive = images.archive_dir / archive_name(ref)
         out[name] = {
             "ref": ref,
             "id": b.image_id(ref),
@@ -493,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImageBuildError as exc:
         print(f"images: {exc}", file=sys.stderr)
         return 1
+    for ref in images.refs:
+        t0 = time.monotonic()
+        images.archive(ref)
+        timings[f"archive_{archive_name(ref)}_s"] = round(time.monotonic() - t0, 1)
     info = describe(images)
     if args.json:
         print(json.dumps({"images": info, "timings": timings}, indent=2))
