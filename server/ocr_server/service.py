@@ -24,12 +24,12 @@ from .cache import ResultCache, cache_key
 from .config import ServerConfig
 from .dense import SplitPlan, merge_parts, plan_split, rebase_grounding
 from .documents import load_document, parse_pages
-from .errors import BadInput, ModelLoading, OcrError
+from .errors import BadInput, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
 from .parsing import parse_output, strip_special
 from .protocol import OcrOptions, OcrResponse
-from .streaming import Delta, Done, Event, IncrementalDecoder, Started
+from .streaming import Delta, Done, Event, Started
 
 log = logging.getLogger("ocr_server.service")
 PAGE_SPLIT = "\n<--- Page Split --->\n"
