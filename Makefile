@@ -30,8 +30,9 @@ venv: $(VENV)/.installed
 cluster-binaries:
 	bash tests/cluster/build-binaries.sh
 
+# CLUSTER_UP_ARGS=--no-images: do not build/import the product images into the real node.
 cluster-up: venv cluster-binaries
-	$(VPY) -m tests.cluster up
+	$(VPY) -m tests.cluster up $(CLUSTER_UP_ARGS)
 
 cluster-down: venv
 	$(VPY) -m tests.cluster down
