@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -57,7 +58,7 @@ FIELD_TO_SERVER = {
 
 SIZES = (None, 768, 1024)
 # 256 + 144k and its neighbours (k crops: 0, 2..6), the range ends and the guides' default.
-TOKENS = (None, 256, 257, 543, 544, 545, 688, 689, 976, 977, 1024, 1120)
+TOKENS = (None, 256, 257, 543, 544, 545, 687, 688, 689, 831, 832, 833, 975, 976, 977, 1024, 1119, 1120)
 RUNTIME = {
     "concurrency": (None, 1, 256),
     "batchSize": (None, 1, 64),
@@ -94,17 +95,27 @@ def _holds(rule: str, self_json: str) -> bool:
     return bool(_program(rule).evaluate({"self": celpy.json_to_cel(json.loads(self_json))}))
 
 
+@lru_cache(maxsize=None)
+def _fields_read(rule: str) -> frozenset[str] | None:
+    """The fields a rule reads, when it reads `self` only as `self.<field>` (not `self` whole, not a
+    macro or method on it such as `self.all(...)`); else None."""
+    uses = re.findall(r"\bself\b(\.\w+)?(\s*\()?", rule)
+    if any(not field or call for field, call in uses):
+        return None
+    return frozenset(field[1:] for field, _ in uses)
+
+
 def cel_errors(value: Any, schema: dict[str, Any], path: str = "spec") -> list[str]:
     """Messages of the failing `x-kubernetes-validations` rules at every object level.
 
-    A spec-level rule that never names `inference` cannot read it, so it is evaluated on the spec
-    without it: the generated specs differ only there, and this keeps the interpreter's work small."""
+    A rule that reads `self` only as `self.<field>` is evaluated on those fields alone (what it
+    cannot see cannot change its verdict), so equal inputs are evaluated once: the interpreter is
+    slow, and the generated specs share most of their fields."""
     errors: list[str] = []
     if isinstance(value, dict):
         for rule in schema.get("x-kubernetes-validations") or ():
-            seen = value
-            if path == "spec" and "inference" not in rule["rule"]:
-                seen = {k: v for k, v in value.items() if k != "inference"}
+            fields = _fields_read(rule["rule"])
+            seen = value if fields is None else {k: v for k, v in value.items() if k in fields}
             if not _holds(rule["rule"], json.dumps(seen, sort_keys=True)):
                 errors.append(f"{path}: {rule['message']}")
         for key, sub in (schema.get("properties") or {}).items():
@@ -253,3 +264,9 @@ def test_the_crd_defaults_are_the_server_defaults(tmp_path):
     rendered = server_startup_check(ocrservice_spec({}), tmp_path)
     for section, key in FIELD_TO_SERVER.values():
         assert getattr(getattr(rendered, section), key) == getattr(getattr(server, section), key), f"{section}.{key}"
+
+
+def test_a_rule_is_narrowed_to_the_fields_it_reads_only_when_it_reads_nothing_else():
+    assert _fields_read("!has(self.a) || self.a < self.b") == {"a", "b"}
+    assert _fields_read("self.env.all(e, e.name != 'X')") == {"env"}
+    assert _fields_read("self.all(k, k != 'x')") is None and _fields_read("isCIDR(self)") is None
