@@ -1,0 +1,186 @@
+"""Fixtures for the product on the REAL node (`real-node-0`): the built images, the tiny model on a
+PersistentVolume, OcrServices whose pods really run, and a client that talks to them.
+
+- `real_node` (session): the cluster's real node, or a skip naming why there is none.
+- `product_images` (session): `tests/cluster/images.py`'s three images (built from the real
+  Dockerfiles, cached), each imported into the node's containerd the first time a test asks for it
+  (`product_images.on_node("server")`); containerd's store outlives clusters, so this is once per machine.
+- `tiny_model_volume` (session): the tiny random model (`python -m ocr_server.testing.tiny_model`, the
+  copy images.py keeps per generator version) in `<cluster workdir>/realnode-volume/weights/<MODEL_NAME>`,
+  the layout of a weights cache.
+- `model_pvc` (function): a hostPath PersistentVolume of that directory bound (claimRef) to a
+  ReadOnlyMany PVC `tiny-model` in the test's namespace; `spec.model.pvc` mounts it with
+  `subPath: weights` at the server's CACHE_DIR.
+- `real_ocrservice(name, image, **spec)`: an OcrService manifest whose pods select and tolerate
+  the real node, with short probe settings, small CPU-sized inference settings and
+  `imagePullPolicy: Never` (images are imported: nothing is ever pulled, no registry is asked).
+- `OcrClient`: POST /v1/ocr and GET /metrics through a Service's ClusterIP from the host (never
+  through a proxy: the machine's proxy variables must not route a Service address anywhere else).
+
+Exposed to the e2e tier by one import line at the bottom of tests/e2e/conftest.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.cluster.realnode import NODE_SELECTOR, TOLERATION
+from tests.e2e.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME (Dockerfile.server)
+VOLUME_SUBPATH = "weights"
+PVC_NAME = "tiny-model"
+API_KEY = "realnode-test-key-0001"
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster):
+    if cluster.external or cluster.real_node is None:
+        pytest.skip(f"no real node in this cluster: {getattr(cluster, 'real_node_skipped', 'external cluster')}")
+    return cluster.real_node
+
+
+class ProductImages:
+    """The images built from Dockerfile.server / Dockerfile.operator, imported into the node on demand."""
+
+    def __init__(self, cluster, images) -> None:
+        self.cluster = cluster
+        self.images = images
+        self.import_seconds: dict[str, float] = {}
+
+    def on_node(self, kind: str) -> str:
+        """The ref of `server`, `server_tiny` or `operator`, present in the real node's containerd."""
+        ref = getattr(self.images, kind)
+        if not self.cluster.has_image(ref):
+            t0 = time.monotonic()
+            self.cluster.import_image(self.images.archive(ref))
+            self.import_seconds[kind] = time.monotonic() - t0
+            print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
+        return ref
+
+
+@pytest.fixture(scope="session")
+def product_images(cluster, real_node) -> ProductImages:
+    from tests.cluster.images import ensure_images
+
+    t0 = time.monotonic()
+    images = ensure_images(log=lambda line: print(f"images: {line}"))
+    print(f"\nproduct images ready in {time.monotonic() - t0:.1f}s: {', '.join(images.refs)}")
+    return ProductImages(cluster, images)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_volume(cluster, real_node) -> Path:
+    """The volume's root directory; the model sits at weights/<the server's default MODEL_NAME>."""
+    root = Path(cluster.workdir) / "realnode-volume"
+    model = root / VOLUME_SUBPATH / DEFAULT_MODEL_NAME
+    if not (model / "config.json").exists():
+        from tests.cluster.images import ensure_tiny_model
+
+        model.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(REPO / ensure_tiny_model(log=print), model, ignore=shutil.ignore_patterns(".complete"))
+    # The server runs as uid 10001: it must read what root wrote here (hostPath keeps the modes).
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return root
+
+
+@pytest.fixture
+def model_pvc(cluster, namespace, tiny_model_volume) -> str:
+    """A PVC in the test's namespace bound to a hostPath PV of the tiny model volume; its name."""
+    pv = f"tiny-model-{namespace}"[:63]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "hostPath": {"path": str(tiny_model_volume), "type": "Directory"},
+                 "claimRef": {"namespace": namespace, "name": PVC_NAME}}}))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": PVC_NAME},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+    wait_for(lambda: json.loads(cluster.kubectl("get", "pvc", PVC_NAME, "-n", namespace, "-o", "json").stdout)
+             ["status"].get("phase") == "Bound", timeout=30, message=f"PVC {PVC_NAME} Bound to PV {pv}")
+    yield PVC_NAME
+    cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
+
+
+def real_ocrservice(name: str, image: str, **spec) -> dict:
+    """An OcrService for the real node: its pods select and tolerate it and run `image` on the CPU."""
+    base = {
+        "image": image,
+        "imagePullPolicy": "Never",
+        "replicas": 1,
+        "nodeSelector": dict(NODE_SELECTOR),
+        "tolerations": [dict(TOLERATION)],
+        "resources": {"gpus": 1, "cpu": "100m", "memory": "3Gi"},
+        "inference": {"maxNewTokens": 8, "timeoutSeconds": 120, "concurrency": 2},
+        "rollout": {"healthCheck": {"periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 3},
+                    "modelLoadTimeoutSeconds": 240, "progressDeadlineSeconds": 300, "settleSeconds": 2,
+                    "maxRestarts": 1, "unschedulableGraceSeconds": 30},
+        "terminationGracePeriodSeconds": 3,
+    }
+    for key, value in spec.items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService", "metadata": {"name": name},
+            "spec": base}
+
+
+class OcrClient:
+    """HTTP(S) to an OcrService's Service from the host, by ClusterIP (kube-proxy's rules route it)."""
+
+    def __init__(self, cluster_ip: str, port: int, *, https: bool = False, ca: Path | None = None,
+                 server_name: str | None = None, api_key: str | None = None, timeout: float = 120) -> None:
+        self.base = f"{'https' if https else 'http'}://{cluster_ip}:{port}"
+        self.server_name = server_name
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca)) if ca else True
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=self.base, verify=verify, timeout=timeout, trust_env=False)
+
+    def _ext(self) -> dict:
+        # The certificate names the Service's DNS name; we connect to its ClusterIP (no cluster DNS here).
+        return {"sni_hostname": self.server_name} if self.server_name else {}
+
+    def ocr(self, png: bytes, headers: dict | None = None, **data) -> httpx.Response:
+        return self.client.post("/v1/ocr", files={"file": ("page.png", png, "image/png")}, data=data,
+                                headers={**self.headers, **(headers or {})}, extensions=self._ext())
+
+    def get(self, path: str, headers: dict | None = None) -> httpx.Response:
+        return self.client.get(path, headers={**self.headers, **(headers or {})}, extensions=self._ext())
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def service_client(cluster, namespace: str, name: str, **kwargs) -> OcrClient:
+    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
+    return OcrClient(svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"], **kwargs)
+
+
+def server_pods(cluster, namespace: str, name: str) -> list[dict]:
+    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}", "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def pod_ready(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def tls_secret(cluster, namespace: str, secret: str, dns_name: str, workdir: Path) -> Path:
+    """A self-signed kubernetes.io/tls Secret naming `dns_name`; returns the certificate (the client's CA)."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", "tls.key",
+                    "-out", "tls.crt", "-subj", f"/CN={dns_name}", "-addext", f"subjectAltName=DNS:{dns_name}"],
+                   cwd=workdir, check=True, capture_output=True)
+    cluster.kubectl("create", "secret", "tls", secret, "-n", namespace, f"--cert={workdir / 'tls.crt'}",
+                    f"--key={workdir / 'tls.key'}")
+    return workdir / "tls.crt"
