@@ -99,3 +99,4 @@ def namespace(cluster, request):
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 from tests.e2e.operator_fixtures import ocr, ocr_crd, ocr_operator  # noqa: E402,F401  (operator e2e fixtures)
+from tests.e2e.realnode_fixtures import model_pvc, product_images, real_node, tiny_model_volume  # noqa: E402,F401  (real-node product fixtures)
