@@ -1,4 +1,14 @@
-"""Prometheus metrics, one registry per app (tests build several apps in one process)."""
+"""Prometheus metrics, one registry per app (tests build several apps in one process).
+
+Names follow Prometheus's conventions: base units in the name (``_seconds``, ``_bytes``,
+``_celsius``, ``_ratio`` for 0..1 fractions, never percent), counters end in ``_total``
+(prometheus_client appends it to a Counter's name), histograms and gauges of counts are named
+after what they count (``_tokens``, ``_parts``). ``METRIC_NAMES`` lists every family the server
+can export; the chart's alert rules and dashboard may only use these (a unit test checks it).
+
+The GPU families exist only when the model runs on a GPU (``enable_gpu``): a CPU server exports
+no GPU series rather than a misleading 0.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +23,21 @@ BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 VISUAL_BUCKETS = (256, 544, 688, 832, 976, 1120)
 GENERATED_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 SPLIT_BUCKETS = (2, 3, 4, 6, 8, 12, 16)
+
+
+# Every metric family the server exports, as it appears on /metrics (the histogram families also
+# have _bucket/_count/_sum series). GPU_METRIC_NAMES only with a GPU.
+CPU_METRIC_NAMES = (
+    "ocr_requests_total", "ocr_request_latency_seconds", "ocr_queue_depth", "ocr_in_flight_requests",
+    "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_cache_hits_total",
+    "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
+    "ocr_split_parts", "ocr_stream_disconnects_total",
+)
+GPU_METRIC_NAMES = (
+    "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
+    "ocr_gpu_temperature_celsius", "ocr_torch_cuda_allocated_bytes", "ocr_torch_cuda_max_allocated_bytes",
+)
+METRIC_NAMES = CPU_METRIC_NAMES + GPU_METRIC_NAMES
 
 
 class Metrics:
@@ -32,15 +57,16 @@ class Metrics:
         self.warmup_seconds = Gauge("ocr_warmup_seconds", "Time the warm-up generations took before the server reported ready", registry=r)
         self.split_parts = Histogram("ocr_split_parts", "Parts a page was split into (SPLIT_PAGES / split=auto)", buckets=SPLIT_BUCKETS, registry=r)
         self.stream_disconnects = Counter("ocr_stream_disconnects", "Streamed requests whose client went away before the end", registry=r)
-        self.gpu_util = Gauge("ocr_gpu_utilization_percent", "GPU utilisation (NVML), only with a GPU", registry=r)
-        self.gpu_mem_used = Gauge("ocr_gpu_memory_used_bytes", "GPU memory used (NVML), only with a GPU", registry=r)
-        self.gpu_mem_total = Gauge("ocr_gpu_memory_total_bytes", "GPU memory total (NVML), only with a GPU", registry=r)
-        self.gpu_temp = Gauge("ocr_gpu_temperature_celsius", "GPU temperature (NVML), only with a GPU", registry=r)
-        self.torch_mem = Gauge("ocr_torch_cuda_allocated_bytes", "Memory allocated by torch on the GPU", registry=r)
         self._gpu_index: int | None = None
         self._nvml = None
 
     def enable_gpu(self, index: int) -> None:
+        """Register the GPU families: torch's always, NVML's only when NVML answers."""
+        if self._gpu_index is not None:
+            return
+        r = self.registry
+        self.torch_mem = Gauge("ocr_torch_cuda_allocated_bytes", "Memory allocated by torch on the GPU", registry=r)
+        self.torch_mem_peak = Gauge("ocr_torch_cuda_max_allocated_bytes", "Peak memory allocated by torch on the GPU since the process started", registry=r)
         self._gpu_index = index
         try:
             import pynvml  # nvidia-ml-py, optional extra "gpu"
@@ -49,6 +75,11 @@ class Metrics:
             self._nvml = pynvml
         except Exception as exc:  # noqa: BLE001 - NVML is optional; torch figures remain
             log.info("NVML unavailable (%s); GPU utilisation will not be reported", exc)
+            return
+        self.gpu_util = Gauge("ocr_gpu_utilization_ratio", "GPU utilisation (NVML), 0..1", registry=r)
+        self.gpu_mem_used = Gauge("ocr_gpu_memory_used_bytes", "GPU memory used (NVML)", registry=r)
+        self.gpu_mem_total = Gauge("ocr_gpu_memory_total_bytes", "GPU memory total (NVML)", registry=r)
+        self.gpu_temp = Gauge("ocr_gpu_temperature_celsius", "GPU temperature (NVML)", registry=r)
 
     def refresh_gpu(self) -> None:
         if self._gpu_index is None:
@@ -57,11 +88,12 @@ class Metrics:
             import torch
 
             self.torch_mem.set(torch.cuda.memory_allocated(self._gpu_index))
+            self.torch_mem_peak.set(torch.cuda.max_memory_allocated(self._gpu_index))
             if self._nvml is not None:
                 h = self._nvml.nvmlDeviceGetHandleByIndex(self._gpu_index)
                 util = self._nvml.nvmlDeviceGetUtilizationRates(h)
                 mem = self._nvml.nvmlDeviceGetMemoryInfo(h)
-                self.gpu_util.set(util.gpu)
+                self.gpu_util.set(util.gpu / 100.0)
                 self.gpu_mem_used.set(mem.used)
                 self.gpu_mem_total.set(mem.total)
                 self.gpu_temp.set(self._nvml.nvmlDeviceGetTemperature(h, 0))
