@@ -36,8 +36,8 @@ from pathlib import Path
 import yaml
 
 from tests.cluster.pki import Pki, make_pki, self_signed
-from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, disabled_by_env,
-                                    missing_prerequisites, node_binaries_dir)
+from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
+                                    disabled_by_env, missing_prerequisites, node_binaries_dir)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"
@@ -184,6 +184,7 @@ class LocalCluster(KubectlCommands):
         self.ports: dict[str, int] = {}
         self.pki: Pki | None = None
         self.started_seconds: float | None = None
+        self._real_node_required = bool(real_node)
         self.real_node, self.real_node_skipped = self._real_node(real_node)
 
     def _real_node(self, wanted: bool | None) -> tuple[RealNode | None, str | None]:
@@ -195,10 +196,13 @@ class LocalCluster(KubectlCommands):
             missing = missing_prerequisites(node_bin)
         except (subprocess.CalledProcessError, OSError) as e:
             missing = [f"building the node binaries failed: {e}"]
-        if not missing and (other := RealNode.in_use_by()) is not None:
-            missing = [f"this machine's one real node is in use by the cluster in {other}"]
         if not missing:
-            return RealNode(self.workdir, node_bin), None
+            node = RealNode(self.workdir, node_bin)
+            try:
+                node.claim()
+                return node, None
+            except RealNodeInUse as e:
+                missing = [str(e)]
         reason = "; ".join(missing)
         if wanted:
             raise ClusterError(f"real node requested but this machine cannot run it: {reason}")
@@ -264,7 +268,13 @@ class LocalCluster(KubectlCommands):
             self._start_kwok()
             self._create_nodes()
             if self.real_node is not None:
-                self.real_node.start(self)
+                try:
+                    self.real_node.start(self)
+                except RealNodeInUse as e:  # another cluster took it since __init__ looked
+                    if self._real_node_required:
+                        raise
+                    print(f"local cluster: no real node ({e}); kwok nodes only.", file=sys.stderr)
+                    self.real_node, self.real_node_skipped = None, str(e)
             self._start_metrics_adapter()
             self._wait_for_nodes_ready()
         except BaseException:
@@ -310,6 +320,7 @@ class LocalCluster(KubectlCommands):
         self._own_workdir, self.quiet, self.started_seconds = True, True, None
         self.ports, self.tokens, self.pki = state["ports"], state["tokens"], None
         self.real_node, self.real_node_skipped = RealNode.from_state(self.workdir), None
+        self._real_node_required = False
         self.components = {}
         for name, pid in state["pids"].items():
             comp = Component(name, state["argv"][name], self.workdir / "logs" / f"{name}.log", pid=pid)

@@ -7,9 +7,11 @@ categories below), `leftovers(before, after)` is the pure diff a test asserts to
 the `undo_*` functions are the stop path's cleanup steps. Each undo step is idempotent, so
 `make cluster-down` can run them again after a crashed or killed harness.
 
-Mounts of buildah/podman (another tool on this machine: tests/cluster/images.py builds the product
-images with it, possibly at the same time) are not part of the node's footprint and are left out of
-the snapshot: their default storage and the harness's own buildah storage in the cache.
+The snapshot covers the node's footprint, not everything else that happens on the machine at the
+same time (buildah and mmdebstrap building images, the machine's own per-command cgroups): mounts
+at or under the node's own dirs, the hard-coded paths and /run, plus network namespaces anywhere;
+cgroups named kubepods* or under the node's cgroup root; processes by the node's executable names.
+Links, addresses, routes, iptables/nftables and sysctls are compared whole.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ FIXED_PATHS = ("/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/run
 # Process names of the node and of what runs in its containers.
 NODE_PROCESSES = ("containerd", "containerd-shim-runc-v2", "kubelet", "kube-proxy", "runc",
                   "pause", "causalflow-nodetest")
-OTHER_TOOLS_MOUNTS = ("/var/lib/containers/", "/run/containers/",  # buildah/podman storage
-                      str(Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
-                          / "images") + "/")
+OTHER_TOOLS_MOUNTS = ("/run/containers/",)  # buildah/podman's run root
+NODE_MOUNT_ROOTS = FIXED_PATHS + ("/run", "/var/run")
+NODE_CGROUP_MARKERS = ("kubepods", "causalflow-realnode")
 SYSCTL_TREES = ("vm", "kernel", "net/ipv4", "net/ipv6", "net/bridge", "net/netfilter", "net/core")
 # Sysctls that change by themselves (counters, random values, per-interface entries).
 VOLATILE_SYSCTL = re.compile(
@@ -54,13 +56,29 @@ def _run(*argv: str, timeout: float = 30, check: bool = False) -> subprocess.Com
 
 
 # -- observation ---------------------------------------------------------------------------------
-def mount_points() -> list[str]:
-    """Mount points from /proc/self/mountinfo (octal escapes decoded), in mount order."""
+def mounts() -> list[tuple[str, str]]:
+    """(mount point, fs type) from /proc/self/mountinfo (octal escapes decoded), in mount order."""
     out = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4]
-        out.append(re.sub(r"\\(\d{3})", lambda m: chr(int(m.group(1), 8)), point))
+        fields = line.split()
+        point = re.sub(r"\\(\d{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        out.append((point, fields[fields.index("-") + 1]))
     return out
+
+
+def mount_points() -> list[str]:
+    return [point for point, _ in mounts()]
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r.rstrip("/") or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def node_mounts(roots: tuple[str, ...]) -> set[str]:
+    """Mounts at or under `roots` (and NODE_MOUNT_ROOTS), and network namespaces wherever they are."""
+    roots = tuple(roots) + NODE_MOUNT_ROOTS
+    return {f"{point} ({fstype})" for point, fstype in mounts()
+            if (fstype == "nsfs" or _under(point, roots)) and not _under(point, OTHER_TOOLS_MOUNTS)}
 
 
 def links() -> set[str]:
@@ -96,7 +114,8 @@ def nft_tables() -> set[str]:
 
 
 def cgroup_dirs(depth: int = 3) -> set[str]:
-    """Cgroup directories down to `depth` levels in every hierarchy (v1 and the unified one)."""
+    """The node's cgroup directories (NODE_CGROUP_MARKERS in their path) down to `depth` levels, in
+    every hierarchy (v1 and the unified one)."""
     found = set()
     if not CGROUP_FS.is_dir():
         return found
@@ -107,7 +126,7 @@ def cgroup_dirs(depth: int = 3) -> set[str]:
             rel = Path(root).relative_to(hierarchy)
             if len(rel.parts) >= depth:
                 dirs[:] = []
-            if rel.parts:
+            if rel.parts and any(m in str(rel) for m in NODE_CGROUP_MARKERS):
                 found.add(f"{hierarchy.name}:/{rel}")
     return found
 
@@ -144,10 +163,11 @@ def node_processes() -> set[str]:
     return found
 
 
-def snapshot() -> dict[str, object]:
-    """Everything the node may change, as sets (and a dict for sysctls)."""
+def snapshot(mount_roots: tuple[str, ...] = ()) -> dict[str, object]:
+    """Everything the node may change, as sets (and a dict for sysctls); `mount_roots`: the node's
+    own dirs (work dir, containerd root)."""
     return {
-        "mounts": {m for m in mount_points() if not m.startswith(OTHER_TOOLS_MOUNTS)},
+        "mounts": node_mounts(mount_roots),
         "links": links(),
         "addresses": _lines("ip", "-o", "addr", "show"),
         "routes": _lines("ip", "route", "show", "table", "all") | _lines("ip", "-6", "route", "show", "table", "all"),

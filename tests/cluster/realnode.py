@@ -121,6 +121,10 @@ class RealNodeError(RuntimeError):
     """The real node could not start or stop; the message names the step and the log."""
 
 
+class RealNodeInUse(RealNodeError):
+    """Another cluster on this machine runs the one real node (nothing was changed)."""
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
 
@@ -159,6 +163,13 @@ def missing_prerequisites(bin_dir: Path) -> list[str]:
     if not (machine.CGROUP_FS / "memory" / "cgroup.procs").exists() and not (machine.CGROUP_FS / "cgroup.controllers").exists():
         missing.append("no cgroup memory controller mounted under /sys/fs/cgroup")
     return missing
+
+
+def _pid_alive(pid: int | None) -> bool:
+    try:
+        return bool(pid) and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _free_port() -> int:
@@ -291,6 +302,10 @@ class RealNode:
         return cache_root() / "containerd-root"
 
     @property
+    def mount_roots(self) -> tuple[str, ...]:
+        return (str(self.dir), str(self.containerd_root))
+
+    @property
     def socket(self) -> Path:
         return self.dir / "containerd.sock"
 
@@ -346,15 +361,16 @@ class RealNode:
 
     # -- start ---------------------------------------------------------------------------------------
     def start(self, cluster: LocalCluster) -> None:
-        """Bring the node up and wait until it is Ready with its GPU capacity; stop() undoes it all."""
+        """Bring the node up and wait until it is Ready with its GPU capacity; stop() undoes it all.
+        `ready_seconds`: from here (the control plane already up) to the node's Ready condition."""
         t0 = time.monotonic()
         prev = RealNode.from_state(self.dir.parent)
         if prev is not None and not prev.state.get("cleaned"):
             prev.cleanup()  # a node this work dir ran before (crashed or killed)
         shutil.rmtree(self.dir, ignore_errors=True)
-        self._claim()
+        self.claim()
         self.dir.mkdir(parents=True)
-        baseline = machine.snapshot()
+        baseline = machine.snapshot(self.mount_roots)
         (self.dir / "baseline.json").write_text(json.dumps(machine.to_json(baseline)))
         self._save(bin_dir=str(self.bin_dir), workdir=str(self.dir.parent),
                    sysctls=machine.read_sysctls(list(SYSCTLS)),
@@ -373,29 +389,36 @@ class RealNode:
         self._advertise_gpus(cluster)
         self._start_kube_proxy(cluster)
         self._in_cluster_api(cluster)
+        self._wait_node_ready(cluster)
         self.ready_seconds = time.monotonic() - t0
 
-    @staticmethod
-    def in_use_by() -> Path | None:
-        """The work dir of the cluster whose real node runs on this machine now, if any."""
-        owner = owner_file()
-        if not owner.exists():
-            return None
-        prev = RealNode.from_state(Path(json.loads(owner.read_text())["workdir"]))
-        return prev.dir.parent if prev is not None and prev.alive() else None
+    def _wait_node_ready(self, cluster: LocalCluster) -> None:
+        def ready() -> bool:
+            node = json.loads(cluster.kubectl("get", "node", NODE_NAME, "-o", "json", timeout=10).stdout)
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
 
-    def _claim(self) -> None:
-        """Take the machine's one real-node slot, cleaning up after a dead previous owner."""
+        cluster._wait_ready(f"{NODE_NAME} Ready", ready, 90)
+
+    def claim(self) -> None:
+        """Take the machine's one real-node slot for this work dir (from the cluster's __init__ on,
+        so two clusters starting together cannot both get it); a dead earlier owner is cleaned up.
+        Raises RealNodeInUse, having changed nothing, when another live cluster holds it."""
         owner = owner_file()
         owner.parent.mkdir(parents=True, exist_ok=True)
-        if (other := RealNode.in_use_by()) is not None:
-            raise RealNodeError(f"the real node is in use by the cluster in {other} (stop it: make cluster-down, "
-                                f"or {DISABLE_ENV}=0 for a cluster without a real node)")
+        mine = str(self.dir.parent)
         if owner.exists():
-            prev = RealNode.from_state(Path(json.loads(owner.read_text())["workdir"]))
-            if prev is not None and not prev.state.get("cleaned"):
-                prev.cleanup()
-        owner.write_text(json.dumps({"workdir": str(self.dir.parent), "pid": os.getpid()}))
+            data = json.loads(owner.read_text())
+            if data.get("workdir") != mine:
+                prev = RealNode.from_state(Path(data["workdir"]))
+                if _pid_alive(data.get("pid")) or (prev is not None and prev.alive()):
+                    raise RealNodeInUse(
+                        f"this machine's one real node is in use by the cluster in {data['workdir']} (stop it: "
+                        f"make cluster-down, or {DISABLE_ENV}=0 for a cluster without a real node)")
+                if prev is not None and not prev.state.get("cleaned"):
+                    prev.cleanup()
+        tmp = owner.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"workdir": mine, "pid": os.getpid()}))
+        tmp.replace(owner)
 
     def alive(self) -> bool:
         """Whether a recorded node process (containerd, kubelet, kube-proxy) still runs."""
@@ -608,6 +631,6 @@ class RealNode:
     def leftovers(self) -> dict[str, list[str]]:
         """The machine now against the baseline taken before this node started (empty: clean)."""
         before = machine.from_json(json.loads((self.dir / "baseline.json").read_text()))
-        return machine.leftovers(before, machine.snapshot())
+        return machine.leftovers(before, machine.snapshot(self.mount_roots))
 
 

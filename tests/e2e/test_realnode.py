@@ -247,8 +247,13 @@ def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, na
                                "spec": {"selector": {"app": "left"}, "ports": [{"port": 80, "targetPort": 8080}]}})
     wait_for(lambda: is_ready(get(cluster, namespace, "pod", "left")), timeout=60, message="pod Ready")
     pids = [cluster.pids[n] for n in ("containerd", "kubelet", "kube-proxy")]
-    during = machine.snapshot()
-    assert any(r.startswith("iptables nat -A KUBE-SERVICES") for r in during["iptables"])  # the state is real
+    # The snapshot sees the running node's footprint, so an empty diff after stop means something.
+    before = machine.from_json(json.loads((node.dir / "baseline.json").read_text()))
+    during = machine.leftovers(before, machine.snapshot(node.mount_roots))
+    assert {"mounts", "links", "routes", "iptables", "cgroups", "sysctls", "processes"} <= during.keys(), during
+    assert any("(nsfs)" in m for m in during["mounts"]) and "+ cfo-pods" in during["links"]
+    assert any("KUBE-SERVICES" in r for r in during["iptables"])
+    print(f"\nfootprint while running: { {k: len(v) for k, v in during.items()} }")
     t0 = time.monotonic()
     node.stop(cluster)
     print(f"\nreal node stop: {time.monotonic() - t0:.1f}s")
