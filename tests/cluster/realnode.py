@@ -483,7 +483,9 @@ class RealNode:
     def _remove_stale_pods(self) -> None:
         """containerd's root persists: drop sandboxes/containers a crashed earlier node left in it."""
         if self.crictl("pods", "-q").stdout.strip():
-            self.crictl("rmp", "-a", "-f", timeout=120)
+            proc = self.crictl("rmp", "-a", "-f", timeout=120)
+            if proc.returncode != 0:
+                raise RealNodeError(f"removing stale pod sandboxes failed: {proc.stderr.strip()}")
 
     def _start_kubelet(self, cluster: LocalCluster) -> None:
         d = self.dir

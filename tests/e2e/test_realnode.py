@@ -275,6 +275,8 @@ def test_cleanup_after_a_killed_node_leaves_nothing_behind(cluster, node, namesp
     wait_for(lambda: is_ready(get(cluster, namespace, "pod", "orphan")), timeout=60, message="pod Ready")
     shims = machine.processes_under(str(node.dir), ("containerd-shim-runc-v2",))
     assert shims, "a running pod has a shim"
+    sandboxes = set(node.crictl("pods", "-q").stdout.split())
+    assert sandboxes
     for name in ("apiserver-relay", "kube-proxy", "kubelet", "containerd"):
         comp = cluster.components.pop(name)
         os.kill(comp.pid, signal.SIGKILL)
@@ -286,3 +288,5 @@ def test_cleanup_after_a_killed_node_leaves_nothing_behind(cluster, node, namesp
     finally:
         cluster.kubectl("delete", "node", NODE_NAME, "--wait=false", check=False)
         _restart(cluster, node)
+    # containerd's image store persists, and with it the killed node's sandboxes: the restart removed them.
+    assert not sandboxes & set(node.crictl("pods", "-q").stdout.split())
