@@ -62,6 +62,17 @@ Network:
   (tests/cluster/tcp_relay.py) behind an EndpointSlice of the `kubernetes` Service gives pods the
   in-cluster way in (10.96.0.1:443, the serving cert names it).
 
+## What a running node changes on the machine (measured with one pod running)
+- sysctls: kernel.panic 1->10, kernel.panic_on_oops 0->1, vm.overcommit_memory 0->1 (kubelet);
+  net.ipv4.ip_forward and conf.{all,default}.forwarding 0->1, conf.all.accept_redirects 1->0
+  (the bridge plugin, and the kernel with forwarding on);
+- paths whatever the flags say: /run/containerd (shim sockets), /var/lib/kubelet (device-plugins),
+  /var/log/containers (log symlinks), /var/lib/cni (libcni's result cache);
+- links cfo-node, cfo-pods and one veth per pod; the routes above; iptables-nft tables ip/ip6
+  filter, nat, mangle with KUBE-*, CNI-* and CAUSALFLOW-REALNODE chains;
+- mounts (all in the work dir): netns (nsfs), sandbox shm, container rootfs (overlay), kubelet's
+  bind mount of its root dir, projected volumes (tmpfs); cgroups under /causalflow-realnode.
+
 ## What stop undoes (saved at start in node-state.json, so `make cluster-down` can redo it)
 Pods first (cordon, delete, wait: kubelet runs CNI DEL), then `crictl rmp` of what is left,
 kube-proxy/kubelet/containerd/shims by PID, mounts under the work dir (kubelet's bind mount of its
