@@ -46,3 +46,20 @@ def test_docker_archive_is_reproducible_and_names_its_layer_by_content(tmp_path)
     with tarfile.open(fileobj=__import__("io").BytesIO(layer)) as inner:
         member = inner.getmember("pause")
         assert member.mode == 0o755 and inner.extractfile(member).read() == binary.read_bytes()
+
+
+def test_one_real_node_per_machine_a_live_owner_blocks_a_dead_one_does_not(tmp_path, monkeypatch):
+    import pytest
+
+    from tests.cluster.realnode import RealNode, RealNodeInUse, owner_file
+
+    monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path / "cache"))
+    first, second = RealNode(tmp_path / "a", tmp_path), RealNode(tmp_path / "b", tmp_path)
+    first.claim()
+    assert json.loads(owner_file().read_text())["workdir"] == str(tmp_path / "a")
+    first.claim()  # the same cluster again (a restart of its node): still its own
+    with pytest.raises(RealNodeInUse, match=str(tmp_path / "a")):
+        second.claim()  # this process, the owner of "a", is alive
+    owner_file().write_text(json.dumps({"workdir": str(tmp_path / "a"), "pid": 2 ** 22 + 1}))  # no such pid
+    second.claim()
+    assert json.loads(owner_file().read_text())["workdir"] == str(tmp_path / "b")
