@@ -55,7 +55,11 @@ def up(images: bool = True) -> int:
               f"nodeSelector {NODE_KIND_LABEL}=real and a toleration for the taint {TAINT_KEY}")
     else:
         print(f"no real node: {cluster.real_node_skipped}")
-    exports = image_exports(cluster, images)
+    try:
+        exports = image_exports(cluster, images)
+    except Exception as e:  # noqa: BLE001 - the cluster is up; say why the images are not
+        print(f"the product images are not in the real node: {e}", file=sys.stderr)
+        exports = []
     print(f"logs: {STATE_DIR / 'logs'}    stop: make cluster-down")
     print(f"export PATH={cluster.bin_dir}:$PATH")
     print(f"export KUBECONFIG={cluster.kubeconfig}")
