@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 BINARIES := $(shell bash tests/cluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv cluster-binaries cluster-up cluster-down images test test-unit test-server test-e2e \
+.PHONY: help venv cluster-binaries cluster-up cluster-down images monitoring-tools test test-unit test-server test-e2e \
         lint demo bench bench-server bench-operator tiny-model clean
 
 help:
@@ -45,7 +45,11 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest -q tests/unit/test_dockerfiles.py
 
-test-unit: venv
+# promtool and prometheus (Debian's prometheus package) for the alert-rule and dashboard tests.
+monitoring-tools:
+	bash tests/unit/monitoring/ensure-prometheus.sh
+
+test-unit: venv monitoring-tools
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-server: venv
@@ -55,7 +59,7 @@ test-e2e: venv cluster-binaries
 	$(VPY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 # All tiers in one pytest run, so the closing summary line counts everything.
-test: venv cluster-binaries
+test: venv cluster-binaries monitoring-tools
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest tests $(PYTEST_ARGS)
 
