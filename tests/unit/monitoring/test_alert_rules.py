@@ -108,3 +108,12 @@ def test_the_chart_ships_the_same_rules_as_a_prometheusrule():
         "https://github.com/causalflow/causalflow-ocr/blob/main/README.md", "https://wiki.example/ocr.md"))
     assert rule["spec"] == {"groups": expected["groups"]}
     assert "{{ $labels.namespace }}" in rule["spec"]["groups"][0]["rules"][1]["annotations"]["description"]
+
+
+def test_the_values_schema_guards_the_monitoring_block():
+    from tests.unit.chart.helm import run_helm
+
+    bad = run_helm("template", "ocr", str(CHART), "--set", "monitoring.prometheusRule.runbookBaseURL=ftp://wiki", check=False)
+    assert bad.returncode != 0 and "runbookBaseURL" in bad.stderr
+    typo = run_helm("template", "ocr", str(CHART), "--set", "monitoring.dashbaord.enabled=true", check=False)
+    assert typo.returncode != 0 and "dashbaord" in typo.stderr
