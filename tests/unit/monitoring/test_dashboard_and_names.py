@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ocr_operator.rollout import RolloutStatus
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES, Metrics
 from tests.unit.chart.helm import by_kind, template
-from tests.unit.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, alert_rules
+from tests.unit.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, ROOT, alert_rules
 from tests.unit.monitoring.promql_names import (EXTERNAL, KNOWN, SERVER_CPU, ksm_ocrservice_names,
                                                 metric_names)
 
@@ -145,19 +145,20 @@ def test_the_chart_ships_the_dashboard_in_a_sidecar_configmap():
     assert moved["metadata"]["namespace"] == "monitoring"
 
 
-def test_the_kubelet_source_defines_prober_probe_total(tmp_path):
-    """Where the Go module cache holds the kubelet this repository builds (make cluster-binaries),
-    read the metric's definition there; its name and labels are the ones the rule uses."""
-    import os
+def test_the_kubelet_source_defines_prober_probe_total():
+    """The kubelet this repository builds (k8s.io/kubernetes at build-binaries.sh's K8S_VERSION,
+    fetched through the Go module proxy like the cluster binaries; cached after the first time)
+    defines the metric the health-check alert reads, with the labels and values it matches on."""
     import subprocess
 
-    gomodcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip() \
-        if any((Path(p) / "go").exists() for p in os.environ.get("PATH", "").split(os.pathsep)) else ""
-    sources = sorted(Path(gomodcache or Path.home() / "go" / "pkg" / "mod").glob(
-        "k8s.io/kubernetes@v*/pkg/kubelet/prober/prober_manager.go"))
-    assert sources, "the kubelet's source is not in the Go module cache: make cluster-binaries"
-    text = sources[-1].read_text()
+    version = re.search(r"^K8S_VERSION=\$\{K8S_VERSION:-(v[0-9.]+)\}", (ROOT / "tests" / "cluster" / "build-binaries.sh")
+                        .read_text(), re.M).group(1)
+    result = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+                            capture_output=True, text=True, timeout=600, cwd="/")
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (Path(json.loads(result.stdout)["Dir"]) / "pkg" / "kubelet" / "prober" / "prober_manager.go").read_text()
     assert 'Subsystem:      "prober"' in text and 'Name:           "probe_total"' in text
     for label in ('"probe_type"', '"result"', '"container"', '"pod"', '"namespace"'):
         assert label in text
-    assert 'probeResultFailed     string = "failed"' in text and 'return "Readiness"' in text
+    assert 'probeResultFailed     string = "failed"' in text and 'probeResultSuccessful string = "successful"' in text
+    assert 'return "Readiness"' in text
