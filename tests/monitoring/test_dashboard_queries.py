@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ocr_server.metrics import CPU_METRIC_NAMES
 from tests.cluster.images import ensure_tiny_model
 from tests.server import samples
 from tests.server.conftest import ROOT, free_port, start_server
@@ -122,6 +123,11 @@ def test_every_server_panel_query_returns_series(stack):
     assert float(query(url, substitute('sum(ocr_cache_hits_total{namespace=~"$namespace", service=~"$service"})'))[0]["value"][1]) == 1
     status = {s["metric"]["status"] for s in query(url, 'ocr_requests_total{endpoint="/v1/ocr"}')}
     assert status == {"200", "415"}
+
+    # the live /metrics exports exactly the families ocr_server.metrics declares for a CPU server
+    text = httpx.get(server.url + "/metrics", timeout=10).text
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    assert {f for f in families if not f.endswith("_created")} == set(CPU_METRIC_NAMES)
 
     # the template variables' queries find this service
     namespaces = httpx.get(url + "/api/v1/label/namespace/values", params={"match[]": "ocr_requests_total"}).json()["data"]
