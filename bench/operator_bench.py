@@ -240,6 +240,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
     ap.add_argument("--no-floor", action="store_true", help="skip the direct-apply floor")
+    ap.add_argument("--keep", action="store_true", help="leave the bench namespace in place (to inspect it)")
     args = ap.parse_args()
 
     from tests.cluster.cluster import LocalCluster
@@ -350,7 +351,8 @@ def main() -> int:
         if op is not None:
             op.stop()
         try:
-            cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
+            if not args.keep:
+                cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
         except Exception:  # noqa: BLE001
             pass
         if own:

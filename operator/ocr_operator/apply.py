@@ -75,8 +75,9 @@ def repair_patch(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outcome:
-    """Run the plan: every child but the Deployment at once, then the Deployment (after the HPA
-    it hands its replicas to, and after the ConfigMap its pods mount)."""
+    """Run the plan: every child at once. Only a Deployment that hands its replicas over to the
+    HPA waits for the others (the HPA must exist first, or the Deployment has no owner of its
+    size); a new Deployment's pods that start before their ConfigMap exists wait for the mount."""
     out = Outcome()
     first: list[Action] = []
     last: list[Action] = []
@@ -85,7 +86,7 @@ async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outco
         if action.verb == CONFLICT:
             out.conflicts.append(f"{action.kind} {action.name} {action.reason}")
         elif action.writes:
-            (last if action.kind == "Deployment" else first).append(action)
+            (last if action.kind == "Deployment" and action.handover_replicas is not None else first).append(action)
     for group in (first, last):
         results = await asyncio.gather(*(_one(kube, a, namespace, out) for a in group), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]

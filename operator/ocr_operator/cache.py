@@ -40,6 +40,19 @@ def applied_hash(obj: Mapping[str, Any] | None) -> str | None:
     return (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(naming.APPLIED_HASH_KEY)
 
 
+
+def _generation(obj: Mapping[str, Any] | None) -> int:
+    return int(((obj or {}).get("metadata") or {}).get("generation") or 0)
+
+
+def _newer_or_same(current: Mapping[str, Any] | None, result: Mapping[str, Any]) -> bool:
+    """Whether a watch event already delivered `current` from at or after our write `result`:
+    it carries the hash we wrote and no older generation (a slow response can arrive after the
+    events that followed it, e.g. the Deployment controller's status updates)."""
+    return (current is not None and applied_hash(current) == applied_hash(result)
+            and _generation(current) >= _generation(result))
+
+
 @dataclass
 class Store:
     """Objects by (kind, namespace, name); absent ones are remembered as None."""
@@ -118,7 +131,9 @@ class Store:
             self.objects[key] = None
             self._own[key] = (DELETED, self.clock())
             return
-        self.objects[key] = dict(result)
+        current = self.objects.get(key)
+        if not _newer_or_same(current, result):
+            self.objects[key] = dict(result)
         self._own[key] = (applied_hash(result) or "", self.clock())
 
     def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:

@@ -227,11 +227,7 @@ class Controller:
         self.writes += result.writes
         self.failures.pop(key, None)
         if result.status is not None and key in self.cache:
-            # What the API server holds after our patch: newer than any event received so far.
-            self.cache[key] = result.status
-            self.own[key] = (result.status, time.monotonic())
-            if result.status["metadata"].get("generation") != owner["metadata"].get("generation"):
-                self.enqueue(key, urgent=True)  # the spec changed while we reconciled
+            self._store_own_status(key, owner, result.status)
         now = dt.datetime.now(dt.timezone.utc)
         for type_, reason, message in result.events:
             self.recorder.emit(owner, type_, reason, message, now)
@@ -242,6 +238,20 @@ class Controller:
             log.debug("reconciled %s/%s: no change", *key)
         if result.requeue_after is not None:
             self.enqueue_after(key, result.requeue_after)
+
+    def _store_own_status(self, key: Key, owner: Mapping[str, Any], patched: dict[str, Any]) -> None:
+        """Keep what our status patch returned, unless the watch already delivered this state or
+        a later one (a slow response can come after the events that followed it)."""
+        current = self.cache[key]
+        gen = patched["metadata"].get("generation") or 0
+        if (current["metadata"].get("generation") or 0) > gen:
+            self.enqueue(key, urgent=True)  # a newer spec arrived meanwhile: keep it, reconcile it
+            return
+        if current.get("status") != patched.get("status"):
+            self.cache[key] = patched
+            self.own[key] = (patched, time.monotonic())
+        if gen != owner["metadata"].get("generation"):
+            self.enqueue(key, urgent=True)  # the spec changed while we reconciled
 
     def _backoff(self, key: Key, why: str) -> None:
         n = self.failures.get(key, 0) + 1

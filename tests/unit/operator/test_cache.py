@@ -104,3 +104,16 @@ def test_forgetting_an_owner_drops_its_children_and_pods():
     s.observe("ADDED", pod("web-1", "1"))
     s.forget("a", "web", {"Service": "web"}, {"Service": "Service"})
     assert not s.known(KEY) and s.pods_of("a", "web") == []
+
+
+def test_a_slow_write_response_never_replaces_the_newer_events_that_came_before_it():
+    s = Store()
+    # the Deployment controller's status update (after our write) arrived before our response
+    s.observe("MODIFIED", {**svc("12", applied="new"), "status": {"ready": 1}})
+    s.wrote("Service", "a", "web", svc("10", applied="new"))
+    assert s.get(KEY)["status"] == {"ready": 1}
+    # an event from before the write (old hash) is replaced by the response
+    s2 = Store()
+    s2.observe("MODIFIED", svc("8", applied="older"))
+    s2.wrote("Service", "a", "web", svc("10", applied="new"))
+    assert s2.get(KEY)["metadata"]["resourceVersion"] == "10"

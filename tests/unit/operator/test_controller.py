@@ -128,3 +128,17 @@ def test_the_earliest_delayed_wake_up_wins_and_deletion_cancels_it():
         return when, key in c.timers, key in c.cache, len(c.queue)
     when, timer_left, cached, queued = run(go())
     assert when < 1 and not timer_left and not cached and queued == 0
+
+
+def test_a_spec_change_delivered_before_our_slow_status_response_is_kept_and_reconciled():
+    async def go():
+        c = Controller(NoKube())
+        key = ("a", "web")
+        c.observe(None, body(rv="x1"))
+        c.queue.pop()  # reconciling generation 1 ...
+        c.observe("MODIFIED", body(rv="x3", generation=2))  # ... the user changes the spec meanwhile
+        c._store_own_status(key, body(rv="x1"), {**body(rv="x2"), "status": {"phase": "p"}})
+        c.queue.done(key)
+        return c.cache[key]["metadata"]["generation"], dict(c.queue.waiting)
+    generation, waiting = run(go())
+    assert generation == 2 and waiting == {("a", "web"): "urgent"}
