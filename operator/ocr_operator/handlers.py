@@ -9,8 +9,10 @@ The children's watches come from the one table of kinds (children.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from typing import Mapping
 
 import kopf
 
@@ -32,10 +34,23 @@ class _State:
 STATE = _State()
 
 
+def in_cluster_server(env: Mapping[str, str] = os.environ) -> str | None:
+    """The API server's address from the kubelet's KUBERNETES_SERVICE_HOST/PORT (what client-go's
+    in-cluster config and our own client use): no cluster DNS needed. kopf's own in-cluster login
+    names https://kubernetes.default.svc, which fails in pods without cluster DNS."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        return None
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
 @kopf.on.login()
 def login(**kwargs):
     """Service account in a pod, else KUBECONFIG / ~/.kube/config (same as our own client)."""
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    info = kopf.login_with_service_account(**kwargs)
+    if info is not None and (server := in_cluster_server()):
+        return dataclasses.replace(info, server=server)
+    return info or kopf.login_with_kubeconfig(**kwargs)
 
 
 @kopf.on.startup()
