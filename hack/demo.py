@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """`make demo`: the whole product on a local cluster, explained step by step.
 
-1. start a local Kubernetes control plane (tests/cluster) with two fake GPU nodes;
+1. start a local Kubernetes control plane (tests/cluster) with two fake GPU nodes (kwok) and one
+   real kubelet node (`real-node-0`: containerd + runc, real containers);
 2. install the OcrService CRD and run the operator (a local process, like `kopf run`);
-3. write a tiny random model into the cache (once);
-4. apply examples/minimal.yaml and watch it become Ready;
-5. upgrade it to pods that crash and watch the automatic rollback;
-6. run the OCR server locally with the tiny model and OCR a generated sample page;
+3. build the server image from Dockerfile.server with the tiny random model baked in (cached after
+   the first run) and import it into the real node;
+4. apply examples/rollback-demo.yaml on the real node and watch its pods start, load the model and
+   pass their probes;
+5. upgrade it to weights the image does not carry (spec.model.path): the new container really exits
+   at startup, and the operator rolls the Deployment back;
+6. OCR a generated sample page through the OcrService's Service (its own pods answer);
 7. clean up everything it started (by PID), or keep the cluster with --keep.
 
+Where this machine cannot run the real node (not root, or another cluster holds it), steps 3-6 fall
+back to kwok: the pods are simulated, the crash is a kwok failure stage, and no OCR is served.
 Logs of every process go to .demo/logs/; the terminal only gets progress and the key tables.
 """
 
@@ -33,17 +39,29 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from tests.cluster.cluster import REPO, LocalCluster, free_port, pid_alive  # noqa: E402
+from tests.cluster.realnode import NODE_NAME, NODE_SELECTOR, TOLERATION  # noqa: E402
 
 DEMO_DIR = ROOT / ".demo"
 LOGS = DEMO_DIR / "logs"
-CACHE = Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
-MODEL_DIR = CACHE / "demo" / "tiny-model"
 STATE_DIR = REPO / ".cluster"  # where `make cluster-up` keeps a running cluster
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 EXAMPLE = ROOT / "examples" / "rollback-demo.yaml"  # short health-check settings: a rollback in seconds
 NAMESPACE = "rollback-demo"  # the example's own namespace
 PY = sys.executable
 SIMULATE_LABEL = "causalflow.dev/simulate"
+MISSING_MODEL = "/models/deepseek-ai/DeepSeek-OCR-3"  # spec.model.path: weights the demo image does not carry
+# The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
+# imports torch and loads the tiny model on the CPU, so the demo gives it a real startup budget,
+# and caps the generated tokens (the random model rarely emits an end token).
+REAL_NODE_SPEC = {
+    "imagePullPolicy": "Never",  # imported into the node's containerd: no registry is asked
+    "nodeSelector": dict(NODE_SELECTOR),
+    "tolerations": [dict(TOLERATION)],
+    "resources": {"memory": "3Gi"},
+    "inference": {"maxNewTokens": 64, "timeoutSeconds": 300},
+    "rollout": {"modelLoadTimeoutSeconds": 180, "progressDeadlineSeconds": 300, "settleSeconds": 3,
+                "healthCheck": {"timeoutSeconds": 5}},
+}
 
 BOLD, DIM, GREEN, YELLOW, RED, CYAN, RESET = (
     ("\033[1m", "\033[2m", "\033[32m", "\033[33m", "\033[31m", "\033[36m", "\033[0m")
@@ -183,7 +201,8 @@ def operator_argv(liveness_port: int) -> list[str]:
 
 def http_json(url: str, timeout: float = 5, data: bytes | None = None, headers: dict | None = None):
     req = urllib.request.Request(url, data=data, headers=headers or {})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    # No proxy: the machine's proxy settings must not route a Service address anywhere else.
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=timeout) as resp:
         return resp.status, json.loads(resp.read() or b"null")
 
 
@@ -196,6 +215,14 @@ def multipart(field: str, filename: str, payload: bytes, content_type: str) -> t
 
 # --------------------------------------------------------------------------- the steps
 
+def merged(base: dict, extra: dict) -> dict:
+    """`base` with `extra` merged in, nested mappings key by key."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -204,19 +231,29 @@ class Demo:
         self.cluster = None
         self.own_cluster = False
         self.name = None
+        self.image = None  # the server image on the real node; None: kwok only
+        self.no_real_node = None  # why there is no real node
+
+    @property
+    def real(self) -> bool:
+        return self.image is not None
 
     # 1
     def start_cluster(self) -> None:
         s = self.say
-        s.step("Start a local Kubernetes control plane",
-               "etcd, kube-apiserver, kube-controller-manager, kube-scheduler on 127.0.0.1, and kwok",
-               "simulating two GPU nodes (8 x nvidia.com/gpu each). No Docker, no GPU: pods are scheduled",
-               "and reported Running/Ready by kwok, but no container really runs in them.")
+        s.step("Start a local Kubernetes cluster",
+               "etcd, kube-apiserver, kube-controller-manager, kube-scheduler on 127.0.0.1; kwok simulating",
+               "two GPU nodes (8 x nvidia.com/gpu each, nothing runs in their pods); and one real node,",
+               f"{NODE_NAME}: kubelet + containerd + runc + kube-proxy, whose pods are real containers on a",
+               "bridge of this machine (it advertises 4 fake nvidia.com/gpu: the server runs on the CPU).")
         state = STATE_DIR / "state.json"
         if state.exists():
             attached = LocalCluster.attach(STATE_DIR)
             if attached.pids and all(pid_alive(p) for p in attached.pids.values()):
                 self.cluster = attached
+                if attached.real_node is None or not attached.real_node.alive():
+                    attached.real_node = None
+                    self.no_real_node = f"the running cluster in {STATE_DIR} has no real node"
                 s.ok(f"reusing the running cluster in {STATE_DIR} (make cluster-up, or make demo DEMO_ARGS=--keep)")
                 return
         workdir = STATE_DIR if self.args.keep else None
@@ -230,12 +267,18 @@ class Demo:
         self.cluster = LocalCluster(workdir=workdir, bin_dir=bin_dir, quiet=True)
         self.own_cluster = True
         self.cluster.start()
-        s.ok(f"control plane up in {self.cluster.started_seconds:.1f}s at {self.cluster.server}")
+        if self.cluster.real_node is None:
+            self.no_real_node = self.cluster.real_node_skipped
+        s.ok(f"cluster up in {self.cluster.started_seconds:.1f}s at {self.cluster.server}")
         s.table(kubectl(self.cluster, "get", "nodes", "-o",
-                        "custom-columns=NODE:.metadata.name,GPU:.status.capacity.nvidia\\.com/gpu,"
-                        "PRODUCT:.metadata.labels.nvidia\\.com/gpu\\.product,"
+                        "custom-columns=NODE:.metadata.name,KIND:.metadata.labels.causalflow\\.dev/node-kind,"
+                        "GPU:.status.capacity.nvidia\\.com/gpu,"
+                        "INTERNAL-IP:.status.addresses[?(@.type=='InternalIP')].address,"
+                        "RUNTIME:.status.nodeInfo.containerRuntimeVersion,"
                         "READY:.status.conditions[?(@.type=='Ready')].status"),
                 "kubectl get nodes")
+        if self.no_real_node:
+            s.note(f"no real node ({self.no_real_node}): the OcrService's pods will be kwok's simulations")
 
     # 2
     def install_and_run_operator(self) -> None:
@@ -260,46 +303,66 @@ class Demo:
                 raise DemoError(f"the operator exited with code {proc.returncode}; see {log}")
             return http_json(f"http://127.0.0.1:{port}/healthz", timeout=2)[0] == 200
 
-        try:
-            wait(live, 60, "the operator's liveness endpoint", log=log)
-        except DemoError as e:
-            if proc.poll() is not None:
-                raise DemoError(f"the operator exited with code {proc.returncode}; see {log}") from e
-            raise
+        wait(live, 60, "the operator's liveness endpoint", log=log)
         s.ok(f"CRD established; operator running (pid {proc.pid}), watching namespace {NAMESPACE!r}; log: {log.relative_to(ROOT)}")
 
     # 3
-    def tiny_model(self) -> None:
-        s = self.say
-        s.step("Write a tiny model",
-               "A randomly initialised model with the real DeepSeek-OCR 2 architecture, key names and",
-               "special tokens but tiny widths: it loads in seconds on a CPU. Its text output is MEANINGLESS.")
-        if (MODEL_DIR / "config.json").exists() and not self.args.fresh_model:
-            s.ok(f"cached at {MODEL_DIR}")
+    def server_image(self) -> None:
+        s, c = self.say, self.cluster
+        s.step("Build the server image and import it into the real node",
+               "Dockerfile.server built without a daemon (buildah), on a local Debian base image (no",
+               "registry is reachable here), with a tiny randomly initialised model baked in at the",
+               "server's default model path: the real DeepSeek-OCR 2 architecture with tiny widths, so it",
+               "loads in seconds on a CPU. Its text output is MEANINGLESS. Cached: a rebuild is seconds.")
+        if self.no_real_node:
+            s.note(f"skipped: no real node ({self.no_real_node})")
             return
-        shutil.rmtree(MODEL_DIR, ignore_errors=True)
-        MODEL_DIR.parent.mkdir(parents=True, exist_ok=True)
-        log = LOGS / "tiny-model.log"
-        LOGS.mkdir(parents=True, exist_ok=True)
-        with open(log, "wb") as out:
-            rc = subprocess.run([PY, "-m", "ocr_server.testing.tiny_model", str(MODEL_DIR)], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, timeout=600).returncode
-        if rc != 0 or not (MODEL_DIR / "config.json").exists():
-            raise DemoError(f"writing the tiny model failed (exit {rc}); see {log}")
-        size = sum(f.stat().st_size for f in MODEL_DIR.rglob("*") if f.is_file()) / 1e6
-        s.ok(f"wrote {MODEL_DIR} ({size:.0f} MB)")
+        from tests.cluster.images import ensure_images
+
+        log = LOGS / "images.log"
+        with open(log, "a") as out:  # open until the import: Images.archive() exports on first use, and logs
+            def note(line: str) -> None:
+                out.write(line + "\n")
+                out.flush()
+                if any(w in line for w in ("building", "exported", "built")):
+                    s.say(f"{DIM}{line[:110]}{RESET}")
+
+            s.say(f"{DIM}building or reusing the images (the first build installs torch: long); log: "
+                  f"{log.relative_to(ROOT)}{RESET}")
+            images = ensure_images(log=note)
+            ref = images.server_tiny
+            if c.has_image(ref):
+                s.ok(f"{ref} is already in {NODE_NAME}'s containerd")
+            else:
+                s.say(f"{DIM}exporting and importing {ref} into {NODE_NAME} (once per image; minutes: torch is in it){RESET}")
+                t0 = time.monotonic()
+                c.import_image(images.archive(ref))
+                s.ok(f"imported {ref} into {NODE_NAME} in {time.monotonic() - t0:.0f}s")
+        self.image = ref
+
+    def demo_ocrservice(self) -> dict:
+        obj = load_example()
+        if self.real:
+            obj["spec"] = merged(obj["spec"], REAL_NODE_SPEC)
+            obj["spec"]["image"] = self.image
+        return obj
 
     # 4
     def apply_example(self) -> None:
         s, c = self.say, self.cluster
-        obj = load_example()
+        obj = self.demo_ocrservice()
         self.name = obj["metadata"]["name"]
+        spec = obj["spec"]
+        where = (f"on {NODE_NAME} (nodeSelector + toleration), image {self.image}" if self.real
+                 else "on the kwok nodes (simulated pods)")
         s.step(f"Apply {EXAMPLE.relative_to(ROOT)}",
-               f"OcrService {self.name!r}: 2 replicas, 1 GPU each, short health-check settings so the rollback",
-               "below takes seconds. The operator renders a Deployment (GPU request, startup/readiness/",
-               "liveness probes on /health/*), a Service, a ConfigMap with the server config and a PDB;",
-               "a revision counts as good once all its pods stay Ready for settleSeconds (8 s here).")
-        kubectl(c, "apply", "-f", "-", input=kubectl(c, "create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml"))
+               f"OcrService {self.name!r}: {spec['replicas']} replicas, 1 GPU each, {where}.",
+               "The operator renders a Deployment (GPU request, startup/readiness/liveness probes on",
+               "/health/*), a Service, a ConfigMap with the server config and a PDB; a revision counts as",
+               f"good once all its pods stay Ready for settleSeconds ({spec['rollout']['settleSeconds']} s here).")
+        if self.real:
+            s.say(f"{DIM}for real pods the demo sets modelLoadTimeoutSeconds {spec['rollout']['modelLoadTimeoutSeconds']}"
+                  f" (the example's is sized for kwok) and inference.maxNewTokens {spec['inference']['maxNewTokens']}{RESET}")
         if kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "--ignore-not-found", "-o", "name").strip():
             s.say("removing the OcrService a previous run left in this cluster (and, by ownerReferences, its children)")
             kubectl(c, "delete", "ocrs", self.name, "-n", NAMESPACE, "--cascade=foreground", "--timeout=90s")
@@ -316,30 +379,55 @@ class Demo:
             good = o.get("status", {}).get("lastGoodRevision")
             return condition(o, "Ready").get("status") == "True" and good and good == o["status"].get("currentRevision")
 
-        wait(ready, self.args.timeout, f"OcrService {self.name} to become Ready", log=LOGS / "operator.log")
+        timeout = self.args.timeout + (spec["rollout"]["modelLoadTimeoutSeconds"] if self.real else 0)
+        wait(ready, timeout, f"OcrService {self.name} to become Ready", log=LOGS / "operator.log")
         s.ok(f"{self.name} is Ready and its revision is recorded as the last good one")
-        s.table(kubectl(c, "get", "ocrs,deploy,svc,hpa,pdb,pods", "-n", NAMESPACE),
-                f"kubectl -n {NAMESPACE} get ocrs,deploy,svc,hpa,pdb,pods")
-        s.say(f"{DIM}(no HPA: this example sets a fixed replicas: 2; pod IPs are kwok's fake addresses){RESET}")
+        s.table(kubectl(c, "get", "ocrs,deploy,svc,pdb", "-n", NAMESPACE),
+                f"kubectl -n {NAMESPACE} get ocrs,deploy,svc,pdb")
+        s.table(kubectl(c, "get", "pods", "-n", NAMESPACE, "-o", "wide"), f"kubectl -n {NAMESPACE} get pods -o wide")
+        if not self.real:
+            s.say(f"{DIM}(pod IPs are kwok's fake addresses: nothing runs in these pods){RESET}")
+            return
+        pod = sorted(p["metadata"]["name"] for p in get_json(c, "pods", "-n", NAMESPACE)["items"])[0]
+        logs = kubectl(c, "logs", pod, "-n", NAMESPACE)
+        lines = [ln for ln in logs.splitlines()
+                 if any(k in ln for k in ("listening on", "weights loaded", "warm-up done", "ready: model"))]
+        s.table("\n".join(ln[:150] for ln in lines) or logs[-800:], f"kubectl -n {NAMESPACE} logs {pod}   (abridged)")
 
     # 5
     def failing_upgrade(self) -> None:
         s, c = self.say, self.cluster
         before = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
         good = before["status"]["lastGoodRevision"]
-        image = before["spec"]["image"]
-        bad_image = image.rsplit(":", 1)[0] + ":1.1.0-broken"
-        s.step("Upgrade to a broken version, and watch the automatic rollback",
-               f"New image {bad_image.rsplit('/', 1)[-1]}, and a pod label that makes kwok crash its",
-               "container (CrashLoopBackOff), as a real broken image would. The Deployment starts a new",
-               "pod next to the old ones (maxUnavailable 0: they keep serving); the operator sees the",
-               "crash loop, writes the last good pod template back into the Deployment, and says why.")
-        patch = {"spec": {"image": bad_image, "podLabels": {SIMULATE_LABEL: "crashloop"}}}
+        if self.real:
+            patch = {"spec": {"model": {"path": MISSING_MODEL}}}
+            s.step("Upgrade to a broken version, and watch the automatic rollback",
+                   f"spec.model.path {MISSING_MODEL}: weights this image does not carry. The Deployment starts",
+                   "a new pod next to the old ones (maxUnavailable 0: they keep serving); its server exits at",
+                   "startup naming the missing directory, the kubelet restarts it into CrashLoopBackOff, and",
+                   "the operator writes the last good pod template back into the Deployment and says why.")
+        else:
+            bad_image = before["spec"]["image"].rsplit(":", 1)[0] + ":1.1.0-broken"
+            patch = {"spec": {"image": bad_image, "podLabels": {SIMULATE_LABEL: "crashloop"}}}
+            s.step("Upgrade to a broken version, and watch the automatic rollback",
+                   f"New image {bad_image.rsplit('/', 1)[-1]}, and a pod label that makes kwok crash its",
+                   "container (CrashLoopBackOff), as a real broken image would. The Deployment starts a new",
+                   "pod next to the old ones (maxUnavailable 0: they keep serving); the operator sees the",
+                   "crash loop, writes the last good pod template back into the Deployment, and says why.")
+        old_pods = {p["metadata"]["name"] for p in get_json(c, "pods", "-n", NAMESPACE)["items"]}
         kubectl(c, "patch", "ocrs", self.name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
         seen = None
+        crashed: dict[str, str] = {}
 
         def rolled_back():
             nonlocal seen
+            if self.real and not crashed:
+                for p in get_json(c, "pods", "-n", NAMESPACE)["items"]:
+                    st = (p["status"].get("containerStatuses") or [{}])[0]
+                    if p["metadata"]["name"] not in old_pods and st.get("lastState", {}).get("terminated"):
+                        crashed["pod"] = p["metadata"]["name"]
+                        crashed["exit"] = str(st["lastState"]["terminated"]["exitCode"])
+                        crashed["log"] = kubectl(c, "logs", crashed["pod"], "-n", NAMESPACE, "--previous", check=False)
             o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
             st = o.get("status", {})
             line = ocrs_line(o)
@@ -354,6 +442,10 @@ class Demo:
         st = o["status"]
         s.ok(f"rolled back: revision {st['failedRevision']} failed ({st.get('failedReason')}), "
              f"the Deployment runs {st['currentRevision']} again")
+        if crashed:
+            error = [ln for ln in crashed["log"].splitlines() if "error" in ln.lower()] or crashed["log"].splitlines()[-3:]
+            s.table("\n".join(ln[:150] for ln in error[-3:]),
+                    f"kubectl -n {NAMESPACE} logs {crashed['pod']} --previous   (exit code {crashed['exit']})")
         s.table(kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "-o", "wide"),
                 f"kubectl -n {NAMESPACE} get ocrs {self.name} -o wide")
         conds = "\n".join(
@@ -364,48 +456,31 @@ class Demo:
                          f"involvedObject.kind=OcrService,involvedObject.uid={o['metadata']['uid']},type=Warning",
                          "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
         s.table(events, f"kubectl -n {NAMESPACE} get events --field-selector type=Warning,involvedObject.kind=OcrService")
-        s.table(kubectl(c, "get", "rs,pods", "-n", NAMESPACE, "-o",
+        s.table(kubectl(c, "get", "rs", "-n", NAMESPACE, "-o",
                         "custom-columns=NAME:.metadata.name,REVISION:.metadata.labels.ocr\\.causalflow\\.dev/revision,"
-                        "DESIRED:.spec.replicas,PHASE:.status.phase"),
-                f"kubectl -n {NAMESPACE} get rs,pods   (the failed revision's ReplicaSet is scaled to 0)")
-        deploy = get_json(c, "deploy", self.name, "-n", NAMESPACE)
-        running = deploy["spec"]["template"]["spec"]["containers"][0]["image"]
-        s.say(f"Deployment image: {running.rsplit('/', 1)[-1]}; the spec still asks for {bad_image.rsplit('/', 1)[-1]}.")
+                        "DESIRED:.spec.replicas,READY:.status.readyReplicas"),
+                f"kubectl -n {NAMESPACE} get rs   (the failed revision's ReplicaSet is scaled to 0)")
         s.say("The operator will not retry that revision until the spec changes: fix it and apply to roll forward.")
 
     # 6
-    def ocr_locally(self) -> None:
-        s = self.say
-        s.step("OCR a sample page with the real server and the tiny model",
-               "The same server the pods would run (python -m ocr_server), here on 127.0.0.1 with the",
-               "tiny model on the CPU. The text will be gibberish: the weights are random. What is real:",
-               "the request path, the global view + crops layout, token counts, timings, the JSON shape.")
+    def ocr_through_the_service(self) -> None:
+        s, c = self.say, self.cluster
+        s.step("OCR a sample page through the OcrService's Service",
+               "POST /v1/ocr to the Service's ClusterIP from this machine: kube-proxy's rules send it to one",
+               f"of the pods on {NODE_NAME}, where the server runs the tiny model on the CPU. The text is",
+               "gibberish (random weights); what is real: the request path, the global view + crops layout,",
+               "token counts, timings, the JSON shape.")
+        if not self.real:
+            s.note(f"skipped: no real node ({self.no_real_node}); kwok's pods serve nothing")
+            return
         sample = DEMO_DIR / "sample-page.png"
         subprocess.run([PY, str(ROOT / "hack" / "sample-page.py"), str(sample)], check=True,
                        capture_output=True, cwd=ROOT)
-        port = free_port()
-        env = dict(os.environ, MODEL_PATH=str(MODEL_DIR), HOST="127.0.0.1", PORT=str(port), DEVICE="cpu",
-                   MAX_NEW_TOKENS="64", TIMEOUT_SEC="300", LOG_LEVEL="warning", PYTHONUNBUFFERED="1")
-        log = LOGS / "server.log"
-        proc = self.procs.start("ocr-server", [PY, "-m", "ocr_server"], env, log)
-        base = f"http://127.0.0.1:{port}"
-
-        def healthy():
-            if proc.poll() is not None:
-                raise DemoError(f"the server exited with code {proc.returncode}; see {log}")
-            try:
-                return http_json(base + "/health", timeout=2)
-            except urllib.error.HTTPError:
-                return None  # 503 while the model loads
-
-        try:
-            status, health = wait(healthy, 300, "the server's /health to answer 200", log=log)
-        except DemoError:
-            if proc.poll() is not None:
-                raise DemoError(f"the server exited with code {proc.returncode}; see {log}") from None
-            raise
-        s.ok(f"server ready on {base} (pid {proc.pid}): GET /health -> {status}, "
-             f"device {health.get('device')}, tiny={health.get('tiny')}")
+        svc = get_json(c, "svc", self.name, "-n", NAMESPACE)
+        base = f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
+        status, health = wait(lambda: http_json(base + "/health", timeout=5), 30,
+                              f"GET {base}/health through the Service")
+        s.ok(f"GET {base}/health -> {status}: model {health.get('model')!r}, device {health.get('device')}")
         body, ctype = multipart("file", "sample-page.png", sample.read_bytes(), "image/png")
         t0 = time.monotonic()
         try:
@@ -413,11 +488,10 @@ class Demo:
         except urllib.error.HTTPError as e:
             raise DemoError(f"POST /v1/ocr answered {e.code}: {e.read()[:300]!r}") from None
         took = time.monotonic() - t0
-        s.ok(f"POST /v1/ocr {sample.relative_to(ROOT)} -> {status} in {took:.1f}s")
+        s.ok(f"POST {base}/v1/ocr {sample.relative_to(ROOT)} -> {status} in {took:.1f}s")
         s.table(summarize(result), "response (abridged)")
         (DEMO_DIR / "ocr-response.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
         s.say(f"full response: {(DEMO_DIR / 'ocr-response.json').relative_to(ROOT)}")
-        self.procs.stop(proc)
 
     # 7
     def finish(self) -> None:
@@ -428,12 +502,15 @@ class Demo:
             s.ok("stopped " + ", ".join(stopped))
         if self.cluster is not None and self.own_cluster and not self.args.keep:
             self.cluster.stop()
-            s.ok("stopped the local control plane")
+            s.ok("stopped the local cluster" + (" (the real node's containers, mounts, bridges and rules with it)"
+                                               if self.cluster.real_node is not None else ""))
         elif self.cluster is not None:
             s.ok("the cluster keeps running:")
             print(f"\n    export PATH={self.cluster.bin_dir}:$PATH")
             print(f"    export KUBECONFIG={self.cluster.kubeconfig}")
-            print(f"    kubectl -n {NAMESPACE} get ocrs,deploy,svc,hpa,pods")
+            if self.image:
+                print(f"    export CAUSALFLOW_SERVER_IMAGE={self.image}")
+            print(f"    kubectl -n {NAMESPACE} get ocrs,deploy,svc,pods -o wide")
             print(f"    .venv/bin/python -m ocr_operator --namespace {NAMESPACE}   # run the operator again")
             print("    make cluster-down                                          # stop it\n")
 
@@ -482,8 +559,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true",
                         help="leave the local cluster running at the end and print its KUBECONFIG line")
     parser.add_argument("--timeout", type=float, default=120, help="seconds each cluster step may take")
-    parser.add_argument("--fresh-model", action="store_true", help="rewrite the cached tiny model")
-    parser.add_argument("--skip-server", action="store_true", help="skip step 6 (the local OCR request)")
+    parser.add_argument("--skip-ocr", action="store_true", help="skip step 6 (the OCR request through the Service)")
     args = parser.parse_args()
     DEMO_DIR.mkdir(exist_ok=True)
     shutil.rmtree(LOGS, ignore_errors=True)
@@ -494,13 +570,13 @@ def main() -> int:
     try:
         demo.start_cluster()
         demo.install_and_run_operator()
-        demo.tiny_model()
+        demo.server_image()
         demo.apply_example()
         demo.failing_upgrade()
-        if args.skip_server:
-            demo.say.step("OCR a sample page (skipped: --skip-server)")
+        if args.skip_ocr:
+            demo.say.step("OCR a sample page through the Service (skipped: --skip-ocr)")
         else:
-            demo.ocr_locally()
+            demo.ocr_through_the_service()
         demo.finish()
     except KeyboardInterrupt:
         print(f"\n{YELLOW}interrupted: cleaning up{RESET}")
