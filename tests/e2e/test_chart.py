@@ -271,7 +271,7 @@ def test_helm_upgrade_and_uninstall_keep_the_crd_and_existing_ocrservices(cluste
     assert after_upgrade["metadata"]["uid"] == uid, "helm upgrade replaced the CRD"
     assert condition(after_upgrade, "Established").get("status") == "True"
     args = kjson(cluster, "deploy", "-n", namespace, "keep-causalflow-ocr")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--debug" in args, "the upgrade did not reach the operator Deployment"
+    assert "--log-level=debug" in args, "the upgrade did not reach the operator Deployment"
 
     helm(cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "60s")
     after_uninstall = crd(cluster)
