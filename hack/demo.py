@@ -243,7 +243,7 @@ class Demo:
         s = self.say
         s.step("Start a local Kubernetes cluster",
                "etcd, kube-apiserver, kube-controller-manager, kube-scheduler on 127.0.0.1; kwok simulating",
-               "two GPU nodes (8 x nvidia.com/gpu each, nothing runs in their pods); and one real node,",
+               "two GPU nodes (8 x nvidia.com/gpu each, nothing runs in their pods); and, where this machine can run it, one real node,",
                f"{NODE_NAME}: kubelet + containerd + runc + kube-proxy, whose pods are real containers on a",
                "bridge of this machine (it advertises 4 fake nvidia.com/gpu: the server runs on the CPU).")
         state = STATE_DIR / "state.json"
