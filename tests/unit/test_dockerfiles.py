@@ -347,6 +347,37 @@ def test_server_image_has_a_healthcheck_on_the_health_endpoint():
     assert "/health" in checks[-1].args, f"HEALTHCHECK does not probe /health: {checks[-1].args}"
 
 
+def env_names(instructions: list[Instruction]) -> set[str]:
+    """Names every ENV instruction sets (`ENV A=1 B=2` and the legacy `ENV A 1`)."""
+    names: set[str] = set()
+    for ins in instructions:
+        if ins.keyword == "ENV":
+            pairs = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=", ins.args)
+            names.update(pairs or [ins.args.split()[0]])
+    return names
+
+
+def test_server_image_sets_no_server_setting_as_env():
+    """The server's environment overrides its CONFIG_FILE, so an ENV default in the image would
+    silently win over the ConfigMap the operator renders (spec.model.name, spec.service.port)."""
+    from ocr_server.config import ENV_KEYS
+
+    overlap = env_names(_read("Dockerfile.server")) & set(ENV_KEYS)
+    assert not overlap, f"Dockerfile.server sets server settings as ENV: {sorted(overlap)}"
+
+
+def test_baked_weights_land_where_the_server_looks_by_default():
+    from ocr_server.config import ModelConfig
+
+    default = ModelConfig()
+    assert _all_args(_read("Dockerfile.server"))["BAKE_MODEL_NAME"] == default.name
+    assert default.cache_dir == "/models" and "/models/$BAKE_MODEL_NAME" in Path(ROOT / "Dockerfile.server").read_text()
+
+
+def test_rules_read_every_name_an_env_instruction_sets():
+    assert env_names(parse("FROM a:1\nENV A=1 \\\n    B=2\nENV C 3\n")) == {"A", "B", "C"}
+
+
 def test_operator_image_does_not_install_torch_or_the_server():
     text = "\n".join(f"{i.keyword} {i.args}" for i in _read("Dockerfile.operator"))
     assert not re.search(r"\btorch\b|\btransformers\b", text), "the operator image must not carry torch"
