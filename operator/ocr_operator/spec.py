@@ -23,6 +23,7 @@ PLURAL = "ocrservices"
 API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+RATIO_GPU_METRIC = "ocr_gpu_utilization_ratio"  # the server's own GPU gauge, 0..1 (ocr_server.metrics)
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -128,7 +129,13 @@ class Autoscaling:
     schedules: tuple[Schedule, ...] = ()
 
     def target_value(self) -> str:
-        return self.metric.target_average_value or str(self.target_gpu_utilization)
+        """The HPA's averageValue: the metric's own target, else targetGPUUtilization in the
+        metric's unit (a percent for DCGM_FI_DEV_GPU_UTIL, a ratio for the server's gauge)."""
+        if self.metric.target_average_value:
+            return self.metric.target_average_value
+        if self.metric.name == RATIO_GPU_METRIC:
+            return f"{self.target_gpu_utilization * 10}m"
+        return str(self.target_gpu_utilization)
 
     def effective_min_replicas(self, now: dt.datetime | None) -> tuple[int, str | None]:
         """minReplicas at `now` and the name of the open schedule window (first match wins)."""

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 GROUP = "custom.metrics.k8s.io"
 VERSIONS = ("v1beta2", "v1beta1")
-KNOWN_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "ocr_gpu_utilization", "ocr_queue_depth")
+KNOWN_METRICS = ("DCGM_FI_DEV_GPU_UTIL", "ocr_gpu_utilization_ratio", "ocr_queue_depth")
 
 
 class Store:

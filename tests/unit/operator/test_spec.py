@@ -157,3 +157,19 @@ def test_a_cpu_only_service_cannot_autoscale_on_the_gpu_metric():
     assert S.parse({"image": "img", "resources": {"gpus": 0}, "replicas": 1}).autoscaling is None
     assert S.parse({"image": "img", "resources": {"gpus": 0},
                     "autoscaling": {"metric": {"name": "ocr_queue_depth", "targetAverageValue": "4"}}}).autoscaling
+
+
+@pytest.mark.parametrize("metric, target", [
+    ("DCGM_FI_DEV_GPU_UTIL", "70"),            # dcgm-exporter reports percent
+    ("ocr_gpu_utilization_ratio", "700m"),     # the server's gauge is 0..1
+    ("ocr_queue_depth", "70"),
+])
+def test_hpa_target_without_a_metric_target_is_target_gpu_utilization_in_the_metric_unit(metric, target):
+    spec = S.parse({"image": "img", "autoscaling": {"targetGPUUtilization": 70, "metric": {"name": metric}}})
+    assert spec.autoscaling.target_value() == target
+
+
+def test_a_metric_target_average_value_wins():
+    spec = S.parse({"image": "img", "autoscaling": {"metric": {"name": "ocr_gpu_utilization_ratio",
+                                                               "targetAverageValue": "500m"}}})
+    assert spec.autoscaling.target_value() == "500m"
