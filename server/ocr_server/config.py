@@ -18,8 +18,9 @@ import yaml
 
 DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"
 
-# Visual token arithmetic of DeepSeek-OCR-2 (model.md 2a): global view 256, each crop 144,
-# 0 or 2..6 crops, so 256..1120 tokens. The +1 view separator is reported separately.
+# Visual token arithmetic of DeepSeek-OCR-2: global view 256 (1024 px, 16 px patches, 4x4
+# downsampling), each crop 144 (768 px), 0 or 2..6 crops, so 256..1120 tokens. The +1 view
+# separator is reported separately.
 GLOBAL_TOKENS = 256
 CROP_TOKENS = 144
 MIN_CROPS, MAX_CROPS = 2, 6
