@@ -469,6 +469,9 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> 
     state = state_dir()
     b = Buildah(state)
     with _locked(state):
+        # A build that was killed leaves its working container mounted (an overlay mount under the
+        # state dir); nothing else uses this private storage while the lock is held.
+        b.run("rm", "--all")
         t0 = time.monotonic()
         refs: dict[str, str] = {}
         for spec in BUILDS:

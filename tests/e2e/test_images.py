@@ -8,6 +8,7 @@ images' own entry points in throwaway containers under runc, with no network (lo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,13 @@ def test_tiny_server_image_starts_the_server_and_answers_health_on_loopback(buil
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     health = json.loads(result.stdout.strip().splitlines()[-1])
     assert health["status"] == "ok" and health["tiny"] is True and health["device"] == "cpu", health
+
+
+def test_no_working_container_or_its_mount_is_left_behind(built, buildah):
+    """A build or a throwaway run that leaves a working container keeps an overlay mount on the
+    machine; ensure_images removes those of killed builds, and nothing here leaves one."""
+    containers = json.loads(buildah.run("containers", "--json") or "null") or []
+    assert containers == [], [c.get("containername") for c in containers]
+    merged = [line for line in Path("/proc/mounts").read_text().splitlines()
+              if str(img.state_dir()) in line and "/merged " in line]
+    assert merged == [], merged
