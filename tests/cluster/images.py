@@ -148,7 +148,8 @@ def dockerfile_args(text: str) -> dict[str, str]:
     return args
 
 
-def _expand(text: str, args: Mapping[str, str]) -> str:
+def expand_args(text: str, args: Mapping[str, str]) -> str:
+    """Shell-style `$X`, `${X}`, `${X:-default}` and `${X:+alt}` with the ARG defaults."""
     def sub(m: re.Match[str]) -> str:
         name, op, word = m.group(1) or m.group(4), m.group(2), m.group(3)
         value = args.get(name, "")
@@ -173,7 +174,7 @@ def copy_sources(text: str, build_args: Mapping[str, str]) -> list[str]:
                     break
                 opts = dict(o.partition("=")[::2] for o in flag[len("--mount="):].split(","))
                 if opts.get("type") == "bind" and "from" not in opts:
-                    out.append(_expand(opts.get("source", "."), args))
+                    out.append(expand_args(opts.get("source", "."), args))
             continue
         if not words or words[0].upper() not in ("COPY", "ADD"):
             continue
@@ -181,7 +182,7 @@ def copy_sources(text: str, build_args: Mapping[str, str]) -> list[str]:
         if any(w.startswith("--from") for w in rest):
             continue
         paths = [w for w in rest if not w.startswith("--")]
-        out += [_expand(p, args) for p in paths[:-1]]
+        out += [expand_args(p, args) for p in paths[:-1]]
     return out
 
 

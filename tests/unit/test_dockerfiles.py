@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.images import expand_args as expand  # one ARG expansion for the rules and the builder
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]
 PRODUCTION_BASES = {
@@ -103,17 +105,6 @@ def _all_args(instructions: list[Instruction]) -> dict[str, str]:
     return args
 
 
-def expand(text: str, args: dict[str, str]) -> str:
-    """Shell-style `$X`, `${X}`, `${X:-default}` and `${X:+alt}` with the ARG defaults."""
-    def sub(m: re.Match[str]) -> str:
-        name, op, word = m.group(1) or m.group(4), m.group(2), m.group(3)
-        value = args.get(name, "")
-        if op == ":-":
-            return value or word
-        if op == ":+":
-            return word if value else ""
-        return value
-    return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", sub, text)
 
 
 def unpinned_bases(instructions: list[Instruction]) -> list[str]:
