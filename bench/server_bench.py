@@ -37,17 +37,19 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, round(q / 100 * len(values) + 0.5) - 1))]
 
 
+def page(width: int, height: int, seed: int) -> bytes:
+    """A white page with dark text-like bars of random lengths (the same seed, the same page)."""
+    rng = np.random.default_rng(seed)
+    arr = np.full((height, width, 3), 255, dtype=np.uint8)
+    for y in range(16, height - 16, 28):
+        arr[y:y + 10, 16:int(rng.integers(width // 3, width - 16))] = 20
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "PNG")
+    return buf.getvalue()
+
+
 def make_images(n: int, size: int) -> list[bytes]:
-    out = []
-    for i in range(n):
-        rng = np.random.default_rng(i)
-        arr = np.full((size, size, 3), 255, dtype=np.uint8)
-        for y in range(16, size - 16, 28):
-            arr[y:y + 10, 16:int(rng.integers(size // 3, size - 16))] = 20
-        buf = io.BytesIO()
-        Image.fromarray(arr).save(buf, "PNG")
-        out.append(buf.getvalue())
-    return out
+    return [page(size, size, seed=i) for i in range(n)]
 
 
 def write_model(out: Path, full_size: bool) -> Path:

@@ -15,7 +15,6 @@ quality. --full-size builds the real DeepSeek-OCR-2 architecture with random bf1
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -28,21 +27,10 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
-from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-
-
-def page(width: int, height: int, seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    arr = np.full((height, width, 3), 255, dtype=np.uint8)
-    for y in range(16, height - 16, 28):
-        arr[y:y + 10, 16:int(rng.integers(width // 3, width - 16))] = 20
-    buf = io.BytesIO()
-    Image.fromarray(arr).save(buf, "PNG")
-    return buf.getvalue()
+from server_bench import page  # noqa: E402  (bench/ is put on the path just above)
 
 
 def free_port() -> int:
