@@ -24,6 +24,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 DEFAULT_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 RATIO_GPU_METRIC = "ocr_gpu_utilization_ratio"  # the server's own GPU gauge, 0..1 (ocr_server.metrics)
+QUEUE_METRIC = "ocr_queue_depth"  # the server's own per-pod queue gauge (ocr_server.metrics)
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -127,6 +128,8 @@ class Autoscaling:
     metric: Metric = field(default_factory=Metric)
     behavior: Mapping[str, Any] | None = None
     schedules: tuple[Schedule, ...] = ()
+    # The second signal: average ocr_queue_depth per pod, next to the GPU metric (None: off).
+    target_queue_depth: str | None = None
 
     def target_value(self) -> str:
         """The HPA's averageValue: the metric's own target, else targetGPUUtilization in the
@@ -205,6 +208,7 @@ class ServiceMonitorSpec:
 @dataclass(frozen=True)
 class OcrServiceSpec:
     image: str
+    engine: str = "transformers"  # ENGINE of the server: transformers | vllm
     image_pull_policy: str = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
     model: Model = field(default_factory=Model)
@@ -340,6 +344,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
                 selector=_frozen_map(met.get("selector")),
             ),
             behavior=a.get("behavior") or None,
+            target_queue_depth=None if a.get("targetQueueDepth") is None else str(a["targetQueueDepth"]),
             schedules=tuple(
                 Schedule(
                     name=s["name"],
@@ -413,6 +418,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
 
     parsed = OcrServiceSpec(
         image=image,
+        engine=_str(spec, "engine", OcrServiceSpec.engine, where),
         image_pull_policy=_str(spec, "imagePullPolicy", "IfNotPresent", where),
         image_pull_secrets=tuple(s["name"] for s in spec.get("imagePullSecrets") or ()),
         model=model,
@@ -453,6 +459,11 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
     """The CRD's CEL and range rules, in Python; raise SpecError naming the field."""
     errors: list[str] = []
     inf = s.inference
+    if s.engine not in ("transformers", "vllm"):
+        errors.append(f"spec.engine must be transformers or vllm, got {s.engine!r}")
+    if s.engine == "vllm" and (inf.min_visual_tokens > 544 or inf.max_visual_tokens < 544):
+        errors.append("spec.engine vllm needs spec.inference.minVisualTokens <= 544 and "
+                      "spec.inference.maxVisualTokens >= 544 (vLLM's processor picks 2..maxCrops crops)")
     for name, value in (("minVisualTokens", inf.min_visual_tokens), ("maxVisualTokens", inf.max_visual_tokens)):
         if not 256 <= value <= 1120:
             errors.append(f"spec.inference.{name} must be within 256..1120, got {value}")
@@ -496,6 +507,9 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
         for window in a.schedules:
             if window.min_replicas > a.max_replicas:
                 errors.append("spec.autoscaling.schedules[].minReplicas must be <= spec.autoscaling.maxReplicas")
+    if a is not None and a.target_queue_depth is not None and a.metric.name == QUEUE_METRIC:
+        errors.append("spec.autoscaling.targetQueueDepth and spec.autoscaling.metric.name "
+                      f"{QUEUE_METRIC} name the same metric twice")
     if a is not None and s.resources.gpus == 0 and a.metric.name == DEFAULT_METRIC:
         errors.append("spec.autoscaling.metric.name DCGM_FI_DEV_GPU_UTIL needs spec.resources.gpus > 0")
     hc = s.rollout.health_check

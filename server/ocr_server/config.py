@@ -30,6 +30,9 @@ PATCH = 16
 DOWNSAMPLE = 4
 
 
+ENGINES = ("transformers", "vllm")
+
+
 class ConfigError(ValueError):
     """A configuration value the server cannot run with; the message names the key."""
 
@@ -69,6 +72,9 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
+    # transformers: static batches around transformers' generate (engine.py); vllm: vLLM's async
+    # engine in-process with continuous batching (vllm_engine.py; needs the .venv-vllm environment).
+    engine: str = "transformers"
     gpu_id: int = 0
     device: str = "auto"  # auto | cpu | cuda
     concurrency: int = 4
@@ -116,6 +122,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "BASE_SIZE": ("model", "base_size"),
     "MAX_VISUAL_TOKENS": ("model", "max_visual_tokens"),
     "MIN_VISUAL_TOKENS": ("model", "min_visual_tokens"),
+    "ENGINE": ("runtime", "engine"),
     "GPU_ID": ("runtime", "gpu_id"),
     "DEVICE": ("runtime", "device"),
     "CONCURRENCY": ("runtime", "concurrency"),
@@ -258,6 +265,10 @@ def validate(cfg: ServerConfig) -> None:
         )
     if not m.path and not m.name:
         _fail("MODEL_NAME", m.name, "a model name (a folder under CACHE_DIR) or set MODEL_PATH")
+    if r.engine not in ENGINES:
+        _fail("ENGINE", r.engine, " or ".join(ENGINES))
+    if r.engine == "vllm":
+        _validate_vllm(m)
     if r.gpu_id < 0:
         _fail("GPU_ID", r.gpu_id, ">= 0")
     if r.device not in ("auto", "cpu", "cuda"):
@@ -288,6 +299,23 @@ def validate(cfg: ServerConfig) -> None:
         _fail("runtime.split_max_parts", r.split_max_parts, "2..16")
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
+
+
+def _validate_vllm(m: ModelConfig) -> None:
+    """What vLLM's DeepSeek-OCR 2 processor cannot do: it hard-codes 768 px crops beside a 1024 px
+    global view and always picks 2..max crops for a page larger than one crop (its minimum is fixed
+    at 2, and with no crops allowed it squashes the page to 768 px instead of fitting it into the
+    global view). So MIN_VISUAL_TOKENS must not ask for more than 2 crops, and MAX_VISUAL_TOKENS
+    must allow at least 2 (544 tokens)."""
+    if m.input_size != 768 or m.base_size != 1024:
+        _fail("INPUT_SIZE" if m.input_size != 768 else "BASE_SIZE", m.input_size if m.input_size != 768 else m.base_size,
+              "ENGINE=vllm serves INPUT_SIZE 768 with BASE_SIZE 1024 only (vLLM's processor fixes them)")
+    if crops_required(m.min_visual_tokens) > MIN_CROPS:
+        _fail("MIN_VISUAL_TOKENS", m.min_visual_tokens,
+              "<= 544 with ENGINE=vllm: vLLM's processor always allows a 2-crop grid, it cannot demand more crops")
+    if crops_allowed(m.max_visual_tokens) < MIN_CROPS:
+        _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens,
+              ">= 544 with ENGINE=vllm: vLLM's processor cannot show a large page as the global view alone")
 
 
 def validate_model_dir(cfg: ServerConfig) -> Path:

@@ -136,9 +136,11 @@ def _crd_errors(spec_json: str) -> tuple[str, ...]:
     return tuple(schema_errors or cel_errors(spec, SPEC_SCHEMA))
 
 
-def ocrservice_spec(inference: dict[str, Any]) -> dict[str, Any]:
-    return apply_defaults({"image": "registry.example.com/causalflow/ocr-server:0.1.0", "inference": dict(inference)},
-                          SPEC_SCHEMA)
+def ocrservice_spec(inference: dict[str, Any], engine: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"image": "registry.example.com/causalflow/ocr-server:0.1.0", "inference": dict(inference)}
+    if engine is not None:
+        spec["engine"] = engine
+    return apply_defaults(spec, SPEC_SCHEMA)
 
 
 # --- the operator's rendering and the server's startup validation --------------------------------
@@ -176,21 +178,52 @@ def generated_inference() -> Iterator[dict[str, Any]]:
 
 # --- the contract -------------------------------------------------------------------------------
 
-def test_every_crd_valid_inference_spec_starts_the_server(tmp_path):
+ENGINES = (None, "transformers", "vllm")  # None: the CRD's default
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e or "engine-defaulted")
+def test_every_crd_valid_inference_spec_starts_the_server(engine, tmp_path):
     accepted, refused = 0, []
     for inference in generated_inference():
-        spec = ocrservice_spec(inference)
+        spec = ocrservice_spec(inference, engine)
         if crd_errors(spec):
             continue
         accepted += 1
         try:
-            server_startup_check(spec, tmp_path)
+            cfg = server_startup_check(spec, tmp_path)
         except (ConfigError, spec_mod.SpecError) as exc:
-            refused.append(f"spec.inference={inference}: {exc}")
+            refused.append(f"spec.engine={engine} spec.inference={inference}: {exc}")
+            continue
+        assert cfg.runtime.engine == (engine or "transformers"), "spec.engine reaches the server through config.yaml"
     assert refused == [], f"{len(refused)} CRD-valid specs refused, e.g.:\n" + "\n".join(refused[:10])
     # 4 of the 9 size pairs are valid (768/1024, each side possibly defaulted), times the token pairs
-    # the crop arithmetic allows: fewer means the generator (or the CRD) lost coverage.
-    assert accepted >= 300, f"only {accepted} generated specs passed the CRD: the generator lost its coverage"
+    # the crop arithmetic allows: fewer means the generator (or the CRD) lost coverage. vLLM's
+    # processor narrows the token pairs (at most 2 crops demanded, at least 2 allowed).
+    assert accepted >= (150 if engine == "vllm" else 300), f"only {accepted} generated specs passed the CRD: the generator lost its coverage"
+
+
+@pytest.mark.parametrize("inference", [{"minVisualTokens": 545}, {"maxVisualTokens": 543}, {"minVisualTokens": 256, "maxVisualTokens": 256}])
+def test_the_crd_refuses_what_the_vllm_engine_cannot_serve(inference, tmp_path):
+    """The other direction: what ENGINE=vllm refuses at startup, the CRD and the operator refuse first,
+    and the same inference with the transformers engine starts."""
+    spec = ocrservice_spec(inference, "vllm")
+    errors = crd_errors(spec)
+    assert errors and "spec.engine" in errors[0], errors
+    with pytest.raises(spec_mod.SpecError, match="spec.engine"):
+        spec_mod.parse(spec)
+    broken = tmp_path / "vllm.yaml"
+    broken.write_text(yaml.safe_dump({"runtime": {"engine": "vllm"}, "model": {
+        "min_visual_tokens": inference.get("minVisualTokens", 256), "max_visual_tokens": inference.get("maxVisualTokens", 1024)}}))
+    with pytest.raises(ConfigError, match="VISUAL_TOKENS"):
+        load_config(str(broken), env={})
+    assert server_startup_check(ocrservice_spec(inference, "transformers"), tmp_path).runtime.engine == "transformers"
+
+
+def test_the_crd_refuses_an_unknown_engine_and_the_server_names_the_key():
+    errors = crd_errors(ocrservice_spec({}, "tensorrt"))
+    assert errors and "spec.engine" in errors[0], errors
+    with pytest.raises(ConfigError, match="ENGINE='tensorrt' is not allowed: transformers or vllm"):
+        load_config(env={"ENGINE": "tensorrt"})
 
 
 OTHER_SETTINGS = [
@@ -211,11 +244,12 @@ def test_the_other_rendered_server_settings_are_accepted_at_their_bounds(other, 
     assert str(cfg.model.model_dir) == (other["model"].get("path") or f"{spec['model']['cacheDir'].rstrip('/')}/{spec['model']['name']}")
 
 
-def test_the_operator_accepts_exactly_what_the_crd_accepts():
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e or "engine-defaulted")
+def test_the_operator_accepts_exactly_what_the_crd_accepts(engine):
     """spec.validate repeats the CRD's rules for objects that never met the API server."""
     disagree = []
     for inference in generated_inference():
-        spec = ocrservice_spec(inference)
+        spec = ocrservice_spec(inference, engine)
         crd_ok = not crd_errors(spec)
         try:
             spec_mod.parse(spec)
@@ -260,6 +294,7 @@ def test_the_crd_defaults_are_the_server_defaults(tmp_path):
     for field, (section, key) in FIELD_TO_SERVER.items():
         assert props[field]["default"] == getattr(getattr(server, section), key), f"spec.inference.{field}"
     assert props["maxVisualTokens"]["default"] == 1024 == server.model.max_visual_tokens
+    assert SPEC_SCHEMA["properties"]["engine"]["default"] == "transformers" == server.runtime.engine
     # And what a pod of an OcrService without spec.inference really runs with:
     rendered = server_startup_check(ocrservice_spec({}), tmp_path)
     for section, key in FIELD_TO_SERVER.values():

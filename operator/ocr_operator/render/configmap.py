@@ -36,6 +36,7 @@ def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
         "service": {"host": "0.0.0.0", "port": spec.service.port},
         "model": model,
         "runtime": {
+            "engine": spec.engine,
             "gpu_id": 0,
             "concurrency": inf.concurrency,
             "batch_size": inf.batch_size,

@@ -179,7 +179,7 @@ def test_the_configmap_holds_service_model_and_runtime_sections():
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     assert set(cfg) == {"service", "model", "runtime"}
     assert cfg["service"] == {"host": "0.0.0.0", "port": 8080}
-    assert cfg["runtime"] == {"gpu_id": 0, "concurrency": 2, "batch_size": 16, "timeout_sec": 30,
+    assert cfg["runtime"] == {"engine": "transformers", "gpu_id": 0, "concurrency": 2, "batch_size": 16, "timeout_sec": 30,
                               "max_new_tokens": 8192}
     assert cfg["model"]["path"] == "/opt/model"
     assert cfg["model"]["max_visual_tokens"] == 1024
