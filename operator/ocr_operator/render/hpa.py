@@ -1,11 +1,19 @@
-"""autoscaling/v2 HorizontalPodAutoscaler on a Pods metric (GPU utilisation by default)."""
+"""autoscaling/v2 HorizontalPodAutoscaler on a Pods metric (GPU utilisation by default), and on
+the server's queue depth next to it when `spec.autoscaling.targetQueueDepth` is set.
+
+Two metrics in one HPA, not two HPAs (which would fight over the Deployment's size): the HPA
+controller computes a replica count per metric and follows the largest, so a long queue adds
+pods while the GPU gauge reads low (it reads ~100 % whenever a batch runs, whatever waits behind
+it), and the service shrinks only when both are low. A metric the API cannot serve is skipped for
+a scale-up but blocks a scale-down, the safe side for a service with slow cold starts.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from .. import naming
-from ..spec import OcrServiceSpec
+from ..spec import QUEUE_METRIC, OcrServiceSpec
 
 # Slow GPU cold starts: scale up promptly, scale down slowly.
 DEFAULT_BEHAVIOR = {
@@ -37,6 +45,14 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, *, min_replicas: int 
     metric: dict[str, Any] = {"name": a.metric.name}
     if a.metric.selector:
         metric["selector"] = {"matchLabels": dict(a.metric.selector)}
+    metrics = [{"type": "Pods",
+                "pods": {"metric": metric, "target": {"type": "AverageValue", "averageValue": a.target_value()}}}]
+    if a.target_queue_depth is not None:
+        queue: dict[str, Any] = {"name": QUEUE_METRIC}
+        if a.metric.selector:
+            queue["selector"] = {"matchLabels": dict(a.metric.selector)}
+        metrics.append({"type": "Pods", "pods": {"metric": queue, "target": {
+            "type": "AverageValue", "averageValue": a.target_queue_depth}}})
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
@@ -45,10 +61,7 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, *, min_replicas: int 
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": naming.deployment_name(name)},
             "minReplicas": a.min_replicas if min_replicas is None else min_replicas,
             "maxReplicas": a.max_replicas,
-            "metrics": [{
-                "type": "Pods",
-                "pods": {"metric": metric, "target": {"type": "AverageValue", "averageValue": a.target_value()}},
-            }],
+            "metrics": metrics,
             "behavior": behavior(spec),
         },
     }
