@@ -226,8 +226,10 @@ def build_model(seed: int = 0):
 def write_readme(out: Path, layout: str) -> None:
     (out / "README.md").write_text(
         f"# {TINY_MODEL_NAME} ({layout} layout)\n\n{TINY_NOTICE}\n\n"
-        f"Written by `python -m ocr_server.testing.tiny_model`. Serve it with "
-        f"`MODEL_PATH={out} python -m ocr_server`.\n"
+        # No absolute path here: the folder's bytes must not depend on where it was written (the
+        # image harness keys the baked-model image by them, so every checkout would re-import it).
+        "Written by `python -m ocr_server.testing.tiny_model`. Serve it with "
+        "`MODEL_PATH=<this folder> python -m ocr_server`.\n"
     )
 
 
