@@ -461,9 +461,9 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
     inf = s.inference
     if s.engine not in ("transformers", "vllm"):
         errors.append(f"spec.engine must be transformers or vllm, got {s.engine!r}")
-    if s.engine == "vllm" and (inf.min_visual_tokens > 544 or inf.max_visual_tokens < 544):
-        errors.append("spec.engine vllm needs spec.inference.minVisualTokens <= 544 and "
-                      "spec.inference.maxVisualTokens >= 544 (vLLM's processor picks 2..maxCrops crops)")
+    if s.engine == "vllm" and (inf.min_visual_tokens > 544 or inf.max_visual_tokens != 1120):
+        errors.append("spec.engine vllm needs spec.inference.maxVisualTokens 1120 and "
+                      "spec.inference.minVisualTokens <= 544 (vLLM's processor always picks 2..6 crops)")
     for name, value in (("minVisualTokens", inf.min_visual_tokens), ("maxVisualTokens", inf.max_visual_tokens)):
         if not 256 <= value <= 1120:
             errors.append(f"spec.inference.{name} must be within 256..1120, got {value}")

@@ -303,19 +303,18 @@ def validate(cfg: ServerConfig) -> None:
 
 def _validate_vllm(m: ModelConfig) -> None:
     """What vLLM's DeepSeek-OCR 2 processor cannot do: it hard-codes 768 px crops beside a 1024 px
-    global view and always picks 2..max crops for a page larger than one crop (its minimum is fixed
-    at 2, and with no crops allowed it squashes the page to 768 px instead of fitting it into the
-    global view). So MIN_VISUAL_TOKENS must not ask for more than 2 crops, and MAX_VISUAL_TOKENS
-    must allow at least 2 (544 tokens)."""
+    global view and picks 2..6 crops for every page larger than one crop (its minimum of 2 and
+    maximum of 6 are module constants; its placeholder count assumes them). So the server's caps
+    must be exactly that: MIN_VISUAL_TOKENS at most 544 (2 crops), MAX_VISUAL_TOKENS 1120 (6 crops)."""
     if m.input_size != 768 or m.base_size != 1024:
         _fail("INPUT_SIZE" if m.input_size != 768 else "BASE_SIZE", m.input_size if m.input_size != 768 else m.base_size,
               "ENGINE=vllm serves INPUT_SIZE 768 with BASE_SIZE 1024 only (vLLM's processor fixes them)")
     if crops_required(m.min_visual_tokens) > MIN_CROPS:
         _fail("MIN_VISUAL_TOKENS", m.min_visual_tokens,
               "<= 544 with ENGINE=vllm: vLLM's processor always allows a 2-crop grid, it cannot demand more crops")
-    if crops_allowed(m.max_visual_tokens) < MIN_CROPS:
+    if crops_allowed(m.max_visual_tokens) != MAX_CROPS:
         _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens,
-              ">= 544 with ENGINE=vllm: vLLM's processor cannot show a large page as the global view alone")
+              f"{TOKEN_CEILING} with ENGINE=vllm: vLLM's processor always allows up to {MAX_CROPS} crops, a lower cap cannot be applied")
 
 
 def validate_model_dir(cfg: ServerConfig) -> Path:
