@@ -196,7 +196,7 @@ def load_example() -> dict:
 
 def operator_argv(liveness_port: int) -> list[str]:
     return [PY, "-m", "ocr_operator", "--namespace", NAMESPACE, "--liveness-host", "127.0.0.1",
-            f"--liveness-port={liveness_port}"]
+            f"--liveness-port={liveness_port}", "--metrics-port=0"]
 
 
 def http_json(url: str, timeout: float = 5, data: bytes | None = None, headers: dict | None = None):

@@ -1,4 +1,4 @@
-"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT] [--log-level LEVEL]`."""
+"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT] [--metrics-port PORT] [--log-level LEVEL]`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--liveness-host", default=os.environ.get("OCR_OPERATOR_LIVENESS_HOST", "0.0.0.0"))
     p.add_argument("--liveness-port", type=int, default=int(os.environ.get("OCR_OPERATOR_LIVENESS_PORT", "8080")),
                    help="port of kopf's liveness endpoint /healthz (0 disables it)")
+    p.add_argument("--metrics-host", default=os.environ.get("OCR_OPERATOR_METRICS_HOST", "0.0.0.0"))
+    p.add_argument("--metrics-port", type=int, default=int(os.environ.get("OCR_OPERATOR_METRICS_PORT", "8081")),
+                   help="port of the operator's Prometheus metrics, /metrics (0 disables it)")
     p.add_argument("--workers", type=int, default=None, help="concurrent reconciles (default 8)")
     p.add_argument("--log-level", choices=LEVELS, default=os.environ.get("OCR_OPERATOR_LOG_LEVEL", "info"),
                    help="the root logger's level, one to one (debug adds kopf's per-event lines)")
@@ -53,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     from . import handlers  # (registers the handlers)
 
     handlers.STATE.namespaces = list(args.namespace) or None
+    if args.metrics_port:
+        from .metrics import METRICS
+
+        METRICS.serve(args.metrics_port, args.metrics_host)
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     kopf.run(

@@ -29,6 +29,7 @@ from . import children, naming, status
 from .cache import OWN_WRITE_SECONDS, Store, rv
 from .events import Recorder
 from .kube import ApiError, Kube
+from .metrics import METRICS
 from .reconcile import reconcile
 from .workqueue import WorkQueue
 
@@ -217,12 +218,15 @@ class Controller:
             result = await reconcile(self.kube, owner, now=dt.datetime.now(dt.timezone.utc),
                                      servicemonitor_available=await self._servicemonitors(), store=self.store)
         except ApiError as exc:
+            METRICS.failed("api", time.monotonic() - started)
             self._backoff(key, f"API error: {exc}")
             return
         except Exception:  # a bug must not kill the worker; retry later with backoff
+            METRICS.failed("unexpected", time.monotonic() - started)
             log.exception("reconcile of %s/%s failed", *key)
             self._backoff(key, "unexpected error")
             return
+        METRICS.reconciled(time.monotonic() - started)
         self.reconciles += 1
         self.writes += result.writes
         self.failures.pop(key, None)
@@ -231,6 +235,8 @@ class Controller:
         now = dt.datetime.now(dt.timezone.utc)
         for type_, reason, message in result.events:
             self.recorder.emit(owner, type_, reason, message, now)
+            if reason == "RolledBack":
+                METRICS.rolled_back(((result.status or owner).get("status") or {}).get("failedReason"))
         if result.writes:
             log.info("reconciled %s/%s in %.2fs: %d write(s) %s", *key, time.monotonic() - started, result.writes,
                      "; ".join(result.actions))

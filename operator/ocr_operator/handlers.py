@@ -19,6 +19,7 @@ import kopf
 from . import children, naming, settings as operator_settings
 from .controller import Controller
 from .kube import Kube
+from .metrics import METRICS
 from .spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ async def startup(settings: kopf.OperatorSettings, **_):
     operator_settings.configure(settings)
     workers = int(os.environ.get("OCR_OPERATOR_WORKERS", "8"))
     STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces)
+    METRICS.state.controller = STATE.controller
     await STATE.controller.start()
 
 

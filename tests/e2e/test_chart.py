@@ -114,7 +114,7 @@ def release(cluster, tmp_path_factory):
     env = dict(cluster.env, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocr_operator", "--namespace", ns, "--liveness-host",
-                                 "127.0.0.1", f"--liveness-port={port}"], stdout=out, stderr=subprocess.STDOUT,
+                                 "127.0.0.1", f"--liveness-port={port}", "--metrics-port=0"], stdout=out, stderr=subprocess.STDOUT,
                                 env=env, cwd=ROOT, start_new_session=True)
 
     def live():
