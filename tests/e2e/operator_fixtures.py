@@ -50,6 +50,9 @@ class OperatorProcess:
         self.extra_env = extra_env or {}
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
+        # Its Prometheus metrics: one port for the life of this object, so a restarted operator
+        # is the same scrape target.
+        self.metrics_port = _free_port()
         self.starts = 0
 
     @property
@@ -63,7 +66,8 @@ class OperatorProcess:
         self.port = _free_port()
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
         argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
-                "--liveness-port", str(self.port), "--log-level", "info"]
+                "--liveness-port", str(self.port), "--metrics-host", "127.0.0.1",
+                "--metrics-port", str(self.metrics_port), "--log-level", "info"]
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
         log = self.log_path.open("a")
         log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
