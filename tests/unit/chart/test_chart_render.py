@@ -53,7 +53,8 @@ def test_values_yaml_satisfies_values_schema():
 
 @pytest.mark.parametrize("bad", [
     "logLevel=verbose", "rbac.namespaced=maybe", "watchNamespaces={Not_A_Namespace}",
-    "image.pullPolicy=Sometimes", "livenessProbe.port=80", "unknownKey=1",
+    "image.pullPolicy=Sometimes", "livenessProbe.port=80", "unknownKey=1", "metrics.port=80",
+    "monitoring.serviceMonitor.interval=often",
 ])
 def test_values_schema_rejects_invalid_values(bad):
     result = run_helm("template", "x", str(CHART), "--set", bad, check=False)
@@ -129,13 +130,43 @@ def test_liveness_probe_reads_the_endpoint_kopf_serves():
     container = _operator(template({"livenessProbe.port": "9090"}))
     assert "--liveness-port=9090" in container["args"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["ports"] == [{"name": "health", "containerPort": 9090, "protocol": "TCP"}]
+    assert {"name": "health", "containerPort": 9090, "protocol": "TCP"} in container["ports"]
 
 
 def test_disabling_the_liveness_probe_turns_off_endpoint_probe_and_port():
     container = _operator(template({"livenessProbe.enabled": "false"}))
     assert "--liveness-port=0" in container["args"]
-    assert "livenessProbe" not in container and "ports" not in container
+    assert "livenessProbe" not in container and [p["name"] for p in container["ports"]] == ["metrics"]
+
+
+def test_the_operator_serves_its_metrics_on_a_named_port_behind_a_metrics_service():
+    rendered = template({"metrics.port": "9100"})
+    container = _operator(rendered)
+    assert "--metrics-port=9100" in container["args"]
+    assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in container["ports"]
+    [svc] = [s for s in by_kind(rendered, "Service") if s["metadata"]["name"].endswith("-metrics")]
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}]
+    [deployment] = by_kind(rendered, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_disabling_metrics_turns_off_the_flag_port_and_service():
+    rendered = template({"metrics.enabled": "false", "livenessProbe.enabled": "false"})
+    container = _operator(rendered)
+    assert "--metrics-port=0" in container["args"] and "ports" not in container
+    assert not [s for s in by_kind(rendered, "Service") if s["metadata"]["name"].endswith("-metrics")]
+
+
+def test_the_operators_servicemonitor_selects_only_the_metrics_service_and_port():
+    rendered = template({"monitoring.serviceMonitor.enabled": "true", "monitoring.serviceMonitor.labels.release": "kps"})
+    [sm] = by_kind(rendered, "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "kps"
+    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    matching = [s["metadata"]["name"] for s in by_kind(rendered, "Service")
+                if sm["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+    assert matching == [sm["metadata"]["name"] + "-metrics"]
+    assert not by_kind(template(), "ServiceMonitor")  # off by default: it needs the Prometheus Operator
 
 
 @pytest.mark.parametrize("level", ["debug", "info", "warning", "error"])
