@@ -41,6 +41,7 @@ KINDS: dict[str, ApiKind] = {k.kind: k for k in (
     ApiKind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", READ + WRITE),
     ApiKind("NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", READ + WRITE),
     ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", READ + WRITE, optional=True),
+    ApiKind("PrometheusRule", "monitoring.coreos.com", "v1", "prometheusrules", READ + WRITE, optional=True),
     # Pods are only read: the rollout judges the new revision's pods from what Kubernetes reports.
     ApiKind("Pod", "", "v1", "pods", ("list", "watch")),
 )}
@@ -65,6 +66,7 @@ CHILDREN: tuple[Child, ...] = (
     Child("PodDisruptionBudget", "PodDisruptionBudget", naming.pdb_name),
     Child("NetworkPolicy", "NetworkPolicy", naming.networkpolicy_name),
     Child("ServiceMonitor", "ServiceMonitor", naming.servicemonitor_name),
+    Child("PrometheusRule", "PrometheusRule", naming.prometheusrule_name),
     # The pod templates of past revisions (revisions.py), a second ConfigMap.
     Child("RevisionHistory", "ConfigMap", naming.revisions_name),
 )
@@ -74,6 +76,11 @@ BY_KEY: dict[str, Child] = {c.key: c for c in CHILDREN}
 def child_names(name: str) -> dict[str, str]:
     """Plan key -> name of that child of the OcrService `name`."""
     return {c.key: c.name(name) for c in CHILDREN}
+
+
+def optional_kinds() -> tuple[str, ...]:
+    """Kinds served only where a CRD provides them: rendered and read only while served."""
+    return tuple(k.kind for k in KINDS.values() if k.optional)
 
 
 def watched() -> tuple[ApiKind, ...]:

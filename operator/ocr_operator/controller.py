@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
-# How often to look again whether optional APIs (ServiceMonitor) are served.
+# How often to look again whether optional APIs (ServiceMonitor, PrometheusRule) are served.
 DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
 # Reconciles handed out per second (burst twice that); 0 = unlimited.
 QPS = float(os.environ.get("OCR_OPERATOR_QPS", "100"))
@@ -58,8 +58,9 @@ class Controller:
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.failures: dict[Key, int] = {}
         self.tasks: list[asyncio.Task] = []
-        self.servicemonitor_available = False
-        self._sm_checked = 0.0
+        # Optional child kinds (children.optional_kinds) -> whether the API serves them now.
+        self.optional_available: dict[str, bool] = {kind: False for kind in children.optional_kinds()}
+        self._optional_checked = 0.0
         self.reconciles = 0
         self.writes = 0
         self.child_events = 0
@@ -176,27 +177,34 @@ class Controller:
         await self.recorder.stop()
         await self.kube.close()
 
-    async def _servicemonitors(self) -> bool:
-        """Whether the ServiceMonitor API is served, re-checked every DISCOVERY_SECONDS."""
-        if time.monotonic() - self._sm_checked > DISCOVERY_SECONDS:
-            self._sm_checked = time.monotonic()
-            try:
-                available = await self.kube.has_resource("ServiceMonitor")
-            except ApiError as exc:
-                log.warning("cannot tell whether ServiceMonitors exist: %s", exc)
-            else:
-                if available != self.servicemonitor_available:
-                    self.store.listed.discard(("ServiceMonitor", None))
-                self.servicemonitor_available = available
-        return self.servicemonitor_available
+    @property
+    def servicemonitor_available(self) -> bool:
+        return self.optional_available.get("ServiceMonitor", False)
+
+    async def _optional_apis(self) -> frozenset[str]:
+        """The optional kinds the API serves (CRDs such as prometheus-operator's), re-checked
+        every DISCOVERY_SECONDS."""
+        if time.monotonic() - self._optional_checked > DISCOVERY_SECONDS:
+            self._optional_checked = time.monotonic()
+            for kind, before in list(self.optional_available.items()):
+                try:
+                    available = await self.kube.has_resource(kind)
+                except ApiError as exc:
+                    log.warning("cannot tell whether %ss exist: %s", kind, exc)
+                    continue
+                if available != before:
+                    self.store.listed.discard((kind, None))
+                self.optional_available[kind] = available
+        return frozenset(k for k, v in self.optional_available.items() if v)
 
     async def _discovery(self) -> None:
-        """When the ServiceMonitor API appears or goes, every object is reconciled (not only at resync)."""
+        """When an optional API appears or goes, every object is reconciled (not only at resync)."""
         while True:
-            before = self.servicemonitor_available
-            if await self._servicemonitors() != before:
-                log.info("ServiceMonitor API %s: reconciling every object",
-                         "available" if self.servicemonitor_available else "gone")
+            before = frozenset(k for k, v in self.optional_available.items() if v)
+            now = await self._optional_apis()
+            if now != before:
+                log.info("optional APIs served now: %s (were %s): reconciling every object",
+                         ", ".join(sorted(now)) or "none", ", ".join(sorted(before)) or "none")
                 for key in list(self.cache):
                     self.enqueue(key)
             await asyncio.sleep(max(1.0, DISCOVERY_SECONDS))
@@ -216,7 +224,7 @@ class Controller:
         started = time.monotonic()
         try:
             result = await reconcile(self.kube, owner, now=dt.datetime.now(dt.timezone.utc),
-                                     servicemonitor_available=await self._servicemonitors(), store=self.store)
+                                     available=await self._optional_apis(), store=self.store)
         except ApiError as exc:
             METRICS.failed("api", time.monotonic() - started)
             self._backoff(key, f"API error: {exc}")

@@ -59,6 +59,10 @@ def servicemonitor_name(name: str) -> str:
     return name
 
 
+def prometheusrule_name(name: str) -> str:
+    return name
+
+
 def selector_labels(name: str) -> dict[str, str]:
     """The immutable Deployment selector: never add a label that can change."""
     return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: name}

@@ -31,11 +31,16 @@ class Snapshot:
 child_names = children.child_names
 
 
-async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool,
-                   store: Store | None = None) -> Snapshot:
+async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool = False,
+                   store: Store | None = None, available: frozenset[str] | None = None) -> Snapshot:
     """The children and pods of OcrService `name`: from `store` (fed by the watches), reading
-    with a GET or a LIST only what it has never seen; without a store, everything from the API."""
-    keys = [k for k in CHILDREN if k != "ServiceMonitor" or servicemonitor_available]
+    with a GET or a LIST only what it has never seen; without a store, everything from the API.
+    Optional kinds (children.optional_kinds) are read only when in `available`, the kinds the
+    API serves (by default: ServiceMonitor when `servicemonitor_available`)."""
+    if available is None:
+        available = frozenset({"ServiceMonitor"}) if servicemonitor_available else frozenset()
+    optional = children.optional_kinds()
+    keys = [k for k in CHILDREN if CHILDREN[k][0] not in optional or CHILDREN[k][0] in available]
 
     async def one(key: str) -> dict[str, Any] | None:
         kind, fn = CHILDREN[key]
@@ -55,5 +60,7 @@ async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_avai
 
     results = await asyncio.gather(*(one(k) for k in keys), pods())
     found = dict(zip(keys, results[:-1]))
-    found.setdefault("ServiceMonitor", None)
+    for key, (kind, _) in CHILDREN.items():
+        if kind in optional:
+            found.setdefault(key, None)
     return Snapshot(children=found, pods=list(results[-1]))

@@ -66,7 +66,12 @@ async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any
 
 
 async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
-                    servicemonitor_available: bool = False, store: Store | None = None) -> Result:
+                    servicemonitor_available: bool = False, store: Store | None = None,
+                    available: frozenset[str] | None = None) -> Result:
+    """`available`: the optional child kinds the API serves (children.optional_kinds); by
+    default ServiceMonitor when `servicemonitor_available`."""
+    if available is None:
+        available = frozenset({"ServiceMonitor"}) if servicemonitor_available else frozenset()
     md = owner["metadata"]
     ns, name, uid = md["namespace"], md["name"], md["uid"]
     result = Result()
@@ -76,14 +81,14 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     try:
         spec = parse(owner.get("spec") or {})
     except SpecError as exc:
-        snap = await observe.snapshot(kube, ns, name, servicemonitor_available=False, store=store)
+        snap = await observe.snapshot(kube, ns, name, available=frozenset(), store=store)
         new, changed = status.build(owner, None, now=now, deployment=snap.deployment, spec_error=str(exc))
         await _write_status(kube, owner, new, changed, [], result)
         result.requeue_after = None
         return result
 
-    snap = await observe.snapshot(kube, ns, name, servicemonitor_available=servicemonitor_available, store=store)
-    fresh = render_all(owner, spec, now=now, servicemonitor_available=servicemonitor_available)
+    snap = await observe.snapshot(kube, ns, name, available=available, store=store)
+    fresh = render_all(owner, spec, now=now, available=available)
 
     history = revisions.parse_history(snap.children.get("RevisionHistory"),
                                       limit=spec.rollout.revision_history_limit)
@@ -102,7 +107,7 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         log.warning("%s/%s: no stored template for revision %s; applying the desired one", ns, name,
                     decision.target_revision)
         template = fresh.pod_template
-    desired = render_all(owner, spec, now=now, pod_template=template, servicemonitor_available=servicemonitor_available)
+    desired = render_all(owner, spec, now=now, pod_template=template, available=available)
 
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
     objects["RevisionHistory"] = revisions.render_history(owner, history)

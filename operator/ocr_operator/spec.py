@@ -206,6 +206,13 @@ class ServiceMonitorSpec:
 
 
 @dataclass(frozen=True)
+class PrometheusRuleSpec:
+    """spec.monitoring.prometheusRule: this OcrService's own alert rules (render/prometheusrule.py)."""
+    enabled: bool = False
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class OcrServiceSpec:
     image: str
     engine: str = "transformers"  # ENGINE of the server: transformers | vllm
@@ -232,6 +239,7 @@ class OcrServiceSpec:
     network_policy: NetworkPolicySpec = field(default_factory=NetworkPolicySpec)
     pdb: PdbSpec = field(default_factory=PdbSpec)
     service_monitor: ServiceMonitorSpec = field(default_factory=ServiceMonitorSpec)
+    prometheus_rule: PrometheusRuleSpec = field(default_factory=PrometheusRuleSpec)
 
     @property
     def fixed_replicas(self) -> int | None:
@@ -415,6 +423,11 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         interval=_str(mon, "interval", ServiceMonitorSpec.interval, "spec.monitoring.serviceMonitor"),
         labels=_frozen_map(mon.get("labels")),
     )
+    pr = _section(_section(spec, "monitoring", where), "prometheusRule", "spec.monitoring")
+    prometheus_rule = PrometheusRuleSpec(
+        enabled=_bool(pr, "enabled", False, "spec.monitoring.prometheusRule"),
+        labels=_frozen_map(pr.get("labels")),
+    )
 
     parsed = OcrServiceSpec(
         image=image,
@@ -442,6 +455,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         network_policy=network_policy,
         pdb=pdb,
         service_monitor=service_monitor,
+        prometheus_rule=prometheus_rule,
     )
     validate(parsed, raw_autoscaling=spec.get("autoscaling"))
     return parsed

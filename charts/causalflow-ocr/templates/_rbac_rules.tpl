@@ -52,7 +52,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
   verbs: [get, list, watch, create, patch, delete]
 # Only when prometheus-operator's CRD exists (kopf starts the watch when it appears).
 - apiGroups: [monitoring.coreos.com]
-  resources: [servicemonitors]
+  resources: [servicemonitors, prometheusrules]
   verbs: [get, list, watch, create, patch, delete]
 # Pods are only read: the rollout judges new pods from what Kubernetes reports.
 - apiGroups: [""]

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from ..children import CHILDREN
 from ..spec import OcrServiceSpec
-from . import configmap, deployment, hpa, networkpolicy, pdb, service, servicemonitor
+from . import configmap, deployment, hpa, networkpolicy, pdb, prometheusrule, service, servicemonitor
 
 # The children rendered from the spec, in apply order (children.CHILDREN minus the revision
 # history, which revisions.py renders).
@@ -33,9 +33,16 @@ def render_all(
     now: dt.datetime | None = None,
     pod_template: dict[str, Any] | None = None,
     servicemonitor_available: bool = True,
+    available: frozenset[str] | None = None,
 ) -> Desired:
     """Render all children. `pod_template` overrides the freshly rendered template (rollback to
-    the last good revision); everything else always follows the current spec."""
+    the last good revision); everything else always follows the current spec. Kinds only a CRD
+    provides are rendered when in `available` (None: every one, unless servicemonitor_available
+    is False)."""
+
+    def served(kind: str) -> bool:
+        return kind in available if available is not None else (kind != "ServiceMonitor" or servicemonitor_available)
+
     cm = configmap.render(owner, spec)
     fresh = deployment.render_pod_template(owner, spec, config_hash=configmap.config_hash(cm))
     template = pod_template if pod_template is not None else fresh
@@ -49,7 +56,8 @@ def render_all(
         "Service": service.render(owner, spec),
         "PodDisruptionBudget": pdb.render(owner, spec),
         "NetworkPolicy": networkpolicy.render(owner, spec),
-        "ServiceMonitor": servicemonitor.render(owner, spec) if servicemonitor_available else None,
+        "ServiceMonitor": servicemonitor.render(owner, spec) if served("ServiceMonitor") else None,
+        "PrometheusRule": prometheusrule.render(owner, spec) if served("PrometheusRule") else None,
     }
     return Desired(objects=objects, pod_template=fresh, revision=deployment.revision_of(fresh),
                    active_schedule=schedule, scaled_to_zero_by=to_zero)

@@ -31,7 +31,8 @@ def env_of(dep):
 
 
 def test_every_child_is_owned_by_the_ocrservice_and_labelled():
-    objs = children({"networkPolicy": {"enabled": True}, "monitoring": {"serviceMonitor": {"enabled": True}}}).objects
+    objs = children({"networkPolicy": {"enabled": True}, "monitoring": {"serviceMonitor": {"enabled": True},
+                                                                     "prometheusRule": {"enabled": True}}}).objects
     for kind, obj in objs.items():
         assert obj is not None, kind
         md = obj["metadata"]
