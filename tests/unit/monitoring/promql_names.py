@@ -1,8 +1,9 @@
 """Metric names: which a PromQL expression uses, which the server exports, which other exporters do.
 
-The chart's rules and dashboard may use only
+The chart's rules, dashboard and adapter rules, and the CRD, may use only
 - the server's own families (``ocr_server.metrics.METRIC_NAMES``, histograms with their
   ``_bucket``/``_sum``/``_count`` series),
+- the operator's own families (``ocr_operator.metrics.NAMES``, its histogram likewise),
 - the external exporters' metrics listed in EXTERNAL below, each with where it is documented, and
 - the kube-state-metrics custom-resource-state series that the chart's own configuration
   (files/kube-state-metrics-ocrservice.yaml) defines, computed from that file.
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from ocr_operator.metrics import NAMES as OPERATOR_METRIC_NAMES
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES
 from tests.unit.monitoring.common import KSM_CONFIG
 
@@ -35,7 +37,8 @@ EXTERNAL = {
     "kube_horizontalpodautoscaler_spec_max_replicas": KSM_HPA,
 }
 
-HISTOGRAMS = {"ocr_request_latency_seconds", "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_split_parts"}
+HISTOGRAMS = {"ocr_request_latency_seconds", "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_split_parts",
+              "ocr_operator_reconcile_duration_seconds"}
 
 
 def series_names(families: tuple[str, ...]) -> set[str]:
@@ -48,6 +51,7 @@ def series_names(families: tuple[str, ...]) -> set[str]:
 
 SERVER_CPU = series_names(CPU_METRIC_NAMES)
 SERVER_GPU = series_names(GPU_METRIC_NAMES)
+OPERATOR = series_names(OPERATOR_METRIC_NAMES)
 
 
 def ksm_ocrservice_names(path: Path = KSM_CONFIG) -> set[str]:
@@ -61,7 +65,7 @@ def ksm_ocrservice_names(path: Path = KSM_CONFIG) -> set[str]:
     return names
 
 
-KNOWN = SERVER_CPU | SERVER_GPU | set(EXTERNAL) | ksm_ocrservice_names()
+KNOWN = SERVER_CPU | SERVER_GPU | OPERATOR | set(EXTERNAL) | ksm_ocrservice_names()
 
 _KEYWORDS = {
     "sum", "avg", "max", "min", "count", "group", "stddev", "stdvar", "topk", "bottomk", "quantile",
