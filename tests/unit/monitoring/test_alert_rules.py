@@ -15,6 +15,7 @@ from tests.unit.monitoring.common import CHART, README, RULE_TESTS, RULES, alert
 EXPECTED_ALERTS = {
     "OcrGPUMemoryHigh", "OcrLatencyP95High", "OcrErrorRateHigh", "OcrHealthChecksFailing",
     "OcrServiceDegraded", "OcrServiceRolledBack", "OcrServiceRolloutStuck", "OcrServiceAtMaxReplicas",
+    "OcrOperatorReconcileErrors",
 }
 
 
@@ -61,6 +62,8 @@ MUTATIONS = [
     ("OcrServiceAtMaxReplicas", "for: 30m", "for: 10m"),
     ("OcrServiceAtMaxReplicas", "kube_customresource_ocrservice_status_condition),",
      "kube_horizontalpodautoscaler_spec_max_replicas),"),
+    ("OcrOperatorReconcileErrors", "[5m])) > 0.1", "[5m])) > 0.4"),
+    ("OcrOperatorReconcileErrors", "for: 15m", "for: 30m"),
 ]
 
 
