@@ -4,7 +4,8 @@
 127.0.0.1 scraping only it every second (storage in a tmp dir) with the chart's alert rules
 loaded, a few OCR requests, then each panel query through Prometheus's HTTP API: each returns series.
 
-What cannot have a real source here, and is checked by name instead (tests/unit/monitoring,
+The operator's panels run against the local cluster's Prometheus scraping a real operator
+(tests/e2e/test_metrics_chain.py). What cannot have a real source here, and is checked by name instead (tests/unit/monitoring,
 promql_names.EXTERNAL and the GPU list of ocr_server.metrics): dcgm-exporter's DCGM_FI_DEV_*
 (no GPU), the server's own GPU families (only with a GPU), the kubelet's prober_probe_total and
 kube-state-metrics' series (no cluster in this test).
@@ -117,7 +118,10 @@ def test_every_server_panel_query_returns_series(stack):
     assert empty == []
     # most of the board is the server's own; what is not is GPU or cluster state (see docstring)
     assert len(live) >= 15 and set(by_name) <= {"GPU utilisation", "GPU memory and its peak", "Replicas vs desired",
-                                                 "Rollout phase", "Rollouts and rollbacks in range"}
+                                                 "Rollout phase", "Rollouts and rollbacks in range",
+                                                 # the operator's: run against the cluster's chain (tests/e2e/test_metrics_chain.py)
+                                                 "Operator: reconciles and errors", "Operator: reconcile duration p95",
+                                                 "Operator: OcrServices by phase and rollbacks by reason"}
 
     # the figures are the requests just sent, not merely present
     assert float(query(url, substitute('sum(ocr_cache_hits_total{namespace=~"$namespace", service=~"$service"})'))[0]["value"][1]) == 1

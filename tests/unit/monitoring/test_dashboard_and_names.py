@@ -13,7 +13,7 @@ from ocr_operator.rollout import RolloutStatus
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES, Metrics
 from tests.unit.chart.helm import by_kind, template
 from tests.unit.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, ROOT, alert_rules
-from tests.unit.monitoring.promql_names import (EXTERNAL, KNOWN, SERVER_CPU, ksm_ocrservice_names,
+from tests.unit.monitoring.promql_names import (EXTERNAL, KNOWN, OPERATOR, SERVER_CPU, ksm_ocrservice_names,
                                                 metric_names)
 
 GUIDE_PANELS = [  # what the deployment guides and issue 11 ask the board to show, by title words
@@ -67,8 +67,16 @@ def test_every_panel_has_a_unit_layout_and_queries():
     assert all("1048576" in t["expr"] for t in memory["targets"] if "DCGM_FI_DEV_FB" in t["expr"])
 
 
+def operator_panel(panel: dict) -> bool:
+    """The operator's own panels: operator-wide (its series carry the operator's labels, not an OcrService's)."""
+    return panel["title"].startswith("Operator:")
+
+
 def test_every_queried_panel_filters_on_the_namespace_and_service_variables():
     for panel, target in targets(dashboard()):
+        if operator_panel(panel):
+            assert metric_names(target["expr"]) <= OPERATOR, panel["title"]
+            continue
         assert '=~"$namespace"' in target["expr"], panel["title"]
         assert "$service" in target["expr"], panel["title"]
 
