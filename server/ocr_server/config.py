@@ -317,6 +317,18 @@ def _validate_vllm(m: ModelConfig) -> None:
               f"{TOKEN_CEILING} with ENGINE=vllm: vLLM's processor always allows up to {MAX_CROPS} crops, a lower cap cannot be applied")
 
 
+def startup_warnings(cfg: ServerConfig) -> list[str]:
+    """Settings that run but do not do what they seem to: logged at start, not refused (a request
+    with several pages can still fill a batch beyond CONCURRENCY)."""
+    r = cfg.runtime
+    out = []
+    if r.batch_size > r.concurrency:
+        what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
+        out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
+                   f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")
+    return out
+
+
 def validate_model_dir(cfg: ServerConfig) -> Path:
     """The weights directory must exist and hold a config.json; named key in the message."""
     d = cfg.model.model_dir

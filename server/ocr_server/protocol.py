@@ -20,6 +20,9 @@ class OcrOptions(BaseModel):
     split: Literal["auto", "off"] | None = Field(
         None, description="auto: cut a page the crop grid cannot show well into overlapping parts; default SPLIT_PAGES")
     stream: bool = Field(False, description="server-sent events: text deltas as generated, then the whole result")
+    return_token_ids: bool = Field(
+        False, description="pages[].token_ids and pages[].prompt_token_ids: the ids each engine generated and read "
+                           "(one list per part of a page); to compare engines token for token, or to debug")
 
 
 class OcrJsonRequest(OcrOptions):
@@ -74,6 +77,8 @@ class PageOut(BaseModel):
     usage: Usage
     finished: bool
     split: SplitOut | None = None
+    token_ids: list[list[int]] | None = Field(None, description="with return_token_ids: generated ids, one list per part")
+    prompt_token_ids: list[list[int]] | None = Field(None, description="with return_token_ids: prompt ids, one list per part")
 
 
 class ModelOut(BaseModel):

@@ -19,11 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from .batching import Admission, Batcher
+from .batching import Admission
 from .cache import ResultCache, cache_key
 from .config import ServerConfig
 from .dense import SplitPlan, merge_parts, plan_split, rebase_grounding
 from .documents import load_document, parse_pages
+from .engine_api import Runner, make_runner
 from .errors import BadInput, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
@@ -62,14 +63,13 @@ class OcrService:
         self.ready = False
         self.load_error: str | None = None
         self.admission: Admission | None = None
-        self.batcher: Batcher | None = None
+        self.batcher: Runner | None = None  # the dynamic batcher (transformers) or vLLM's engine
 
     def start(self, on_fatal) -> None:
         """Called on the event loop once the engine is loaded; requests wait for mark_ready (after the warm-up)."""
         r = self.cfg.runtime
         self.admission = Admission(r.concurrency, r.queue_size, self.metrics)
-        self.batcher = Batcher(self.engine.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
-                               metrics=self.metrics, on_fatal=on_fatal)
+        self.batcher = make_runner(self.engine, self.cfg, self.metrics, on_fatal)
         self.batcher.start()
 
     async def on_engine_thread(self, fn, *args, **kwargs):
@@ -195,7 +195,7 @@ class OcrService:
             "generate_ms": round((t_done - t_gen) * 1000, 2),
             "total_ms": round((time.monotonic() - t_start) * 1000, 2),
         }
-        response = self._assemble(fmt, jobs, results, timings)
+        response = self._assemble(fmt, jobs, results, timings, token_ids=opts.return_token_ids)
         self.cache.put(key, response)
         raw = response["raw"]
         if raw.startswith(sent):
@@ -205,7 +205,8 @@ class OcrService:
             log.warning("streamed text is not a prefix of the final text; the stream's text may differ from raw")
         yield Done(response)
 
-    def _assemble(self, fmt: str, jobs: list[PageJob], results: list[Any], timings: dict[str, float]) -> dict:
+    def _assemble(self, fmt: str, jobs: list[PageJob], results: list[Any], timings: dict[str, float],
+                  token_ids: bool = False) -> dict:
         pages_out = []
         at = 0
         for job in jobs:
@@ -239,6 +240,8 @@ class OcrService:
                           "prompt_tokens": sum(len(it.input_ids) for it in job.items)},
                 "finished": all(g.finished for g in gens),
                 "split": split_out,
+                "token_ids": [list(g.token_ids) for g in gens] if token_ids else None,
+                "prompt_token_ids": [list(it.input_ids) for it in job.items] if token_ids else None,
             })
         info = self.engine.info
         response = {

@@ -47,7 +47,7 @@ class ServerProcess:
 
 
 def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wait_ready: bool = True,
-                 timeout: float = 120) -> ServerProcess:
+                 timeout: float = 120, python: str = sys.executable) -> ServerProcess:
     port = free_port()
     # WARMUP=0 unless a test asks for it: the warm-up's two generations cost seconds per start on CPU
     full = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "DEVICE": "cpu", "PYTHONUNBUFFERED": "1",
@@ -56,7 +56,7 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
         if key not in env:
             full.pop(key, None)
     log_path = tmp / f"server-{port}.log"
-    proc = subprocess.Popen([sys.executable, "-m", module], env=full, cwd=ROOT,
+    proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT,
                             stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
     server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
     if wait_ready:
@@ -129,3 +129,49 @@ def main_server(tiny_native, tmp_path_factory):
 def server(main_server):
     wait_for(main_server, 200)
     return main_server
+
+
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+def tiny_vllm_model_dir() -> Path:
+    """The --for-vllm tiny model (real vision tower, 0.9 GB), written once per version of its code.
+
+    Writing it costs a minute on 2 cores, so it is kept under ~/.cache/causalflow-ocr, keyed by the
+    hash of the code that writes it (a change rewrites it); a lock keeps two test workers from
+    writing it at once."""
+    import fcntl
+    import hashlib
+    import shutil
+
+    from ocr_server import convert
+    from ocr_server.testing import tiny_model
+
+    digest = hashlib.sha256(Path(tiny_model.__file__).read_bytes() + Path(convert.__file__).read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalflow-ocr"
+    cache.mkdir(parents=True, exist_ok=True)
+    final = cache / f"tiny-vllm-{digest}"
+    with (cache / "tiny-vllm.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (final / "README.md").is_file():
+            partial = cache / f"tiny-vllm-{digest}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            tiny_model.write_tiny_model(partial, for_vllm=True)
+            partial.rename(final)
+            for old in cache.glob("tiny-vllm-*"):
+                if old != final and old.is_dir():
+                    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm() -> Path:
+    return tiny_vllm_model_dir()
+
+
+def start_engine_server(tmp: Path, engine: str, env: dict[str, str], wait_ready: bool = True, timeout: float = 600) -> ServerProcess:
+    """A real `python -m ocr_server` for ENGINE=transformers (this venv) or vllm (.venv-vllm)."""
+    if engine == "vllm" and not VLLM_PYTHON.is_file():
+        pytest.fail(f"{VLLM_PYTHON} is missing: run `make venv-vllm` (make test does)")
+    python = str(VLLM_PYTHON) if engine == "vllm" else sys.executable
+    return start_server(tmp, {"ENGINE": engine, **env}, wait_ready=wait_ready, timeout=timeout, python=python)

@@ -32,8 +32,12 @@ def run_server(env: dict[str, str], timeout: float = 90) -> subprocess.Completed
         ({"MAX_VISUAL_TOKENS": "300", "MIN_VISUAL_TOKENS": "600"}, "MAX_VISUAL_TOKENS=300", "MIN_VISUAL_TOKENS"),
         ({"BATCH_SIZE": "zero"}, "BATCH_SIZE='zero'", "int"),
         ({"CONCURRENCY": "0"}, "CONCURRENCY=0", "1..256"),
+        ({"ENGINE": "tensorrt"}, "ENGINE='tensorrt'", "transformers or vllm"),
+        ({"ENGINE": "vllm"}, "MAX_VISUAL_TOKENS=1024", "1120 with ENGINE=vllm"),
+        ({"ENGINE": "vllm", "MAX_VISUAL_TOKENS": "1120"}, "MODEL_PATH", "ENGINE=vllm reads the official deepseek-ai layout"),
     ],
-    ids=["input size the queries cannot serve", "visual tokens above 1120", "max below min", "not a number", "zero concurrency"],
+    ids=["input size the queries cannot serve", "visual tokens above 1120", "max below min", "not a number", "zero concurrency",
+         "unknown engine", "vllm with a crop cap vllm cannot apply", "vllm with a transformers-native checkpoint"],
 )
 def test_bad_config_value_stops_the_process_naming_the_key(tiny_native, env, key, allowed):
     result = run_server({"MODEL_PATH": str(tiny_native), **env})

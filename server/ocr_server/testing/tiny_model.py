@@ -13,6 +13,16 @@ MEANINGLESS: the weights are random. Everything that serves it says so.
 remote-code style `config.json` (model_type deepseek_vl_v2, language_config/vision_config) and
 `model.sam_model.*` / `model.qwen2_model.*` / per-expert keys in one safetensors shard with an
 index. The server must translate it at load time (see ocr_server.convert).
+
+`--for-vllm` writes the official layout with the REAL vision tower sizes (SAM ViT-B: width 768,
+12 layers; Qwen2 encoder: width 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864;
+projector input 896) and a tiny language model (width 64, 2 heads of 32: vLLM's CPU attention
+needs head_dim >= 32). vLLM's `DeepseekOCR2ForCausalLM` hard-codes the vision tower and reads only
+the language model's sizes from config.json, so a model tiny everywhere does not load there; this
+one loads in both engines from the same directory (about 470 M parameters, 0.9 GB in bf16).
+Random weights give near-uniform logits, where two engines' different kernels could flip a greedy
+choice; its output head is scaled (HEAD_SCALE) so that the greedy margins are far above that
+numerical noise. Its output is just as meaningless.
 """
 
 from __future__ import annotations
@@ -92,6 +102,25 @@ TINY_TEXT = {
 }
 
 
+# --for-vllm: the real DeepSeek-OCR-2 vision tower (what vLLM hard-codes) and a tiny language model.
+REAL_SAM = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "global_attn_indexes": [2, 5, 8, 11],
+    "downsample_channels": [512, 1024],  # as in the official file; the translation makes the last 896
+}
+REAL_ENCODER = {
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+}
+VLLM_TEXT = {**TINY_TEXT, "num_attention_heads": 2, "num_key_value_heads": 2}  # head_dim 32
+HEAD_SCALE = 50.0  # lm_head multiplier of the --for-vllm model: sharp logits, large greedy margins
+
+
 def _byte_level_alphabet() -> list[str]:
     from tokenizers import pre_tokenizers
 
@@ -150,14 +179,15 @@ def build_tokenizer():
     return fast
 
 
-def tiny_official_config() -> dict:
+def tiny_official_config(for_vllm: bool = False) -> dict:
     """The official remote-code config.json shape (deepseek-ai/DeepSeek-OCR-2), shrunk.
 
     The official file does not state the Qwen2 encoder depth/heads (the converter hard-codes
     24/14/2/4864); we add them under vision_config.width.qwen2-0-5b so the tiny model can be
     translated; ocr_server.convert falls back to the real values when they are absent.
     """
-    lang = dict(TINY_TEXT)
+    sam_sizes, encoder_sizes = (REAL_SAM, REAL_ENCODER) if for_vllm else (TINY_SAM, TINY_ENCODER)
+    lang = dict(VLLM_TEXT if for_vllm else TINY_TEXT)
     lang.update({"use_mla": False, "kv_lora_rank": None, "q_lora_rank": None, "qk_nope_head_dim": 0,
                  "qk_rope_head_dim": 0, "v_head_dim": 0, "model_type": "deepseek_v2",
                  "torch_dtype": "float32", "rope_theta": 10000.0, "rms_norm_eps": 1e-6})
@@ -175,27 +205,27 @@ def tiny_official_config() -> dict:
         "tile_tag": "2D",
         "torch_dtype": "float32",
         "language_config": lang,
-        "projector_config": {"input_dim": TINY_ENCODER["hidden_size"], "n_embed": TINY_TEXT["hidden_size"],
+        "projector_config": {"input_dim": encoder_sizes["hidden_size"], "n_embed": lang["hidden_size"],
                              "projector_type": "linear"},
         "vision_config": {
             "image_size": 1024,
             "model_name": "deepencoderv2",
             "width": {
                 "qwen2-0-5b": {
-                    "dim": TINY_ENCODER["hidden_size"],
-                    "layers": TINY_ENCODER["num_hidden_layers"],
-                    "heads": TINY_ENCODER["num_attention_heads"],
-                    "kv_heads": TINY_ENCODER["num_key_value_heads"],
-                    "intermediate_size": TINY_ENCODER["intermediate_size"],
+                    "dim": encoder_sizes["hidden_size"],
+                    "layers": encoder_sizes["num_hidden_layers"],
+                    "heads": encoder_sizes["num_attention_heads"],
+                    "kv_heads": encoder_sizes["num_key_value_heads"],
+                    "intermediate_size": encoder_sizes["intermediate_size"],
                 },
                 "sam_vit_b": {
-                    "downsample_channels": TINY_SAM["downsample_channels"],
-                    "global_attn_indexes": TINY_SAM["global_attn_indexes"],
-                    "heads": TINY_SAM["num_attention_heads"],
-                    "layers": TINY_SAM["num_hidden_layers"],
-                    "width": TINY_SAM["hidden_size"],
-                    "mlp_dim": TINY_SAM["mlp_dim"],
-                    "output_channels": TINY_SAM["output_channels"],
+                    "downsample_channels": sam_sizes["downsample_channels"],
+                    "global_attn_indexes": sam_sizes["global_attn_indexes"],
+                    "heads": sam_sizes["num_attention_heads"],
+                    "layers": sam_sizes["num_hidden_layers"],
+                    "width": sam_sizes["hidden_size"],
+                    # the real SAM ViT-B's MLP (3072) and neck (256) are the translation's defaults
+                    **({} if for_vllm else {"mlp_dim": sam_sizes["mlp_dim"], "output_channels": sam_sizes["output_channels"]}),
                 },
             },
         },
@@ -204,14 +234,14 @@ def tiny_official_config() -> dict:
     }
 
 
-def build_model(seed: int = 0):
-    """The native model with the tiny config, float32, seeded."""
+def build_model(seed: int = 0, for_vllm: bool = False):
+    """The native model with the tiny (or --for-vllm) config, float32, seeded."""
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration
 
     from ocr_server.convert import translate_official_config
 
-    config = DeepseekOcr2Config.from_dict(translate_official_config(tiny_official_config()))
+    config = DeepseekOcr2Config.from_dict(translate_official_config(tiny_official_config(for_vllm)))
     torch.manual_seed(seed)
     model = DeepseekOcr2ForConditionalGeneration(config).eval()
     # Random init leaves some tensors at zero (pos_embed, rel_pos); give them values so that the
@@ -220,12 +250,17 @@ def build_model(seed: int = 0):
         for name, p in model.named_parameters():
             if p.dim() > 0 and torch.count_nonzero(p) == 0 and "norm" not in name and "bias" not in name:
                 p.normal_(0.0, 0.02)
+        if for_vllm:
+            model.lm_head.weight.mul_(HEAD_SCALE)
     return model
 
 
 def write_readme(out: Path, layout: str) -> None:
+    extra = ("The vision tower has the real sizes (so vLLM loads it); the language model is tiny and its "
+             f"output head is scaled by {HEAD_SCALE:g} for large greedy margins. The output is still meaningless.\n\n"
+             if layout == "official-for-vllm" else "")
     (out / "README.md").write_text(
-        f"# {TINY_MODEL_NAME} ({layout} layout)\n\n{TINY_NOTICE}\n\n"
+        f"# {TINY_MODEL_NAME} ({layout} layout)\n\n{TINY_NOTICE}\n\n{extra}"
         # No absolute path here: the folder's bytes must not depend on where it was written (the
         # image harness keys the baked-model image by them, so every checkout would re-import it).
         "Written by `python -m ocr_server.testing.tiny_model`. Serve it with "
@@ -233,13 +268,18 @@ def write_readme(out: Path, layout: str) -> None:
     )
 
 
-def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0) -> Path:
-    """Write the tiny model directory in the given checkpoint layout and return its path."""
+def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0, for_vllm: bool = False) -> Path:
+    """Write the tiny model directory in the given checkpoint layout and return its path.
+
+    for_vllm: the official layout with the real vision tower (vLLM loads only that), weights
+    stored in bf16 (half the bytes; both engines upcast them exactly to float32 on a CPU)."""
     from transformers import DeepseekOcr2ImageProcessorPil, DeepseekOcr2Processor
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model = build_model(seed)
+    if for_vllm:
+        layout = "official"
+    model = build_model(seed, for_vllm)
     tokenizer = build_tokenizer()
     if layout == "native":
         model.config.name_or_path = TINY_MODEL_NAME
@@ -251,14 +291,18 @@ def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0)
 
         from safetensors.torch import save_file
 
+        import torch
+
         state = native_to_official_state_dict(model.state_dict())
+        if for_vllm:
+            state = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in state.items()}
         shard = "model-00001-of-000001.safetensors"
         save_file({k: v.contiguous() for k, v in state.items()}, str(out / shard), metadata={"format": "pt"})
         total = sum(v.numel() * v.element_size() for v in state.values())
         (out / "model.safetensors.index.json").write_text(
             json.dumps({"metadata": {"total_size": total}, "weight_map": {k: shard for k in sorted(state)}}, indent=1)
         )
-        (out / "config.json").write_text(json.dumps(tiny_official_config(), indent=2))
+        (out / "config.json").write_text(json.dumps(tiny_official_config(for_vllm), indent=2))
         tokenizer.save_pretrained(out)
         # The official upload's processor_config.json belongs to its remote code; keep a marker.
         (out / "processor_config.json").write_text(
@@ -267,7 +311,7 @@ def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0)
         )
     else:
         raise ValueError(f"layout must be 'native' or 'official', got {layout!r}")
-    write_readme(out, layout)
+    write_readme(out, "official-for-vllm" if for_vllm else layout)
     return out
 
 
@@ -276,9 +320,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir")
     parser.add_argument("--layout", choices=["native", "official"], default="native")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--for-vllm", action="store_true",
+                        help="official layout with the real vision tower sizes and a tiny language model: loads in both engines")
     args = parser.parse_args(argv)
-    out = write_tiny_model(args.dir, args.layout, args.seed)
-    print(f"wrote {args.layout} tiny model to {out}. {TINY_NOTICE}", file=sys.stderr)
+    out = write_tiny_model(args.dir, args.layout, args.seed, for_vllm=args.for_vllm)
+    print(f"wrote {'for-vllm' if args.for_vllm else args.layout} tiny model to {out}. {TINY_NOTICE}", file=sys.stderr)
     return 0
 
 
