@@ -6,7 +6,8 @@
 # etcd from its own wrapper (server/go.mod has replaces too), kwok and helm with `go get -tool`.
 # Output: $CAUSALFLOW_CACHE/<versions>/bin/{etcd,kube-apiserver,...}; a finished build leaves a
 # `.complete` stamp, so a second run is a no-op and an interrupted one is redone.
-# Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips).
+# Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips)
+# and the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
@@ -25,7 +26,8 @@ node_binaries() {
   [[ "${CAUSALFLOW_REAL_NODE:-1}" =~ ^(0|false|no|off)$ ]] && return 0
   bash "$HERE/build-node-binaries.sh" || echo "node binaries: build failed (see above); the local cluster will run without its real node"
 }
-if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; exit 0; fi
+metrics_binaries() { bash "$HERE/build-metrics-binaries.sh"; }
+if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; metrics_binaries; exit 0; fi
 
 mkdir -p "$BIN" "$DEST/src"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
@@ -102,3 +104,4 @@ rm -rf "$DEST/src"
 touch "$DEST/.complete"
 log "done: $(du -sh "$BIN" | cut -f1) in $BIN"
 node_binaries
+metrics_binaries

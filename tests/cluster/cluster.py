@@ -1,11 +1,12 @@
 """A real Kubernetes control plane on 127.0.0.1, for the e2e tests and the demo.
 
 etcd -> kube-apiserver -> kube-controller-manager + kube-scheduler -> kwok (fake GPU nodes,
-pods that "run" without containers) -> a custom-metrics adapter behind an APIService. Nothing is
-mocked inside Kubernetes: Deployments create ReplicaSets and Pods, the scheduler binds them to the
-fake nodes by their `nvidia.com/gpu` capacity, the HPA controller scales on the metrics a test
-sets. Only the node agent (kwok instead of a kubelet) and the GPU metric pipeline (the adapter)
-stand in for hardware, and kwok's pods get fake 10.x addresses that nothing ever connects to.
+pods that "run" without containers) -> the metric chain users run (Prometheus -> prometheus-adapter
+-> APIService, metrics_chain.py). Nothing is mocked inside Kubernetes: Deployments create
+ReplicaSets and Pods, the scheduler binds them to the fake nodes by their `nvidia.com/gpu`
+capacity, the HPA controller scales on what Prometheus scraped. Only the node agent (kwok instead
+of a kubelet) and the GPU itself (fake_dcgm_exporter.py serves the DCGM series a test sets) stand
+in for hardware, and kwok's pods get fake 10.x addresses that nothing ever connects to.
 
 Three ways in: the `cluster` pytest fixture (tests/e2e/conftest.py), `make cluster-up` /
 `make cluster-down` (python -m tests.cluster), and this context manager:
@@ -35,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.cluster.pki import Pki, make_pki, self_signed
+from tests.cluster import metrics_chain
+from tests.cluster.pki import Pki, make_pki
 from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
                                     disabled_by_env, missing_prerequisites, node_binaries_dir)
 
@@ -62,8 +64,8 @@ def kwok_pods() -> str:
 # Users in the static token file. All are cluster admins except where a test narrows them with a
 # ServiceAccount token; separate names let the audit log attribute every write.
 USERS = ("causalflow-admin", "causalflow-operator", "system:kube-controller-manager",
-         "system:kube-scheduler", "kwok-controller", "causalflow-metrics-adapter", *NODE_USERS)
-METRICS_APISERVICE_VERSIONS = ("v1beta2", "v1beta1")
+         "system:kube-scheduler", "kwok-controller", "causalflow-metrics-adapter", "causalflow-prometheus",
+         "causalflow-dcgm-exporter", *NODE_USERS)
 
 
 class ClusterError(RuntimeError):
@@ -258,7 +260,7 @@ class LocalCluster(KubectlCommands):
         try:
             self.pki = make_pki(self.workdir / "pki")
             for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler",
-                         "kwok", "metrics", "metrics-admin"):
+                         "kwok", *metrics_chain.PORTS):
                 self.ports[name] = free_port()
             self._write_static_files()
             self._start_etcd()
@@ -275,7 +277,7 @@ class LocalCluster(KubectlCommands):
                         raise
                     print(f"local cluster: no real node ({e}); kwok nodes only.", file=sys.stderr)
                     self.real_node, self.real_node_skipped = None, str(e)
-            self._start_metrics_adapter()
+            metrics_chain.start(self)
             self._wait_for_nodes_ready()
         except BaseException:
             self.stop()
@@ -342,12 +344,14 @@ class LocalCluster(KubectlCommands):
         return self._node().has_image(ref)
 
     def set_metric(self, namespace: str, metric: str, value: float | None, pod: str | None = None) -> None:
-        """Sets a Pods custom metric for every pod in `namespace`, or for one `pod` (None clears it)."""
-        body = json.dumps({"namespace": namespace, "metric": metric, "value": value, "pod": pod}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.ports['metrics-admin']}/set", data=body,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            resp.read()
+        """Sets a DCGM GPU metric (DCGM_FI_*) at the fake DCGM exporter, for every GPU pod in
+        `namespace` or for one `pod` (None clears it); the HPA reads it through Prometheus and
+        prometheus-adapter a scrape and an adapter query later (metrics_chain.py)."""
+        metrics_chain.set_dcgm_metric(self, namespace, metric, value, pod)
+
+    def prometheus_query(self, promql: str) -> list[dict]:
+        """An instant query against the cluster's Prometheus: the result vector."""
+        return metrics_chain.query(self, promql)
 
     def api_get(self, path: str, token_user: str = "causalflow-admin") -> dict:
         """GET a path from the API server (what `kubectl get --raw` does)."""
@@ -552,41 +556,6 @@ class LocalCluster(KubectlCommands):
                 for n in items)
 
         self._wait_ready("nodes", ready, 60)
-
-    def _start_metrics_adapter(self) -> None:
-        cert, key = self_signed(self.workdir / "pki", "metrics")
-        self._component("metrics", [
-            sys.executable, "-m", "tests.cluster.metrics_adapter",
-            f"--port={self.ports['metrics']}", f"--admin-port={self.ports['metrics-admin']}",
-            f"--cert={cert}", f"--key={key}", f"--apiserver={self.server}",
-            f"--token={self.tokens['causalflow-metrics-adapter']}", f"--ca={self.workdir / 'pki' / 'ca.crt'}",
-        ], env={**os.environ, "PYTHONPATH": str(REPO)})
-
-        def up() -> bool:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['metrics-admin']}/", timeout=2) as r:
-                return r.status == 200
-
-        self._wait_ready("metrics", up, 30)
-        # The aggregator resolves an ExternalName Service to https://<externalName>:<port>, which is
-        # how an APIService reaches a process on loopback without kube-proxy.
-        docs: list[dict] = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "causalflow-system"}},
-            {"apiVersion": "v1", "kind": "Service",
-             "metadata": {"name": "custom-metrics", "namespace": "causalflow-system"},
-             "spec": {"type": "ExternalName", "externalName": "localhost",
-                      "ports": [{"name": "https", "port": self.ports["metrics"]}]}},
-        ]
-        for v in METRICS_APISERVICE_VERSIONS:
-            docs.append({
-                "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                "metadata": {"name": f"{v}.custom.metrics.k8s.io"},
-                "spec": {"group": "custom.metrics.k8s.io", "version": v, "insecureSkipTLSVerify": True,
-                         "groupPriorityMinimum": 100, "versionPriority": 200 if v == "v1beta2" else 100,
-                         "service": {"name": "custom-metrics", "namespace": "causalflow-system",
-                                     "port": self.ports["metrics"]}},
-            })
-        self.apply(docs)
-        self._wait_ready("custom-metrics APIService", lambda: bool(self.api_get("/apis/custom.metrics.k8s.io/v1beta2")), 60)
 
 
 def _upstream_stages(stage_dir: Path) -> list[dict]:

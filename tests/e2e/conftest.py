@@ -1,11 +1,12 @@
 """Fixtures for the e2e tier: one real control plane per session, one namespace per test.
 
 By default the session starts tests/cluster's LocalCluster (etcd, kube-apiserver, controllers,
-scheduler, kwok GPU nodes, custom-metrics adapter) on 127.0.0.1, plus the real kubelet node
+scheduler, kwok GPU nodes, Prometheus + prometheus-adapter behind the custom-metrics APIService)
+on 127.0.0.1, plus the real kubelet node
 `real-node-0` where this machine can run it (tests marked `realnode` use it; they select it by
 label and toleration, every other pod stays on the kwok nodes). With
 `CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
-(kind, for example); tests that need the harness' own parts (the metrics adapter, the audit
+(kind, for example); tests that need the harness' own parts (the settable DCGM exporter, the audit
 log, kwok's failure stages, restarting the API server) are skipped there with that reason.
 """
 
@@ -45,7 +46,7 @@ class ExternalCluster(KubectlCommands):
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
 
     def set_metric(self, *args, **kwargs) -> None:
-        pytest.skip("external cluster: the custom metrics come from your own adapter, not the harness")
+        pytest.skip("external cluster: the DCGM metrics come from your own dcgm-exporter, not the harness's test exporter")
 
     def restart_apiserver(self) -> None:
         pytest.skip("external cluster: the harness cannot restart its API server")
@@ -54,7 +55,7 @@ class ExternalCluster(KubectlCommands):
 def require_local(cluster) -> None:
     """Skip (with the reason) a test that needs a part only the local harness has."""
     if cluster.external:
-        pytest.skip("needs the local harness (kwok stages, metrics adapter or audit log)")
+        pytest.skip("needs the local harness (kwok stages, its settable DCGM exporter and Prometheus, or audit log)")
 
 
 @pytest.fixture(scope="session")

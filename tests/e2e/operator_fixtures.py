@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cluster import metrics_chain
 from tests.e2e.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,9 +137,15 @@ def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
     failed_before = request.session.testsfailed
     op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log")
     op.start()
+    target = f"ocr-operator-{namespace}"
+    if not cluster.external:  # the local cluster's Prometheus scrapes it like the chart's ServiceMonitor would
+        metrics_chain.add_scrape_target(cluster, target, f"127.0.0.1:{op.metrics_port}",
+                                        {"job": "ocr-operator", "namespace": namespace})
     try:
         yield op
     finally:
+        if not cluster.external:
+            metrics_chain.remove_scrape_target(cluster, target)
         op.stop()
         if request.session.testsfailed > failed_before:
             print(f"\n----- operator log ({op.log_path}) -----\n{op.log_tail(200)}\n----- end of operator log -----")

@@ -116,10 +116,23 @@ def test_api_server_enforces_a_crd_cel_rule_with_its_message(cluster, namespace)
     assert cluster.kubectl("get", "widget", "bad", "-n", namespace, check=False).returncode != 0
 
 
-def test_custom_metrics_api_is_served_through_the_aggregator(cluster):
+def test_custom_metrics_api_serves_a_dcgm_series_through_prometheus_and_the_adapter(cluster, namespace):
+    """The value set at the fake DCGM exporter comes back through Prometheus, prometheus-adapter
+    (the chart's rules) and the API server's aggregator, for exactly the GPU pod."""
     require_local(cluster)
-    out = cluster.kubectl("get", "--raw", "/apis/custom.metrics.k8s.io/v1beta2").stdout
-    resources = {r["name"] for r in json.loads(out)["resources"]}
+    apply_ns(cluster, namespace, deployment("served", gpus=1, replicas=1))
+    pod = wait_for(lambda: next((p["metadata"]["name"] for p in pods(cluster, namespace, "app=served")
+                                 if p["spec"].get("nodeName")), None), timeout=60, message="pod scheduled")
+    cluster.set_metric(namespace, "DCGM_FI_DEV_GPU_UTIL", 42)
+    path = f"/apis/custom.metrics.k8s.io/v1beta2/namespaces/{namespace}/pods/*/DCGM_FI_DEV_GPU_UTIL"
+
+    def served() -> list[dict] | None:
+        proc = cluster.kubectl("get", "--raw", path, check=False)
+        return json.loads(proc.stdout)["items"] if proc.returncode == 0 and json.loads(proc.stdout)["items"] else None
+
+    items = wait_for(served, timeout=60, message="the adapter serves the pod's DCGM_FI_DEV_GPU_UTIL")
+    assert [(i["describedObject"]["name"], i["value"]) for i in items] == [(pod, "42")]
+    resources = {r["name"] for r in json.loads(cluster.kubectl("get", "--raw", "/apis/custom.metrics.k8s.io/v1beta2").stdout)["resources"]}
     assert "pods/DCGM_FI_DEV_GPU_UTIL" in resources
 
 
@@ -276,7 +289,8 @@ def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_beh
         cluster.start()
         print(f"\ncluster start-up: {cluster.started_seconds:.1f}s")
         pids = cluster.pids
-        assert set(pids) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok", "metrics"}
+        assert set(pids) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok",
+                             "dcgm-exporter", "prometheus", "prometheus-adapter"}
         sockets = {name: _listening_ports(pid) for name, pid in pids.items()}
         assert all(sockets.values()), sockets
         for name, socks in sockets.items():

@@ -50,6 +50,9 @@ INVALID = [
                                                                      "minReplicas": 1}]}},
      "spec.autoscaling.schedules[0].start"),
     ("GPU metric without a GPU", {"resources": {"gpus": 0}}, "spec.autoscaling.metric.name"),
+    ("queue target twice", {"autoscaling": {"targetQueueDepth": 4, "metric": {"name": "ocr_queue_depth"}}},
+     "spec.autoscaling.targetQueueDepth"),
+    ("queue target not a quantity", {"autoscaling": {"targetQueueDepth": "four"}}, "spec.autoscaling.targetQueueDepth"),
     ("API_KEYS in env with auth", {"auth": {"secretName": "k"}, "env": [{"name": "API_KEYS", "value": "x"}]},
      "spec.env must not set API_KEYS"),
 ]
