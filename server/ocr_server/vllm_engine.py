@@ -191,8 +191,10 @@ class VllmEngine:
             from .testing.tiny_model import TINY_MODEL_NAME
 
             name = f"{TINY_MODEL_NAME} (TINY RANDOM MODEL, meaningless output)"
+        # "cuda:GPU_ID": the GPU metrics read that (physical) device, as for the transformers engine.
+        shown = device if device == "cpu" else f"cuda:{r.gpu_id}"
         self.info = ModelInfo(name=name, revision=_revision(model_dir, self.cfg.model.revision, tiny),
-                              layout="official (read by vLLM)", tiny=tiny, device=device, dtype=dtype)
+                              layout="official (read by vLLM)", tiny=tiny, device=shown, dtype=dtype)
         return self.info
 
     def shutdown(self) -> None:
@@ -246,21 +248,26 @@ class VllmEngine:
         toks: list[int] = []
         finish = None
         eos = self.tokenizer.eos_token_id
-        async for out in self.llm.generate(prompt, self._sampling(item), request_id):
-            if out.prompt_token_ids is not None and not item.input_ids:
-                item.input_ids = list(out.prompt_token_ids)
-            completion = out.outputs[0]
-            for tok in completion.token_ids:
-                if tok == eos:
-                    continue
-                toks.append(tok)
-                if item.on_token is not None:
-                    item.on_token(tok)
-            if completion.finish_reason is not None:
-                finish = completion.finish_reason
-            if item.cancelled.is_set():
-                await self.llm.abort(request_id)
-                return Generated(toks, self.tokenizer.decode(toks, skip_special_tokens=False), False, True)
+        try:
+            async for out in self.llm.generate(prompt, self._sampling(item), request_id):
+                if out.prompt_token_ids is not None and not item.input_ids:
+                    item.input_ids = list(out.prompt_token_ids)
+                completion = out.outputs[0]
+                for tok in completion.token_ids:
+                    if tok == eos:
+                        continue
+                    toks.append(tok)
+                    if item.on_token is not None:
+                        item.on_token(tok)
+                if completion.finish_reason is not None:
+                    finish = completion.finish_reason
+                if item.cancelled.is_set():
+                    await self.llm.abort(request_id)
+                    return Generated(toks, self.tokenizer.decode(toks, skip_special_tokens=False), False, True)
+        except asyncio.CancelledError:
+            # vLLM's generate() aborts the request when its consumer is cancelled (deadline, client gone).
+            log.info("request %s aborted in vLLM after %d tokens (deadline passed or client gone)", request_id, len(toks))
+            raise
         n_image = item.input_ids.count(self.tokenizer.convert_tokens_to_ids("<image>"))
         if item.input_ids and n_image != item.plan.visual_tokens + 1:
             raise RuntimeError(f"vLLM built {n_image} image tokens, the crop plan says {item.plan.visual_tokens + 1}")

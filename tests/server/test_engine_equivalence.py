@@ -1,0 +1,261 @@
+"""Both engines behind the same server: identical tokens, and the server's suite with the same assertions.
+
+Equivalence: same pages, same weights, greedy, n-gram guard on.
+
+Each engine runs as a real server process in its own virtual environment (transformers here,
+vLLM in .venv-vllm), both serving the --for-vllm tiny model (the real vision tower, a tiny language
+model with a sharp output head). Compared over HTTP with `return_token_ids`: the generated ids of
+a page alone, and of the same page inside a concurrent mix of differently sized pages (global view
+only, 2 crops, 6 crops: the transformers engine batches them with left padding, vLLM schedules
+them continuously). When they differ, the assertion names the first cause in the chain: the crop
+grid, the prompt ids (image placeholders and text), or the first differing generated position.
+
+The second half runs the server's own checks (bad input, auth, limits, cache, PDF, metrics,
+deadlines, 429) against each engine with the same assertions (`engine_server` is parametrized by
+engine), on global-view pages with few new tokens.
+
+Cost on 2 cores: the full-size vision tower dominates (a 6-crop page is about a minute on either
+engine), so the module starts each server once, for both halves.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+from typing import Any
+
+import asyncio
+import re
+import time
+
+import httpx
+import pytest
+
+from . import samples
+from .conftest import start_engine_server, wait_for
+from .samples import png
+from .test_bad_input import CASES as BAD_INPUT_CASES
+
+# The module's servers start once and serve every test: a vLLM start and the full-size vision
+# tower on a 6-crop page take minutes on a busy 2-core machine, more than the suite's default timeout.
+pytestmark = [pytest.mark.server, pytest.mark.timeout(2400)]
+NEW_TOKENS = 40  # past the guard's n-gram size (20): the random model loops, so the guard must act
+NGRAM = 20
+ENV = {
+    "MAX_VISUAL_TOKENS": "1120",  # vLLM's processor allows 6 crops: the server must too
+    "MAX_NEW_TOKENS": str(NEW_TOKENS),
+    "TIMEOUT_SEC": "900",
+    "CONCURRENCY": "4",
+    "BATCH_SIZE": "4",
+    "BATCH_WAIT_MS": "300",  # the mix's three pages share one transformers batch
+    "QUEUE_SIZE": "2",
+    "MAX_BODY_BYTES": str(2 * 1024 * 1024),
+    "MAX_PAGES": "3",
+    "API_KEYS": "engine-test-key-0001",
+}
+AUTH = {"Authorization": "Bearer engine-test-key-0001"}
+ENGINES = ("transformers", "vllm")
+# (width, height) -> expected crops
+PAGES = {"global": ((600, 500), 0), "2 crops": ((1400, 700), 2), "6 crops": ((1000, 1400), 6)}
+
+
+@pytest.fixture(scope="module")
+def servers(tiny_vllm, tmp_path_factory):
+    """Both engines' servers, started together (vLLM's start overlaps the other's first page)."""
+    tmp = tmp_path_factory.mktemp("engines")
+    env = {"MODEL_PATH": str(tiny_vllm), **ENV}
+    started = {engine: start_engine_server(tmp, engine, env, wait_ready=False) for engine in ENGINES}
+    yield started
+    for server in started.values():
+        server.stop()
+
+
+def page_body(name: str) -> dict[str, Any]:
+    (width, height), _ = PAGES[name]
+    return {"image": base64.b64encode(png(width, height, seed=7)).decode(), "prompt_mode": "free", "return_token_ids": True}
+
+
+def ocr(server, name: str) -> dict[str, Any]:
+    wait_for(server, 200, timeout=600)
+    r = httpx.post(server.url + "/v1/ocr", json=page_body(name), headers=AUTH, timeout=900)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def run(server, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The pages at once (a concurrent mix), or one page."""
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        return dict(zip(names, pool.map(lambda n: ocr(server, n), names)))
+
+
+def difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first cause of a difference between two engines' answers for one page, or None."""
+    pa, pb = a["pages"][0], b["pages"][0]
+    if pa["layout"] != pb["layout"]:
+        return f"crop plan differs: transformers {pa['layout']} vs vLLM {pb['layout']}"
+    ia, ib = pa["prompt_token_ids"][0], pb["prompt_token_ids"][0]
+    if ia != ib:
+        at = next((i for i, (x, y) in enumerate(zip(ia, ib)) if x != y), min(len(ia), len(ib)))
+        return (f"prompt ids differ at position {at} of {len(ia)}/{len(ib)} "
+                f"(transformers {ia[max(0, at - 2):at + 3]} vs vLLM {ib[max(0, at - 2):at + 3]})")
+    ta, tb = pa["token_ids"][0], pb["token_ids"][0]
+    if ta != tb:
+        at = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), min(len(ta), len(tb)))
+        return (f"same prompt ({len(ia)} ids), generated tokens differ first at step {at}: transformers "
+                f"{ta[at:at + 3]} vs vLLM {tb[at:at + 3]} (a numerical near-tie of the two best logits, or the "
+                f"n-gram guard acting differently) ; transformers {ta} ; vLLM {tb}")
+    return None
+
+
+def repeated_ngram(tokens: list[int], n: int = NGRAM, window: int = 90) -> bool:
+    """Whether some generated token completes an n-gram already seen in the window (the guard bans it)."""
+    for end in range(n, len(tokens) + 1):
+        gram = tokens[end - n:end]
+        start = max(0, end - 1 - window)
+        earlier = [tokens[i:i + n] for i in range(start, end - n)]
+        if gram in earlier:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def answers(servers) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """Per engine: the global page alone, then the three pages at once. Both engines at once."""
+    def one_engine(engine: str) -> dict[str, dict[str, dict[str, Any]]]:
+        server = servers[engine]
+        return {"alone": run(server, ["global"]), "mix": run(server, list(PAGES))}
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        done = dict(zip(servers, pool.map(one_engine, servers)))
+    return done
+
+
+def test_each_engine_shows_each_page_with_the_expected_crops(answers):
+    for engine, got in answers.items():
+        for name, ((width, height), crops) in PAGES.items():
+            page = got["mix"][name]["pages"][0]
+            assert page["layout"]["crops"] == crops, (engine, name, page["layout"])
+            assert page["usage"]["generated_tokens"] == len(page["token_ids"][0]) > 0
+            assert got["mix"][name]["notice"] and "meaningless" in got["mix"][name]["notice"]
+
+
+def test_a_page_alone_gets_identical_tokens_from_both_engines(answers):
+    cause = difference(answers["transformers"]["alone"]["global"], answers["vllm"]["alone"]["global"])
+    assert cause is None, cause
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_each_page_of_a_concurrent_mix_gets_identical_tokens_from_both_engines(answers, name):
+    cause = difference(answers["transformers"]["mix"][name], answers["vllm"]["mix"][name])
+    assert cause is None, cause
+
+
+def test_a_page_gets_the_same_tokens_alone_and_inside_the_mix(answers):
+    for engine, got in answers.items():
+        alone = got["alone"]["global"]["pages"][0]["token_ids"]
+        assert got["mix"]["global"]["pages"][0]["token_ids"] == alone, engine
+
+
+def test_the_ngram_guard_acts_in_both_engines(answers):
+    """The tiny model loops; with the guard on, no 20-gram repeats within the window in either engine."""
+    for engine, got in answers.items():
+        for name, answer in got["mix"].items():
+            tokens = answer["pages"][0]["token_ids"][0]
+            assert len(tokens) == NEW_TOKENS or answer["pages"][0]["finished"], (engine, name, len(tokens))
+            assert not repeated_ngram(tokens), (engine, name, tokens)
+
+
+# --- the server's suite, the same assertions on each engine ---------------------------------------
+
+@pytest.fixture(params=ENGINES)
+def engine_server(request, servers, answers):
+    """One engine's server, after the equivalence pages (so their answers are in its cache)."""
+    server = servers[request.param]
+    wait_for(server, 200, timeout=600)
+    return server
+
+
+def metric(text: str, name: str, labels: str = "") -> float:
+    m = re.search(rf"^{re.escape(name)}{re.escape(labels)} ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@pytest.mark.parametrize("case,request_kw,status,etype", BAD_INPUT_CASES, ids=[c[0] for c in BAD_INPUT_CASES])
+def test_bad_input_is_a_clear_json_4xx_on_each_engine(engine_server, case, request_kw, status, etype):
+    with engine_server.client(headers=AUTH) as c:
+        r = c.post("/v1/ocr", **request_kw)
+        assert r.status_code == status, f"{case}: {r.status_code} {r.text}"
+        err = r.json()["error"]
+        assert err["type"] == etype and err["code"] == status and err["message"]
+        assert "Traceback" not in r.text
+        assert c.get("/health").status_code == 200
+
+
+def test_a_missing_or_wrong_key_is_401_and_probes_stay_open_on_each_engine(engine_server):
+    with engine_server.client() as c:
+        page = {"file": ("p.png", samples.png(64, 64), "image/png")}
+        assert c.post("/v1/ocr", files=page).status_code == 401
+        r = c.post("/v1/ocr", files=page, headers={"Authorization": "Bearer wrong-key-123456"})
+        assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized"
+        for path in ("/health", "/health/live", "/health/ready", "/metrics"):
+            assert c.get(path).status_code == 200, path
+
+
+def test_a_repeated_page_is_a_cache_hit_on_each_engine(engine_server):
+    with engine_server.client(headers=AUTH) as c:
+        before = metric(c.get("/metrics").text, "ocr_cache_hits_total")
+        r = c.post("/v1/ocr", json=page_body("global"))
+        after = metric(c.get("/metrics").text, "ocr_cache_hits_total")
+    assert r.status_code == 200 and r.json()["cached"] is True
+    assert after == before + 1
+
+
+def test_pdf_pages_give_results_per_page_and_count_in_metrics_on_each_engine(engine_server):
+    with engine_server.client(headers=AUTH, timeout=900) as c:
+        before = c.get("/metrics").text
+        r = c.post("/v1/ocr", files={"file": ("doc.pdf", samples.pdf(2), "application/pdf")}, data={"max_new_tokens": "4"})
+        after = c.get("/metrics").text
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [p["page"] for p in body["pages"]] == [1, 2] and body["usage"]["pages"] == 2
+    assert body["pages"][0]["layout"]["image_size"] == [400, 300]
+    assert body["usage"]["visual_tokens"] == 2 * 256 and 2 <= body["usage"]["generated_tokens"] <= 8
+    assert set(body) >= {"text", "raw", "blocks", "layout", "usage", "timings", "model", "cached", "notice"}
+    ok = '{endpoint="/v1/ocr",status="200"}'
+    assert metric(after, "ocr_requests_total", ok) == metric(before, "ocr_requests_total", ok) + 1
+    assert metric(after, "ocr_visual_tokens_count") == metric(before, "ocr_visual_tokens_count") + 2
+    assert metric(after, "ocr_generated_tokens_count") == metric(before, "ocr_generated_tokens_count") + 2
+    assert metric(after, "ocr_model_loaded") == 1
+
+
+def test_a_request_past_its_deadline_gets_504_and_frees_its_slot_on_each_engine(engine_server):
+    with engine_server.client(headers=AUTH) as c:
+        before = metric(c.get("/metrics").text, "ocr_in_flight_requests")
+        r = c.post("/v1/ocr", files={"file": ("p.png", samples.png(500, 400, seed=31), "image/png")},
+                   data={"timeout_sec": "2"})
+        assert r.status_code == 504, r.text
+        assert r.json()["error"]["type"] == "deadline_exceeded"
+        assert c.get("/health").status_code == 200
+        assert metric(c.get("/metrics").text, "ocr_in_flight_requests") == before
+    if "vllm" in str(engine_server.proc.args):  # and vLLM itself stopped working on it
+        deadline = time.monotonic() + 30
+        while "aborted in vLLM" not in engine_server.log() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "aborted in vLLM" in engine_server.log()
+
+
+async def _flood(url: str, n: int) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=url, timeout=120, headers=AUTH) as c:
+        return await asyncio.gather(*(
+            c.post("/v1/ocr", files={"file": ("p.png", samples.png(300 + i, 200, seed=200 + i), "image/png")},
+                   data={"timeout_sec": "1", "max_new_tokens": "1"}) for i in range(n)))
+
+
+def test_overload_answers_429_with_retry_after_on_each_engine(engine_server):
+    """CONCURRENCY 4 + QUEUE_SIZE 2 hold six requests; of eight at once, at least two get 429 at once."""
+    responses = asyncio.run(_flood(engine_server.url, 8))
+    codes = sorted(r.status_code for r in responses)
+    refused = [r for r in responses if r.status_code == 429]
+    assert len(refused) >= 2, codes
+    assert all(int(r.headers["retry-after"]) >= 1 and r.json()["error"]["type"] == "queue_full" for r in refused), codes
+    assert set(codes) <= {200, 429, 504}, codes
