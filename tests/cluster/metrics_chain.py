@@ -189,8 +189,17 @@ def start(cluster: LocalCluster) -> None:
                      "service": {"name": "prometheus-adapter", "namespace": "causalflow-system", "port": port}},
         })
     cluster.apply(docs)
-    cluster._wait_ready("custom-metrics APIService",
-                        lambda: bool(cluster.api_get("/apis/custom.metrics.k8s.io/v1beta2")), 60)
+
+    def available() -> bool:
+        # Every version: kubectl's discovery fails a command while any APIService is unavailable.
+        for v in APISERVICE_VERSIONS:
+            status = cluster.api_get(f"/apis/apiregistration.k8s.io/v1/apiservices/{v}.custom.metrics.k8s.io")["status"]
+            if not any(c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions") or ()):
+                return False
+            cluster.api_get(f"/apis/custom.metrics.k8s.io/{v}")
+        return True
+
+    cluster._wait_ready("custom-metrics APIServices", available, 60)
 
 
 def _http_ok(url: str) -> bool:

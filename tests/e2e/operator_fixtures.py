@@ -119,8 +119,11 @@ def ocr_crd(cluster):
     """The OcrService CRD, installed (or updated) on the cluster and Established."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=causalflow-tests",
                     "-f", str(CRD_FILE))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/ocrservices.ocr.causalflow.dev")
+    # Not `kubectl wait`: it fails at once ("status.conditions accessor error") when it looks before
+    # the API server has written the new CRD's first conditions.
+    wait_for(lambda: "True" in cluster.kubectl("get", "crd", "ocrservices.ocr.causalflow.dev", "-o",
+                                               'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+                                               check=False).stdout, timeout=60, message="OcrService CRD Established")
     wait_for(lambda: cluster.kubectl("get", "ocrs", "-A", check=False).returncode == 0, timeout=30,
              message="ocrs served")
     return CRD_FILE

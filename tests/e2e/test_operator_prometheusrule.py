@@ -41,7 +41,9 @@ def test_a_prometheus_rule_appears_once_its_crd_exists_scoped_to_the_ocrservice_
         if not had_crd:  # without the CRD the toggle is a no-op, not an error
             assert ocr.condition(obj, "Degraded")["status"] == "False"
             cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(PR_CRD))
-            cluster.kubectl("wait", "--for=condition=Established", f"crd/{RESOURCE}")
+            wait_for(lambda: "True" in cluster.kubectl(  # (kubectl wait fails before the first conditions)
+                "get", "crd", RESOURCE, "-o", 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+                check=False).stdout, timeout=60, message="PrometheusRule CRD Established")
         rule = wait_for(lambda: ocr.get(RESOURCE, "web"), timeout=30, message="PrometheusRule created")
         assert rule["metadata"]["labels"]["release"] == "prom"
         assert rule["metadata"]["ownerReferences"][0]["name"] == "web"
