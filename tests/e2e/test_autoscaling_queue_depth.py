@@ -96,15 +96,19 @@ def test_a_real_pods_queue_scales_up_while_gpu_is_low_and_both_low_scale_down_af
     del manifest["spec"]["replicas"]
     manifest["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 2, "targetGPUUtilization": 80,
                                        "targetQueueDepth": TARGET_QUEUE_DEPTH, "behavior": behavior}
+    t0 = time.monotonic()
     ocr.apply(manifest)
     ocr.wait_ready(NAME, timeout=300)
+    print(f"\nOcrService applied -> Ready (server pod on the real node): {time.monotonic() - t0:.1f}s")
 
     def hpa() -> dict:
         return ocr.get("hpa", NAME) or {}
 
     # Both signals readable through the chain before any load: GPU 10 %, queue empty, 1 replica.
+    t0 = time.monotonic()
     wait_for(lambda: hpa_metric(hpa(), "DCGM_FI_DEV_GPU_UTIL") == 10 and hpa_metric(hpa(), "ocr_queue_depth") == 0,
              timeout=90, interval=1, message="the HPA reads DCGM_FI_DEV_GPU_UTIL 10 and ocr_queue_depth 0")
+    print(f"both metrics readable by the HPA {time.monotonic() - t0:.1f}s after Ready")
     assert hpa()["status"]["desiredReplicas"] == 1
 
     with Load(cluster, namespace) as load:
