@@ -48,7 +48,7 @@ if (( ${#missing[@]} )); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     log "installing Debian packages: ${missing[*]}"
     for try in 1 2 3 4 5 6; do  # another apt run may hold the lock for a while
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >"$DEST/apt.log" 2>&1 && break
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "${missing[@]}" >"$DEST/apt.log" 2>&1 && break
       (( try == 6 )) && { tail -20 "$DEST/apt.log"; log "apt-get install ${missing[*]} failed"; exit 1; }
       sleep 10
     done

@@ -249,7 +249,8 @@ def ensure_tools(log: Log = print) -> None:
                               "apt-get install -y mmdebstrap buildah")
     log(f"images: installing {' '.join(missing)} from Debian's packages")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "mmdebstrap", "buildah"]):
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]  # the set-up's other steps may hold apt's lock
+    for cmd in ([*apt, "update", "-q"], [*apt, "install", "-y", "-q", "mmdebstrap", "buildah"]):
         r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode:
             raise ImageBuildError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
@@ -460,10 +461,13 @@ def _locked(state: Path) -> Iterator[None]:
         yield
 
 
-def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> Images:
+def ensure_images(log: Log = print, timings: dict[str, float] | None = None, prebuild: bool = False) -> Images | None:
     """Build what is missing or out of date and return the refs; `Images.archive(ref)` exports.
 
     Serialised with a lock file, so two callers (the harness and a person) never build at once.
+    `prebuild` builds only the images that need no tiny model (the model is written with the
+    venv's torch), returns None and prunes nothing: the set-up runs it while the venv installs,
+    so the long layers (torch) are cached by the time the venv exists.
     """
     timings = {} if timings is None else timings
     ensure_tools(log)
@@ -477,8 +481,12 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None) -> 
         refs: dict[str, str] = {}
         for spec in BUILDS:
             if spec.name == "server_tiny":
+                if prebuild:
+                    continue
                 spec = replace(spec, build_args=spec.build_args + (("BAKE_MODEL_FROM", ensure_tiny_model(log)),))
             refs[spec.name] = build_image(b, spec, log, timings)
+        if prebuild:
+            return None
         images = Images(archive_dir=state / "archives", log=log, **refs)
         _prune_images(b, set(images.refs))
         _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs})
@@ -505,14 +513,21 @@ def describe(images: Images) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print refs, sizes and timings as JSON")
+    parser.add_argument("--build-only", action="store_true",
+                        help="build what is missing and export no archive (the set-up of make test/demo: "
+                             "an archive is written when the real node imports it)")
+    parser.add_argument("--prebuild", action="store_true",
+                        help="build only the images that need no tiny model; runs without the venv (stdlib only)")
     args = parser.parse_args(argv)
     timings: dict[str, float] = {}
     try:
-        images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings)
+        images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings, prebuild=args.prebuild)
     except ImageBuildError as exc:
         print(f"images: {exc}", file=sys.stderr)
         return 1
-    for ref in images.refs:
+    if images is None:
+        return 0
+    for ref in () if args.build_only else images.refs:
         t0 = time.monotonic()
         images.archive(ref)
         timings[f"archive_{archive_name(ref)}_s"] = round(time.monotonic() - t0, 1)
@@ -521,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"images": info, "timings": timings}, indent=2))
     else:
         for name, item in info.items():
-            print(f"{name:12} {item['ref']}  {item['size']}  archive {item['archive']} ({item['archive_mib']} MiB)")
+            archive = f"archive {item['archive']} ({item['archive_mib']} MiB)" if item["archive_mib"] else "no archive yet"
+            print(f"{name:12} {item['ref']}  {item['size']}  {archive}")
         print(f"export CAUSALFLOW_SERVER_IMAGE={images.server_tiny}")
         print(f"export CAUSALFLOW_OPERATOR_IMAGE={images.operator}")
     return 0

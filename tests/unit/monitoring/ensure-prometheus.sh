@@ -8,6 +8,8 @@ fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
+# `make test` runs its set-up steps side by side: wait for another step's apt run, not fail on it.
+APT=($SUDO apt-get -o DPkg::Lock::Timeout=600)
 # The package's postinst only registers a systemd unit; nothing is started here.
-$SUDO apt-get install -y --no-install-recommends prometheus \
-  || { $SUDO apt-get update -q && $SUDO apt-get install -y --no-install-recommends prometheus; }
+"${APT[@]}" install -y --no-install-recommends prometheus \
+  || { "${APT[@]}" update -q && "${APT[@]}" install -y --no-install-recommends prometheus; }
