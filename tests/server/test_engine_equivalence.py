@@ -37,7 +37,8 @@ from .samples import png
 from .test_bad_input import CASES as BAD_INPUT_CASES
 
 # The module's servers start once and serve every test: a vLLM start and the full-size vision
-# tower on a 6-crop page take minutes on a busy 2-core machine, more than the suite's default timeout.
+# tower on a 6-crop page take minutes on a busy 2-core machine (a vLLM start took 11 minutes at a
+# load average of 16), more than the suite's default timeout.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(2400)]
 NEW_TOKENS = 40  # past the guard's n-gram size (20): the random model loops, so the guard must act
 NGRAM = 20
@@ -76,7 +77,7 @@ def page_body(name: str) -> dict[str, Any]:
 
 
 def ocr(server, name: str) -> dict[str, Any]:
-    wait_for(server, 200, timeout=600)
+    wait_for(server, 200, timeout=1800)
     r = httpx.post(server.url + "/v1/ocr", json=page_body(name), headers=AUTH, timeout=900)
     assert r.status_code == 200, r.text
     return r.json()
@@ -171,7 +172,7 @@ def test_the_ngram_guard_acts_in_both_engines(answers):
 def engine_server(request, servers, answers):
     """One engine's server, after the equivalence pages (so their answers are in its cache)."""
     server = servers[request.param]
-    wait_for(server, 200, timeout=600)
+    wait_for(server, 200, timeout=1800)
     return server
 
 
