@@ -336,7 +336,7 @@ class Demo:
             else:
                 s.say(f"{DIM}exporting and importing {ref} into {NODE_NAME} (once per image; minutes: torch is in it){RESET}")
                 t0 = time.monotonic()
-                c.import_image(images.archive(ref))
+                c.import_image(images.archive(ref), ref)
                 s.ok(f"imported {ref} into {NODE_NAME} in {time.monotonic() - t0:.0f}s")
         self.image = ref
 

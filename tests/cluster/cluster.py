@@ -335,9 +335,10 @@ class LocalCluster(KubectlCommands):
             raise RealNodeError(f"this cluster has no real node: {self.real_node_skipped or 'not started'}")
         return self.real_node
 
-    def import_image(self, archive_path: Path) -> None:
-        """Import a docker-archive/oci-archive into the real node's containerd (k8s.io namespace)."""
-        self._node().import_image(Path(archive_path))
+    def import_image(self, archive_path: Path, ref: str | None = None) -> None:
+        """Import a docker-archive/oci-archive into the real node's containerd (k8s.io namespace);
+        with `ref`, the older tags of its repository go (RealNode.import_image)."""
+        self._node().import_image(Path(archive_path), ref)
 
     def has_image(self, ref: str) -> bool:
         """Whether the real node's containerd holds image `ref` (pods can use it without a pull)."""

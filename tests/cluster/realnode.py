@@ -357,16 +357,32 @@ class RealNode:
     def has_image(self, ref: str) -> bool:
         return ref in self.ctr("images", "ls", "-q").stdout.split()
 
-    def import_image(self, archive: Path) -> None:
-        """`ctr -n k8s.io images import` of a docker-archive or oci-archive (unpacked for the CRI)."""
+    def import_image(self, archive: Path, ref: str | None = None) -> None:
+        """`ctr -n k8s.io images import` of a docker-archive or oci-archive (unpacked for the CRI).
+
+        With `ref` (the tag the archive holds), the other tags of its repository are removed
+        afterwards: the harness tags its images by content, so another tag is an older build that
+        nothing here runs any more, and the store persists across clusters (the server images are
+        GBs each, so without this it grows by one image per source change)."""
         self.ctr("images", "import", "--snapshotter", "overlayfs", str(archive), timeout=1800)
+        if ref is not None:
+            self.remove_other_tags(ref)
+
+    def remove_other_tags(self, ref: str) -> list[str]:
+        """Remove every image of `ref`'s repository but `ref`; containerd's garbage collector then
+        frees the layers no image references. Returns the refs removed."""
+        repository = ref.rpartition(":")[0]
+        old = [r for r in self.ctr("images", "ls", "-q").stdout.split() if r.rpartition(":")[0] == repository and r != ref]
+        if old:
+            self.ctr("images", "rm", "--sync", *old)
+        return old
 
     def ensure_own_image(self, name: str, entrypoint: list[str]) -> str:
         binary = self.bin_dir / name
         ref = image_ref(name, binary)
         if not self.has_image(ref):
             archive = docker_archive(ref, binary, entrypoint, self.dir / f"{name}.tar")
-            self.import_image(archive)
+            self.import_image(archive, ref)
             archive.unlink()
         return ref
 

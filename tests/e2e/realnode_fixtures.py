@@ -63,7 +63,7 @@ class ProductImages:
         ref = getattr(self.images, kind)
         if not self.cluster.has_image(ref):
             t0 = time.monotonic()
-            self.cluster.import_image(self.images.archive(ref))
+            self.cluster.import_image(self.images.archive(ref), ref)
             self.import_seconds[kind] = time.monotonic() - t0
             print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
         return ref

@@ -238,6 +238,24 @@ def _restart(cluster, node: RealNode) -> None:
     wait_for(lambda: is_ready(get(cluster, "default", "node", NODE_NAME)), timeout=90, message="real node Ready again")
 
 
+def test_importing_a_new_tag_removes_the_older_tags_of_its_repository_only(node, tmp_path):
+    """The image store persists across clusters; the harness's content-tagged images would pile
+    up in it (GBs each for the server) without this."""
+    from tests.cluster.nodeimage import docker_archive
+
+    binary = node.bin_dir / "causalflow-nodetest"
+    repo, other = "localhost/causalflow/prune-test", "localhost/causalflow/prune-test-other"
+    try:
+        for ref in (f"{repo}:one", f"{other}:one"):
+            node.import_image(docker_archive(ref, binary, ["/causalflow-nodetest"], tmp_path / "a.tar"))
+        node.import_image(docker_archive(f"{repo}:two", binary, ["/causalflow-nodetest"], tmp_path / "b.tar"), f"{repo}:two")
+        refs = node.ctr("images", "ls", "-q").stdout.split()
+        assert f"{repo}:two" in refs and f"{repo}:one" not in refs
+        assert f"{other}:one" in refs  # another repository, even one whose name starts the same, stays
+    finally:
+        node.ctr("images", "rm", f"{repo}:one", f"{repo}:two", f"{other}:one", check=False)
+
+
 def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, namespace):
     """Stop with a running pod (sandbox, netns, veth, rootfs, cgroups, a Service's iptables rules):
     afterwards the machine matches the snapshot taken before the node started."""
