@@ -152,5 +152,10 @@ def test_prometheus_loads_and_evaluates_the_chart_alert_rules(stack):
         time.sleep(0.5)
     assert {rule["name"] for rule in rules} == {rule["alert"] for rule in alert_rules()}
     assert [rule["name"] for rule in rules if rule["health"] != "ok"] == []
-    # a healthy server with a few fast requests fires nothing
-    assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []
+    # A healthy server fires nothing, except the p95-latency alert where this machine was really that
+    # slow (a busy 2-core machine can take > 5 s per tiny-model page): then its expression must hold.
+    def holds(expr: str) -> bool:
+        return bool(httpx.get(url + "/api/v1/query", params={"query": expr}, timeout=10).json()["data"]["result"])
+
+    active = [rule for rule in rules if rule["state"] != "inactive"]
+    assert [rule["name"] for rule in active if rule["name"] != "OcrLatencyP95High" or not holds(rule["query"])] == []
