@@ -1,14 +1,22 @@
-"""Sequential single-image generate (what the official infer() does) vs the batched server, same images, one run.
+"""Each engine, in one run, on the same pages: the official-style sequential path, the raw engine
+without HTTP, and the server over HTTP with many concurrent clients.
 
-    .venv/bin/python bench/server_bench.py                      # tiny random model, CPU
-    .venv/bin/python bench/server_bench.py --full-size --device cuda --new-tokens 512 --size 1024
+    .venv/bin/python bench/server_bench.py                          # both engines, tiny --for-vllm model, CPU
+    .venv/bin/python bench/server_bench.py --engines transformers   # without .venv-vllm
+    .venv/bin/python bench/server_bench.py --full-size --device cuda --new-tokens 512 --size 1024 --clients 64
 
-Both sides use random weights (no checkpoint is downloaded): the figures measure serving, not OCR
-quality. --full-size builds the real DeepSeek-OCR-2 architecture (about 3.4B parameters) with
-random bf16 weights. The server side starts `python -m ocr_server` and sends all images at once
-over HTTP; the sequential side calls the engine for one image at a time in this process.
-Generation runs for exactly --new-tokens tokens on both sides (EOS is suppressed by the random
-weights only by chance, so the n-gram guard is off and min_new_tokens forces the length).
+For each engine (transformers here; vLLM in .venv-vllm, run as a worker process of this script):
+- sequential: one page at a time through the engine, as the official infer() does;
+- raw: all pages at once through the engine, no HTTP (transformers: generate batches of
+  --batch-size; vLLM: its AsyncLLM with --clients requests in flight): the engine's own ceiling;
+- server: `python -m ocr_server` with ENGINE set, --clients concurrent HTTP clients.
+It prints pages/s and generated tokens/s of each, and the server's overhead over the raw engine.
+
+Both engines load the same weights: random, in the official layout vLLM reads (the tiny model of
+`python -m ocr_server.testing.tiny_model --for-vllm`: the real vision tower, a tiny language model;
+--full-size: the real architecture, about 3.4B parameters in bf16). The figures measure serving,
+not OCR quality. Generation runs for exactly --new-tokens tokens everywhere (EOS suppressed with
+min_new_tokens / min_tokens, the n-gram guard off), so every path does the same work.
 """
 
 from __future__ import annotations
@@ -52,73 +60,172 @@ def make_images(n: int, size: int) -> list[bytes]:
     return [page(size, size, seed=i) for i in range(n)]
 
 
-def write_model(out: Path, full_size: bool) -> Path:
+REAL_LANGUAGE = {"vocab_size": 129280, "hidden_size": 1280, "intermediate_size": 6848, "moe_intermediate_size": 896,
+                 "num_hidden_layers": 12, "num_attention_heads": 10, "num_key_value_heads": 10, "n_routed_experts": 64,
+                 "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
+                 "max_position_embeddings": 8192, "bos_token_id": 0, "eos_token_id": 1, "topk_method": "greedy",
+                 "n_group": 1, "topk_group": 1}
+
+
+def write_model(out: Path, full_size: bool, layout: str = "native") -> Path:
+    """Random weights: tiny (native), the --for-vllm tiny model (official), or full size (native or official)."""
     from ocr_server.testing.tiny_model import write_tiny_model
 
     if not full_size:
-        return write_tiny_model(out, "native")
+        return write_tiny_model(out, for_vllm=True) if layout == "official" else write_tiny_model(out, "native")
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, DeepseekOcr2Processor
 
-    from ocr_server.convert import translate_official_config
-    from ocr_server.testing.tiny_model import TINY_NOTICE, build_tokenizer
+    from ocr_server.convert import native_to_official_state_dict, translate_official_config
+    from ocr_server.testing.tiny_model import TINY_NOTICE, build_tokenizer, tiny_official_config
 
-    real = {"language_config": {"vocab_size": 129280, "hidden_size": 1280, "intermediate_size": 6848,
-                                "moe_intermediate_size": 896, "num_hidden_layers": 12, "num_attention_heads": 10,
-                                "num_key_value_heads": 10, "n_routed_experts": 64, "n_shared_experts": 2,
-                                "num_experts_per_tok": 6, "first_k_dense_replace": 1, "max_position_embeddings": 8192,
-                                "bos_token_id": 0, "eos_token_id": 1, "topk_method": "greedy", "n_group": 1, "topk_group": 1},
-            "vision_config": {"width": {"qwen2-0-5b": {"dim": 896}, "sam_vit_b": {"width": 768, "layers": 12, "heads": 12,
-                                                                                  "global_attn_indexes": [2, 5, 8, 11],
-                                                                                  "downsample_channels": [512, 1024]}}}}
-    config = DeepseekOcr2Config.from_dict(translate_official_config(real))
+    official = tiny_official_config(for_vllm=True)  # the real vision tower ...
+    lang = {**official["language_config"], **REAL_LANGUAGE, "num_key_value_heads": 10, "torch_dtype": "bfloat16"}
+    official.update({"language_config": lang, "torch_dtype": "bfloat16", "_name_or_path": "full-size-random",
+                     "projector_config": {**official["projector_config"], "n_embed": lang["hidden_size"]},
+                     **{k: lang[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers")}})
+    official.pop("_tiny_random_notice", None)
+    config = DeepseekOcr2Config.from_dict(translate_official_config(official))  # ... and the real language model
     with torch.device("cuda"):
         model = DeepseekOcr2ForConditionalGeneration(config).to(torch.bfloat16)
     print(f"full-size random model: {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters", file=sys.stderr)
-    model.save_pretrained(out, save_original_format=False)
+    out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
-    DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tok).save_pretrained(out)
+    if layout == "official":
+        from safetensors.torch import save_file
+
+        state = native_to_official_state_dict(model.state_dict())
+        shard = "model-00001-of-000001.safetensors"
+        save_file({k: v.contiguous().cpu() for k, v in state.items()}, str(out / shard), metadata={"format": "pt"})
+        (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": {k: shard for k in state}}))
+        (out / "config.json").write_text(json.dumps(official, indent=2))
+        tok.save_pretrained(out)
+    else:
+        model.save_pretrained(out, save_original_format=False)
+        DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tok).save_pretrained(out)
     (out / "README.md").write_text(f"# full-size random DeepSeek-OCR-2 for benchmarks\n\n{TINY_NOTICE.replace('tiny widths', 'full widths')}\n")
     del model
     torch.cuda.empty_cache()
     return out
 
 
-def sequential(model_dir: Path, images: list[bytes], args) -> list[float]:
-    """One image per generate call, one after another (official infer())."""
+def bench_config(model_dir: Path, args, engine: str):
+    """The server config both the raw paths and the server use: n-gram guard off, no result cache."""
+    from dataclasses import replace
+
     from ocr_server.config import load_config
+
+    cfg = load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": args.device, "ENGINE": engine,
+                           "MAX_NEW_TOKENS": str(args.new_tokens), "MAX_VISUAL_TOKENS": "1120",
+                           "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.clients), "CACHE_ENTRIES": "0"})
+    return replace(cfg, runtime=replace(cfg.runtime, ngram_size=0))
+
+
+def force_length(engine, n: int) -> None:
+    """Exactly n generated tokens on every path (random weights may emit EOS early)."""
+    if hasattr(engine, "model"):  # transformers
+        original = engine.model.generate
+
+        def generate(*a, **kw):
+            kw.setdefault("min_new_tokens", min(n, kw.get("max_new_tokens", n)))
+            return original(*a, **kw)
+
+        engine.model.generate = generate
+    else:  # vLLM
+        sampling = engine._sampling
+
+        def with_min_tokens(item):
+            params = sampling(item)
+            params.min_tokens = min(n, item.max_new_tokens)
+            return params
+
+        engine._sampling = with_min_tokens
+
+
+def decoded_pages(images: list[bytes]) -> list[Image.Image]:
     from ocr_server.documents import load_document
+
+    return [load_document(d, pages=None, max_pages=1, pdf_dpi=144, max_pixels=10**8)[1][0].image for d in images]
+
+
+def summary(latencies: list[float], wall: float, pages: int, tokens: int) -> dict:
+    return {"pages_per_s": pages / wall, "tokens_per_s": tokens / wall, "wall_s": wall,
+            "p50_s": statistics.median(latencies), "p95_s": pct(latencies, 95)}
+
+
+def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
+    """Sequential and raw (batched generate, no HTTP) through the transformers engine, in this process."""
     from ocr_server.engine import Engine
 
-    env = {"MODEL_PATH": str(model_dir), "DEVICE": args.device, "MAX_NEW_TOKENS": str(args.new_tokens)}
-    engine = Engine(load_config(env=env))
-    engine.cfg = engine.cfg.__class__(engine.cfg.service, engine.cfg.model,
-                                      engine.cfg.runtime.__class__(**{**engine.cfg.runtime.__dict__, "ngram_size": 0}))
+    engine = Engine(bench_config(model_dir, args, "transformers"))
     engine.load()
-    patch_min_tokens(engine, args.new_tokens)
-    engine.generate_batch([engine.prepare(load_document(images[0], pages=None, max_pages=1, pdf_dpi=144, max_pixels=10**8)[1][0].image,
-                                          prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=2)])  # warm-up
-    latencies = []
-    for data in images:
+    force_length(engine, args.new_tokens)
+    pages = decoded_pages(images)
+    prep = lambda im, n=args.new_tokens: engine.prepare(im, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=n)  # noqa: E731
+    engine.generate_batch([prep(pages[0], 2)])  # warm-up
+    seq, tokens = [], 0
+    t_all = time.perf_counter()
+    for im in pages:
         t = time.perf_counter()
-        page = load_document(data, pages=None, max_pages=1, pdf_dpi=144, max_pixels=10**8)[1][0].image
-        item = engine.prepare(page, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=args.new_tokens)
-        engine.generate_batch([item])
+        tokens += sum(len(g.token_ids) for g in engine.generate_batch([prep(im)]))
         sync(args.device)
-        latencies.append(time.perf_counter() - t)
-    del engine
-    return latencies
+        seq.append(time.perf_counter() - t)
+    out = {"sequential": summary(seq, time.perf_counter() - t_all, len(pages), tokens)}
+    raw, tokens = [], 0
+    t_all = time.perf_counter()
+    for at in range(0, len(pages), args.batch_size):
+        t = time.perf_counter()
+        gens = engine.generate_batch([prep(im) for im in pages[at:at + args.batch_size]])
+        sync(args.device)
+        tokens += sum(len(g.token_ids) for g in gens)
+        raw += [time.perf_counter() - t_all] * len(gens)
+    out["raw"] = summary(raw, time.perf_counter() - t_all, len(pages), tokens)
+    return out
 
 
-def patch_min_tokens(engine, n: int) -> None:
-    """Force exactly n generated tokens (random weights may emit EOS early) on both sides."""
-    original = engine.model.generate
+async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
+    from ocr_server.vllm_engine import VllmEngine
 
-    def generate(*a, **kw):
-        kw.setdefault("min_new_tokens", min(n, kw.get("max_new_tokens", n)))
-        return original(*a, **kw)
+    engine = VllmEngine(bench_config(model_dir, args, "vllm"))
+    engine.load()
+    engine.loop = asyncio.get_running_loop()
+    force_length(engine, args.new_tokens)
+    pages = decoded_pages(images)
+    prep = lambda im, n=args.new_tokens: engine.prepare(im, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=n)  # noqa: E731
+    await engine.generate(prep(pages[0], 2))  # warm-up
+    seq, tokens = [], 0
+    t_all = time.perf_counter()
+    for im in pages:
+        t = time.perf_counter()
+        tokens += len((await engine.generate(prep(im))).token_ids)
+        seq.append(time.perf_counter() - t)
+    out = {"sequential": summary(seq, time.perf_counter() - t_all, len(pages), tokens)}
+    gate = asyncio.Semaphore(args.clients)
 
-    engine.model.generate = generate
+    async def one(im):
+        async with gate:
+            t = time.perf_counter()
+            g = await engine.generate(prep(im))
+            return time.perf_counter() - t, len(g.token_ids)
+
+    t_all = time.perf_counter()
+    done = await asyncio.gather(*(one(im) for im in pages))
+    out["raw"] = summary([d[0] for d in done], time.perf_counter() - t_all, len(pages), sum(d[1] for d in done))
+    engine.shutdown()
+    return out
+
+
+def engine_paths(engine: str, model_dir: Path, images: list[bytes], args) -> dict:
+    """Sequential and raw figures of one engine; vLLM's run in .venv-vllm (a worker of this script)."""
+    if engine == "transformers":
+        return transformers_paths(model_dir, images, args)
+    with tempfile.NamedTemporaryFile("w+", suffix=".json") as out:
+        cmd = [str(VLLM_PYTHON), __file__, "--worker", str(model_dir), "--worker-out", out.name, *sys.argv[1:]]
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        return json.loads(Path(out.name).read_text())
+
+
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 def sync(device: str) -> None:
@@ -128,30 +235,46 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def batched_server(model_dir: Path, images: list[bytes], args) -> tuple[list[float], float, dict]:
+SERVER_CODE = """
+import os, runpy
+from dataclasses import replace
+n = int(os.environ['OCR_BENCH_MIN_NEW_TOKENS'])
+if os.environ['ENGINE'] == 'vllm':
+    import ocr_server.vllm_engine as m
+    cls = m.VllmEngine
+else:
+    import ocr_server.engine as m
+    cls = m.Engine
+orig = cls.load
+def load(self):
+    self.cfg = replace(self.cfg, runtime=replace(self.cfg.runtime, ngram_size=0))
+    info = orig(self)
+    import sys
+    sys.path.insert(0, os.path.join(os.getcwd(), 'bench'))
+    from server_bench import force_length
+    force_length(self, n)
+    return info
+cls.load = load
+runpy.run_module('ocr_server', run_name='__main__')
+"""
+
+
+def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict:
+    """`python -m ocr_server` with ENGINE=engine, --clients concurrent HTTP clients."""
     import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "MODEL_PATH": str(model_dir), "DEVICE": args.device, "HOST": "127.0.0.1", "PORT": str(port),
-           "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.batch_size * 2), "QUEUE_SIZE": str(len(images) * 2),
-           "BATCH_WAIT_MS": "30", "MAX_NEW_TOKENS": str(args.new_tokens), "TIMEOUT_SEC": "3600", "CACHE_ENTRIES": "0",
+           "ENGINE": engine, "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.clients),
+           "QUEUE_SIZE": str(len(images) * 2), "BATCH_WAIT_MS": "30", "MAX_NEW_TOKENS": str(args.new_tokens),
+           "MAX_VISUAL_TOKENS": "1120", "TIMEOUT_SEC": "3600", "CACHE_ENTRIES": "0", "WARMUP": "0",
            "OCR_BENCH_MIN_NEW_TOKENS": str(args.new_tokens)}
     env.pop("API_KEYS", None)
-    code = ("import ocr_server.engine as e, runpy, os\n"
-            "n=int(os.environ['OCR_BENCH_MIN_NEW_TOKENS'])\n"
-            "orig=e.Engine.load\n"
-            "def load(self):\n"
-            "    from dataclasses import replace\n"
-            "    self.cfg = replace(self.cfg, runtime=replace(self.cfg.runtime, ngram_size=0))\n"
-            "    info=orig(self); g=self.model.generate\n"
-            "    self.model.generate=lambda *a, **k: g(*a, **{**k, 'min_new_tokens': min(n, k.get('max_new_tokens', n))})\n"
-            "    return info\n"
-            "e.Engine.load=load\n"
-            "runpy.run_module('ocr_server', run_name='__main__')\n")
+    python = str(VLLM_PYTHON) if engine == "vllm" else sys.executable
     log = tempfile.NamedTemporaryFile("w+b", suffix=".log", delete=False)
-    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([python, "-c", SERVER_CODE], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 1800
         while True:
@@ -166,27 +289,28 @@ def batched_server(model_dir: Path, images: list[bytes], args) -> tuple[list[flo
                 raise SystemExit("server never became ready")
             time.sleep(0.2)
 
-        async def one(c, data):
-            t = time.perf_counter()
-            r = await c.post("/v1/ocr", files={"file": ("p.png", data, "image/png")})
-            r.raise_for_status()
-            return time.perf_counter() - t, r.json()
+        async def one(c, gate, data):
+            async with gate:
+                t = time.perf_counter()
+                r = await c.post("/v1/ocr", files={"file": ("p.png", data, "image/png")})
+                r.raise_for_status()
+                return time.perf_counter() - t, r.json()
 
         async def run_all(batch):
+            gate = asyncio.Semaphore(args.clients)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=3600) as c:
-                return await asyncio.gather(*(one(c, d) for d in batch))
+                return await asyncio.gather(*(one(c, gate, d) for d in batch))
 
-        asyncio.run(run_all(images[:1]))  # warm-up
+        asyncio.run(run_all([page(args.size + 8, args.size, seed=999)]))  # warm-up (another page: no cache hit)
         t0 = time.perf_counter()
         results = asyncio.run(run_all(images))
         wall = time.perf_counter() - t0
-        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
-        hist = [line for line in metrics.splitlines() if line.startswith(("ocr_batch_size_sum", "ocr_batch_size_count"))]
-        return [r[0] for r in results], wall, {"batch_metrics": hist, "layout": results[0][1]["layout"],
-                                               "generated_tokens": results[0][1]["usage"]["generated_tokens"]}
+        out = summary([r[0] for r in results], wall, len(images), sum(r[1]["usage"]["generated_tokens"] for r in results))
+        out["layout"] = results[0][1]["layout"]
+        return out
     finally:
         proc.terminate()
-        proc.wait(30)
+        proc.wait(60)
 
 
 def main() -> int:
@@ -194,35 +318,47 @@ def main() -> int:
     p.add_argument("--images", type=int, default=16)
     p.add_argument("--size", type=int, default=640, help="square page size in pixels (1024 for the GPU figure)")
     p.add_argument("--new-tokens", type=int, default=16)
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=8, help="BATCH_SIZE: transformers' batch, vLLM's max_num_seqs")
+    p.add_argument("--clients", type=int, default=8, help="concurrent clients (CONCURRENCY): raw vLLM and the server")
+    p.add_argument("--engines", default="transformers,vllm", help="comma-separated: transformers, vllm")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--full-size", action="store_true", help="real architecture, random bf16 weights (needs a GPU)")
-    p.add_argument("--model-path", help="serve this directory instead of writing a random model")
+    p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
     p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: vLLM's sequential/raw paths in .venv-vllm
+    p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.full_size and args.device != "cuda":
         p.error("--full-size needs --device cuda")
-
     images = make_images(args.images, args.size)
+    if args.worker:
+        Path(args.worker_out).write_text(json.dumps(asyncio.run(_vllm_paths(Path(args.worker), images, args))))
+        return 0
+    engines = [e for e in args.engines.split(",") if e]
+    if "vllm" in engines and not VLLM_PYTHON.is_file():
+        p.error(f"{VLLM_PYTHON} is missing: `make venv-vllm`, or --engines transformers")
+
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = Path(args.model_path) if args.model_path else write_model(Path(tmp) / "model", args.full_size)
-        seq = sequential(model_dir, images, args)
-        srv, wall, extra = batched_server(model_dir, images, args)
-    seq_wall = sum(seq)
-    figures = {
-        "model": "full-size random (bf16)" if args.full_size else ("tiny random" if not args.model_path else args.model_path),
-        "device": args.device, "images": args.images, "size": args.size, "new_tokens": args.new_tokens,
-        "batch_size": args.batch_size, "layout": extra["layout"], "generated_tokens_per_page": extra["generated_tokens"],
-        "sequential": {"pages_per_s": args.images / seq_wall, "p50_s": statistics.median(seq), "p95_s": pct(seq, 95)},
-        "server": {"pages_per_s": args.images / wall, "p50_s": statistics.median(srv), "p95_s": pct(srv, 95)},
-        "throughput_ratio": (args.images / wall) / (args.images / seq_wall),
-        "server_batch_metrics": extra["batch_metrics"],
-    }
+        model_dir = Path(args.model_path) if args.model_path else write_model(Path(tmp) / "model", args.full_size, "official")
+        figures = {"model": "full-size random (bf16)" if args.full_size else (args.model_path or "tiny random --for-vllm"),
+                   "device": args.device, "images": args.images, "size": args.size, "new_tokens": args.new_tokens,
+                   "batch_size": args.batch_size, "clients": args.clients, "engines": {}}
+        for engine in engines:
+            got = engine_paths(engine, model_dir, images, args)
+            got["server"] = server_path(engine, model_dir, images, args)
+            got["server_overhead"] = got["raw"]["pages_per_s"] / got["server"]["pages_per_s"] - 1
+            figures["engines"][engine] = got
+            print(f"{engine}: {json.dumps(got)}", file=sys.stderr, flush=True)  # each engine as soon as it is measured
     print(json.dumps(figures, indent=2))
-    print(f"\nthroughput: server {figures['server']['pages_per_s']:.3f} pages/s vs sequential "
-          f"{figures['sequential']['pages_per_s']:.3f} pages/s -> ratio {figures['throughput_ratio']:.2f}x")
-    print(f"latency sequential p50 {figures['sequential']['p50_s']:.2f}s p95 {figures['sequential']['p95_s']:.2f}s | "
-          f"server (all {args.images} sent at once) p50 {figures['server']['p50_s']:.2f}s p95 {figures['server']['p95_s']:.2f}s")
+    for engine, got in figures["engines"].items():
+        print(f"\n{engine}: layout {got['server']['layout']['crops']} crops, {args.new_tokens} new tokens per page")
+        for path in ("sequential", "raw", "server"):
+            f = got[path]
+            print(f"  {path:<10} {f['pages_per_s']:.3f} pages/s  {f['tokens_per_s']:.1f} tokens/s  p50 {f['p50_s']:.2f}s  p95 {f['p95_s']:.2f}s")
+        print(f"  server overhead over the raw engine at {args.clients} clients: {got['server_overhead'] * 100:+.1f} %")
+    if {"transformers", "vllm"} <= set(figures["engines"]):
+        t, v = (figures["engines"][e]["server"]["pages_per_s"] for e in ("transformers", "vllm"))
+        print(f"\nvLLM vs transformers (server): {v / t:.2f}x pages/s")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
