@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
         METRICS.serve(args.metrics_port, args.metrics_host)
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
+    from .rescan import new_insights
+
+    handlers.STATE.insights = new_insights()  # shared with kopf, so the controller can ask it to rescan
     kopf.run(
+        insights=handlers.STATE.insights,
         standalone=True,
         clusterwide=not args.namespace,
         namespaces=args.namespace,

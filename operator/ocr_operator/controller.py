@@ -23,7 +23,7 @@ import datetime as dt
 import logging
 import os
 import time
-from typing import Any, Mapping
+from typing import Any, Awaitable, Callable, Mapping
 
 from . import children, naming, status
 from .cache import OWN_WRITE_SECONDS, Store, rv
@@ -45,8 +45,11 @@ QPS = float(os.environ.get("OCR_OPERATOR_QPS", "100"))
 
 class Controller:
     def __init__(self, kube: Kube, *, workers: int = 8, max_backoff: float = 60.0, qps: float = QPS,
-                 namespaces: list[str] | None = None) -> None:
+                 namespaces: list[str] | None = None,
+                 rescan: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.kube = kube
+        # Asks kopf to rescan an API group (rescan.py): kopf may miss an optional API that appears later.
+        self.rescan = rescan
         self.workers = workers
         self.max_backoff = max_backoff
         self.namespaces = namespaces  # None: every namespace
@@ -205,6 +208,12 @@ class Controller:
             if now != before:
                 log.info("optional APIs served now: %s (were %s): reconciling every object",
                          ", ".join(sorted(now)) or "none", ", ".join(sorted(before)) or "none")
+                if self.rescan is not None:
+                    for group in sorted({children.KINDS[kind].group for kind in now - before}):
+                        try:
+                            await self.rescan(group)
+                        except Exception:  # kopf's own CRD events may still start the watch
+                            log.exception("kopf rescan of API group %s failed", group)
                 for key in list(self.cache):
                     self.enqueue(key)
             await asyncio.sleep(max(1.0, DISCOVERY_SECONDS))

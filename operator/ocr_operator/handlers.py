@@ -20,6 +20,7 @@ from . import children, naming, settings as operator_settings
 from .controller import Controller
 from .kube import Kube
 from .metrics import METRICS
+from .rescan import KopfRescan
 from .spec import GROUP, PLURAL, VERSION
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ MANAGED = {naming.LABEL_MANAGED_BY: naming.FIELD_MANAGER}
 class _State:
     controller: Controller | None = None
     namespaces: list[str] | None = None  # set by __main__; None = every namespace
+    insights: object | None = None  # kopf's served-resources view, set by __main__ (rescan.py)
 
 
 STATE = _State()
@@ -58,7 +60,8 @@ def login(**kwargs):
 async def startup(settings: kopf.OperatorSettings, **_):
     operator_settings.configure(settings)
     workers = int(os.environ.get("OCR_OPERATOR_WORKERS", "8"))
-    STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces)
+    rescan = KopfRescan(STATE.insights, settings).rescan if STATE.insights is not None else None
+    STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces, rescan=rescan)
     METRICS.state.controller = STATE.controller
     await STATE.controller.start()
 

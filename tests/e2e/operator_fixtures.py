@@ -245,3 +245,28 @@ def ocrservice(name: str, **spec) -> dict:
         else:
             base[key] = value
     return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService", "metadata": {"name": name}, "spec": base}
+
+
+def prometheus_operator_crd(kind: str) -> dict:
+    """prometheus-operator's CRD for `kind` (ServiceMonitor, PrometheusRule): upstream's group,
+    version and names, schema left open. The tests check that the operator creates the object once
+    the API serves it, not prometheus-operator's schema."""
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+        "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                 "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+
+
+def install_crd(cluster, crd: dict, timeout: float = 60) -> None:
+    """Apply `crd` and wait until it is Established. (`kubectl wait --for=condition=Established`
+    fails at once on a CRD whose status has no conditions yet, right after it is created.)"""
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(crd))
+    name = crd["metadata"]["name"]
+    wait_for(lambda: "True" in cluster.kubectl(
+        "get", "crd", name, "-o", 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
+        check=False).stdout, timeout=timeout, message=f"{name} Established")

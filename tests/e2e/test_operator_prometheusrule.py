@@ -7,24 +7,14 @@ Node: kwok pods (the rule does not depend on them); the operator runs as a local
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from tests.e2e.operator_fixtures import OperatorProcess, _operator_kubeconfig, ocrservice
+from tests.e2e.operator_fixtures import (OperatorProcess, _operator_kubeconfig, install_crd, ocrservice,
+                                        prometheus_operator_crd)
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-# prometheus-operator's CRD, group/version/kind as upstream, schema left open (its full schema
-# is not what this checks: whether the operator creates the object once the API serves it).
-PR_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "prometheusrules.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"kind": "PrometheusRule", "plural": "prometheusrules", "singular": "prometheusrule",
-                       "listKind": "PrometheusRuleList"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+PR_CRD = prometheus_operator_crd("PrometheusRule")
 RESOURCE = "prometheusrules.monitoring.coreos.com"
 
 
@@ -40,10 +30,7 @@ def test_a_prometheus_rule_appears_once_its_crd_exists_scoped_to_the_ocrservice_
         obj = ocr.wait_ready("web")
         if not had_crd:  # without the CRD the toggle is a no-op, not an error
             assert ocr.condition(obj, "Degraded")["status"] == "False"
-            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(PR_CRD))
-            wait_for(lambda: "True" in cluster.kubectl(  # (kubectl wait fails before the first conditions)
-                "get", "crd", RESOURCE, "-o", 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
-                check=False).stdout, timeout=60, message="PrometheusRule CRD Established")
+            install_crd(cluster, PR_CRD)
         rule = wait_for(lambda: ocr.get(RESOURCE, "web"), timeout=30, message="PrometheusRule created")
         assert rule["metadata"]["labels"]["release"] == "prom"
         assert rule["metadata"]["ownerReferences"][0]["name"] == "web"

@@ -5,23 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
-from tests.e2e.operator_fixtures import OperatorProcess, _operator_kubeconfig, ocrservice
+from tests.e2e.operator_fixtures import (OperatorProcess, _operator_kubeconfig, install_crd, ocrservice,
+                                        prometheus_operator_crd)
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-# A stand-in for prometheus-operator's CRD: same group/version/kind, schema left open.
-SM_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor",
-                       "listKind": "ServiceMonitorList"},
-             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
-}
+SM_CRD = prometheus_operator_crd("ServiceMonitor")
 
 
 def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cluster, ocr, ocr_crd, namespace,
@@ -36,8 +27,7 @@ def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cl
         obj = ocr.wait_ready("web")
         if not had_crd:  # without the CRD the toggle is a no-op, not an error
             assert ocr.condition(obj, "Degraded")["status"] == "False"
-            cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(SM_CRD))
-            cluster.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+            install_crd(cluster, SM_CRD)
         sm = wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
                       message="ServiceMonitor created")
         assert sm["metadata"]["labels"]["release"] == "prom"
