@@ -42,13 +42,18 @@ CASES = [
 @pytest.mark.parametrize("case,request_kw,status,etype", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_a_clear_json_4xx(server, case, request_kw, status, etype):
     with server.client() as c:
-        r = c.post("/v1/ocr", **request_kw)
-        assert r.status_code == status, f"{case}: {r.status_code} {r.text}"
-        err = r.json()["error"]
-        assert err["type"] == etype and err["code"] == status and err["message"]
-        assert "Traceback" not in r.text
-        assert c.get("/health").status_code == 200
+        assert_clear_json_4xx(c, case, request_kw, status, etype)
     assert server.proc.poll() is None
+
+
+def assert_clear_json_4xx(c, case: str, request_kw: dict, status: int, etype: str) -> None:
+    """POST the bad input: the expected status with a JSON error naming it, no traceback, still healthy."""
+    r = c.post("/v1/ocr", **request_kw)
+    assert r.status_code == status, f"{case}: {r.status_code} {r.text}"
+    err = r.json()["error"]
+    assert err["type"] == etype and err["code"] == status and err["message"]
+    assert "Traceback" not in r.text
+    assert c.get("/health").status_code == 200
 
 
 def test_server_still_serves_after_all_bad_input(server):

@@ -35,6 +35,7 @@ from . import samples
 from .conftest import start_engine_server, wait_for
 from .samples import png
 from .test_bad_input import CASES as BAD_INPUT_CASES
+from .test_bad_input import assert_clear_json_4xx
 
 # The module's servers start once and serve every test: a vLLM start and the full-size vision
 # tower on a 6-crop page take minutes on a busy 2-core machine (a vLLM start took 11 minutes at a
@@ -184,12 +185,7 @@ def metric(text: str, name: str, labels: str = "") -> float:
 @pytest.mark.parametrize("case,request_kw,status,etype", BAD_INPUT_CASES, ids=[c[0] for c in BAD_INPUT_CASES])
 def test_bad_input_is_a_clear_json_4xx_on_each_engine(engine_server, case, request_kw, status, etype):
     with engine_server.client(headers=AUTH) as c:
-        r = c.post("/v1/ocr", **request_kw)
-        assert r.status_code == status, f"{case}: {r.status_code} {r.text}"
-        err = r.json()["error"]
-        assert err["type"] == etype and err["code"] == status and err["message"]
-        assert "Traceback" not in r.text
-        assert c.get("/health").status_code == 200
+        assert_clear_json_4xx(c, case, request_kw, status, etype)
 
 
 def test_a_missing_or_wrong_key_is_401_and_probes_stay_open_on_each_engine(engine_server):
