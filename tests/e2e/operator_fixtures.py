@@ -11,6 +11,7 @@ Exposed to the e2e tier by one import line at the bottom of tests/e2e/conftest.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -270,3 +271,31 @@ def install_crd(cluster, crd: dict, timeout: float = 60) -> None:
     wait_for(lambda: "True" in cluster.kubectl(
         "get", "crd", name, "-o", 'jsonpath={.status.conditions[?(@.type=="Established")].status}',
         check=False).stdout, timeout=timeout, message=f"{name} Established")
+
+
+@contextlib.contextmanager
+def optional_child_service(cluster, ocr, namespace: str, log_dir: Path, kind: str, field: str):
+    """An operator for `namespace` (optional APIs re-checked every second; the resync stays 300 s)
+    and OcrService `web`, Ready, with `spec.monitoring.<field>` enabled (label release=prom). Where
+    prometheus-operator's `kind` CRD was missing, the toggle must be a no-op (not Degraded) and the
+    CRD is then installed, and deleted afterwards. Yields the operator; its log is printed when the
+    block fails."""
+    crd = prometheus_operator_crd(kind)
+    name = crd["metadata"]["name"]
+    had_crd = cluster.kubectl("get", "crd", name, check=False).returncode == 0
+    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], log_dir / "operator.log",
+                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()
+    try:
+        ocr.apply(ocrservice("web", replicas=1, monitoring={field: {"enabled": True, "labels": {"release": "prom"}}}))
+        obj = ocr.wait_ready("web")
+        if not had_crd:
+            assert ocr.condition(obj, "Degraded")["status"] == "False"
+            install_crd(cluster, crd)
+        yield op
+    except BaseException:
+        print(op.log_tail(120))
+        raise
+    finally:
+        op.stop()
+        if not had_crd:
+            cluster.kubectl("delete", "crd", name, "--wait=false", check=False)

@@ -6,28 +6,15 @@ import json
 
 import pytest
 
-from tests.e2e.operator_fixtures import (OperatorProcess, _operator_kubeconfig, install_crd, ocrservice,
-                                        prometheus_operator_crd)
+from tests.e2e.operator_fixtures import optional_child_service
 from tests.e2e.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-SM_CRD = prometheus_operator_crd("ServiceMonitor")
-
 
 def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cluster, ocr, ocr_crd, namespace,
-                                                                                tmp_path, request):
-    had_crd = cluster.kubectl("get", "crd", "servicemonitors.monitoring.coreos.com", check=False).returncode == 0
-    failed = request.session.testsfailed
-    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log",
-                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()  # resync stays 300 s
-    try:
-        ocr.apply(ocrservice("web", replicas=1, monitoring={"serviceMonitor": {"enabled": True,
-                                                                                "labels": {"release": "prom"}}}))
-        obj = ocr.wait_ready("web")
-        if not had_crd:  # without the CRD the toggle is a no-op, not an error
-            assert ocr.condition(obj, "Degraded")["status"] == "False"
-            install_crd(cluster, SM_CRD)
+                                                                                tmp_path):
+    with optional_child_service(cluster, ocr, namespace, tmp_path, "ServiceMonitor", "serviceMonitor"):
         sm = wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
                       message="ServiceMonitor created")
         assert sm["metadata"]["labels"]["release"] == "prom"
@@ -43,9 +30,3 @@ def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cl
         ocr.patch("ocrs", "web", {"spec": {"monitoring": {"serviceMonitor": {"enabled": False}}}})
         wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web") is None, timeout=15,
                  message="ServiceMonitor deleted")
-    finally:
-        op.stop()
-        if not had_crd:
-            cluster.kubectl("delete", "crd", "servicemonitors.monitoring.coreos.com", "--wait=false", check=False)
-        if request.session.testsfailed > failed:
-            print(op.log_tail(120))
