@@ -175,7 +175,13 @@ def test_crashing_container_is_restarted_and_its_previous_logs_kept(cluster, nod
                   timeout=60, message="a restart after the crash")
     assert st["lastState"]["terminated"]["exitCode"] == 3
     assert st["lastState"]["terminated"]["reason"] == "Error"
-    assert "crashing with exit code 3" in cluster.kubectl("logs", "crash", "-n", namespace, "--previous").stdout
+    # The kubelet answers `--previous` from its cached pod status; when the container has crashed
+    # again meanwhile, that status can still name the container its garbage collector has just
+    # removed (it keeps one dead container per container name), and the kubelet answers "unable to
+    # retrieve container logs". Asking again reads the newer status: the previous logs are kept.
+    wait_for(lambda: "crashing with exit code 3" in cluster.kubectl("logs", "crash", "-n", namespace,
+                                                                    "--previous").stdout,
+             timeout=30, interval=1, message="the previous container's logs")
     wait_for(lambda: status().get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff",
              timeout=60, message="CrashLoopBackOff")
 
