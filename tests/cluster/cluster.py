@@ -286,6 +286,23 @@ class LocalCluster(KubectlCommands):
         self.save_state()
         return self
 
+    def add_real_node(self) -> RealNode | None:
+        """Start the real node on this running cluster, if it has none yet and the machine can run it
+        (None, with `real_node_skipped` saying why, when it cannot).
+
+        The e2e tier starts its clusters without the node and adds it here when a real-node test
+        first needs it: two test workers each run a cluster, and only the one that runs real-node
+        tests claims the machine's one real-node slot."""
+        if self.real_node is None:
+            self.real_node, self.real_node_skipped = self._real_node(None)
+            if self.real_node is not None:
+                try:
+                    self.real_node.start(self)
+                except RealNodeInUse as e:
+                    self.real_node, self.real_node_skipped = None, str(e)
+                self.save_state()
+        return self.real_node
+
     def stop(self) -> None:
         """Stops the real node (its pods first, then everything it changed on the machine), then
         every other component (reverse start order) by PID, and removes the work dir."""

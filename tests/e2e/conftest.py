@@ -2,9 +2,9 @@
 
 By default the session starts tests/cluster's LocalCluster (etcd, kube-apiserver, controllers,
 scheduler, kwok GPU nodes, Prometheus + prometheus-adapter behind the custom-metrics APIService)
-on 127.0.0.1, plus the real kubelet node
-`real-node-0` where this machine can run it (tests marked `realnode` use it; they select it by
-label and toleration, every other pod stays on the kwok nodes). With
+on 127.0.0.1; the real kubelet node
+`real-node-0` joins it when the first test marked `realnode` runs, where this machine can run it
+(those tests select it by label and toleration, every other pod stays on the kwok nodes). With
 `CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
 (kind, for example); tests that need the harness' own parts (the settable DCGM exporter, the audit
 log, kwok's failure stages, restarting the API server) are skipped there with that reason.
@@ -66,17 +66,22 @@ def cluster():
             pytest.exit("CAUSALFLOW_E2E_CLUSTER=external needs KUBECONFIG", returncode=2)
         yield ExternalCluster(Path(kubeconfig))
         return
-    local = LocalCluster()
+    # The real node joins when a real-node test first asks for it (the `real_node` fixture), so a
+    # test worker that runs only kwok tests never claims the machine's one real-node slot.
+    local = LocalCluster(real_node=False)
     local.start()
     print(f"\nlocal control plane started in {local.started_seconds:.1f}s at {local.server}")
-    if local.real_node is not None:
-        print(f"real node Ready {local.real_node.ready_seconds:.1f}s after its start")
-    else:
-        print(f"no real node: {local.real_node_skipped}")
     try:
         yield local
     finally:
         local.stop()
+
+
+@pytest.fixture(autouse=True)
+def _real_node_for_realnode_tests(request):
+    """Every test marked `realnode` runs with the real node started (or is skipped saying why)."""
+    if request.node.get_closest_marker("realnode"):
+        request.getfixturevalue("real_node")
 
 
 @pytest.fixture(scope="session")

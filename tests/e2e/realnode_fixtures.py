@@ -45,8 +45,14 @@ API_KEY = "realnode-test-key-0001"
 
 @pytest.fixture(scope="session")
 def real_node(cluster):
-    if cluster.external or cluster.real_node is None:
-        pytest.skip(f"no real node in this cluster: {getattr(cluster, 'real_node_skipped', 'external cluster')}")
+    """The cluster's real node, started on first use; a skip naming why where there is none."""
+    if cluster.external:
+        pytest.skip(f"no real node in this cluster: {cluster.real_node_skipped}")
+    if cluster.real_node is None:
+        node = cluster.add_real_node()
+        if node is None:
+            pytest.skip(f"no real node in this cluster: {cluster.real_node_skipped}")
+        print(f"\nreal node Ready {node.ready_seconds:.1f}s after its start")
     return cluster.real_node
 
 

@@ -28,10 +28,8 @@ pytestmark = pytest.mark.realnode
 
 
 @pytest.fixture(scope="module")
-def node(cluster) -> RealNode:
-    if cluster.external or cluster.real_node is None:
-        pytest.skip(f"no real node in this cluster: {getattr(cluster, 'real_node_skipped', 'external cluster')}")
-    return cluster.real_node
+def node(real_node) -> RealNode:
+    return real_node
 
 
 def pod_spec(image: str, args: list[str], **extra) -> dict:

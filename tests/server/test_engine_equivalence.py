@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import io
 from typing import Any
 
 import asyncio
@@ -30,6 +31,7 @@ import time
 
 import httpx
 import pytest
+from PIL import Image
 
 from . import samples
 from .conftest import start_engine_server, wait_for
@@ -54,6 +56,10 @@ ENV = {
     "MAX_BODY_BYTES": str(2 * 1024 * 1024),
     "MAX_PAGES": "3",
     "API_KEYS": "engine-test-key-0001",
+    # One thread per engine: the two servers run side by side on 2 cores, next to other test
+    # workers; an OpenMP pool per server as wide as the machine would only oversubscribe it.
+    "OMP_NUM_THREADS": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
 }
 AUTH = {"Authorization": "Bearer engine-test-key-0001"}
 ENGINES = ("transformers", "vllm")
@@ -72,22 +78,27 @@ def servers(tiny_vllm, tmp_path_factory):
         server.stop()
 
 
-def page_body(name: str) -> dict[str, Any]:
+def page_body(name: str, compress_level: int = 6) -> dict[str, Any]:
+    """The page as PNG bytes; another `compress_level` gives other bytes of the same pixels, so
+    the server's result cache (keyed by the bytes) does not answer a page seen before."""
     (width, height), _ = PAGES[name]
-    return {"image": base64.b64encode(png(width, height, seed=7)).decode(), "prompt_mode": "free", "return_token_ids": True}
+    pixels = Image.open(io.BytesIO(png(width, height, seed=7)))
+    buf = io.BytesIO()
+    pixels.save(buf, "PNG", compress_level=compress_level)
+    return {"image": base64.b64encode(buf.getvalue()).decode(), "prompt_mode": "free", "return_token_ids": True}
 
 
-def ocr(server, name: str) -> dict[str, Any]:
+def ocr(server, name: str, compress_level: int = 6) -> dict[str, Any]:
     wait_for(server, 200, timeout=1800)
-    r = httpx.post(server.url + "/v1/ocr", json=page_body(name), headers=AUTH, timeout=900)
+    r = httpx.post(server.url + "/v1/ocr", json=page_body(name, compress_level), headers=AUTH, timeout=900)
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def run(server, names: list[str]) -> dict[str, dict[str, Any]]:
+def run(server, names: list[str], compress_level: int = 6) -> dict[str, dict[str, Any]]:
     """The pages at once (a concurrent mix), or one page."""
     with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
-        return dict(zip(names, pool.map(lambda n: ocr(server, n), names)))
+        return dict(zip(names, pool.map(lambda n: ocr(server, n, compress_level), names)))
 
 
 def difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
@@ -125,7 +136,8 @@ def answers(servers) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     """Per engine: the global page alone, then the three pages at once. Both engines at once."""
     def one_engine(engine: str) -> dict[str, dict[str, dict[str, Any]]]:
         server = servers[engine]
-        return {"alone": run(server, ["global"]), "mix": run(server, list(PAGES))}
+        # The mix's global page is the lone page's pixels in other bytes: generated again, in the mix.
+        return {"alone": run(server, ["global"]), "mix": run(server, list(PAGES), compress_level=1)}
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         done = dict(zip(servers, pool.map(one_engine, servers)))
@@ -138,6 +150,7 @@ def test_each_engine_shows_each_page_with_the_expected_crops(answers):
             page = got["mix"][name]["pages"][0]
             assert page["layout"]["crops"] == crops, (engine, name, page["layout"])
             assert page["usage"]["generated_tokens"] == len(page["token_ids"][0]) > 0
+            assert got["mix"][name]["cached"] is False, (engine, name)  # generated in the mix
             assert got["mix"][name]["notice"] and "meaningless" in got["mix"][name]["notice"]
 
 

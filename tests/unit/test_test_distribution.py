@@ -1,17 +1,44 @@
-"""How `make test` splits the suite between its two workers (tests/conftest.py)."""
+"""How `make test` splits the suite between its workers (tests/conftest.py)."""
 
 from __future__ import annotations
 
-from tests.conftest import work_unit
+import ast
+from pathlib import Path
+
+from tests.conftest import E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, start_order, work_unit
+
+E2E = Path(__file__).resolve().parents[1] / "e2e"
 
 
-def test_every_e2e_test_is_one_unit_of_work_so_one_worker_holds_the_cluster():
-    units = {work_unit(n) for n in ("tests/e2e/test_rollback.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
-                                    "tests/e2e/test_realnode.py::TestNode::test_c")}
-    assert units == {"tests/e2e"}
+def marks_realnode(module: Path) -> bool:
+    """Whether the module's `pytestmark` holds `pytest.mark.realnode`."""
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            return "realnode" in ast.unparse(node.value)
+    return False
+
+
+def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another():
+    assert {work_unit(n) for n in ("tests/e2e/test_realnode.py::TestNode::test_c",
+                                   "tests/e2e/test_realnode_images.py::test_a[x]")} == {E2E_REAL_NODE}
+    assert {work_unit(n) for n in ("tests/e2e/test_rollback.py::test_a[x]", "tests/e2e/test_chart.py::test_b")} == {E2E_KWOK}
+
+
+def test_every_module_marked_realnode_is_named_so_its_tests_go_to_the_real_node_unit():
+    """A real-node test in the kwok unit would try to start a second real node on another worker."""
+    modules = sorted(E2E.glob("test_*.py"))
+    assert modules
+    for module in modules:
+        assert marks_realnode(module) == module.name.startswith("test_realnode"), module.name
 
 
 def test_other_tests_go_with_their_module():
     assert work_unit("tests/server/test_tls.py::test_a[a::b]") == "tests/server/test_tls.py"
     assert work_unit("tests/unit/chart/test_chart_render.py::test_x") == "tests/unit/chart/test_chart_render.py"
     assert work_unit("tests/e2e_like/test_x.py::test_y") == "tests/e2e_like/test_x.py"
+
+
+def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
+    units = ["tests/unit/a.py", E2E_REAL_NODE, "tests/server/b.py", E2E_KWOK, "tests/server/test_engine_equivalence.py"]
+    assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
+    assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
