@@ -103,8 +103,8 @@ images-built: venv images-prebuilt
 	@if $(NO_REAL_NODE); then true; \
 	else $(VPY) -m tests.cluster.images --build-only || echo "images: build failed (above); the real-node tests will fail on it"; fi
 
-# All tiers in one pytest run, so the closing summary line counts everything; the e2e tier in one
-# worker, the unit, server and monitoring tiers in the other (tests/conftest.py says why).
+# All tiers in one pytest run, so the closing summary line counts everything; the e2e tier as two
+# units (real node, kwok), each with its own cluster, every other module a unit (tests/conftest.py).
 test: setup
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest -n $(TEST_WORKERS) tests $(PYTEST_ARGS)

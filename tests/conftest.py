@@ -7,7 +7,8 @@ than half of the serial wall time (the run's CPU time is about 60 % of its wall 
 Units of work, each run by one worker from its start to its end:
 - the e2e tier in two units, each with its own session-scoped local cluster: the real-node tests
   (modules `tests/e2e/test_realnode*.py`), whose worker alone adds the machine's one real node to
-  its cluster, and the kwok tests (every other e2e module), whose cluster has kwok nodes only;
+  its cluster, plus `WITH_THE_REAL_NODE_UNIT` to balance the two; and the other kwok tests, whose
+  cluster has kwok nodes only;
 - any other test with its module, so a module's fixtures start once.
 The heaviest units start first (`HEAVY_FIRST`, by measured duration), the rest by size.
 
@@ -22,16 +23,21 @@ import pytest
 
 E2E_REAL_NODE = "tests/e2e (real node)"
 E2E_KWOK = "tests/e2e (kwok)"
-# Measured with --durations (seconds of one warm run): the kwok e2e unit ~760, the engine
-# equivalence module ~610 (two servers with the full-size vision tower), the real-node unit ~330.
-HEAVY_FIRST = (E2E_KWOK, "tests/server/test_engine_equivalence.py", E2E_REAL_NODE)
+# kwok-only modules that run in the real-node unit's cluster, so the two e2e units take about as
+# long (measured in one three-worker run: real-node modules ~470 s, kwok modules ~830 s of which
+# test_rollback.py ~240 s).
+WITH_THE_REAL_NODE_UNIT = ("tests/e2e/test_rollback.py",)
+# Measured with --durations in a three-worker run (seconds): the kwok e2e unit ~600, the engine
+# equivalence module ~630 (two servers with the full-size vision tower), the real-node unit ~700.
+HEAVY_FIRST = (E2E_REAL_NODE, "tests/server/test_engine_equivalence.py", E2E_KWOK)
 
 
 def work_unit(nodeid: str) -> str:
     """The unit of work a test belongs to: one of the two e2e units, else its module."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        return E2E_REAL_NODE if path.startswith("tests/e2e/test_realnode") else E2E_KWOK
+        real = path.startswith("tests/e2e/test_realnode") or path in WITH_THE_REAL_NODE_UNIT
+        return E2E_REAL_NODE if real else E2E_KWOK
     return path
 
 

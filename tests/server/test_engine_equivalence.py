@@ -60,6 +60,10 @@ ENV = {
     # workers; an OpenMP pool per server as wide as the machine would only oversubscribe it.
     "OMP_NUM_THREADS": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    # vLLM gives a model step 300 s and its start 600 s before it declares the worker hung: the mix's
+    # vision encoder (11 views in one step) took longer than that on one busy core in `make test`.
+    "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800",
+    "VLLM_ENGINE_READY_TIMEOUT_S": "1800",
 }
 AUTH = {"Authorization": "Bearer engine-test-key-0001"}
 ENGINES = ("transformers", "vllm")
