@@ -46,6 +46,15 @@ class ServerProcess:
                 self.proc.wait(5)
 
 
+def die_with_parent() -> None:
+    """Run in the child before exec: the kernel sends it SIGTERM when the test process dies, so a
+    killed or crashed test run leaves no server behind (its shutdown then stops vLLM's workers)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wait_ready: bool = True,
                  timeout: float = 120, python: str = sys.executable) -> ServerProcess:
     port = free_port()
@@ -56,7 +65,7 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
         if key not in env:
             full.pop(key, None)
     log_path = tmp / f"server-{port}.log"
-    proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT,
+    proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT, preexec_fn=die_with_parent,
                             stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
     server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
     if wait_ready:

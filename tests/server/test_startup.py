@@ -84,3 +84,33 @@ def test_tokenizer_that_does_not_fit_the_config_is_refused(tiny_native, tmp_path
     result = run_server({"MODEL_PATH": str(broken)})
     assert result.returncode == 3, result.stderr[-2000:]
     assert "refusing to serve" in result.stderr and "<image>" in result.stderr
+
+
+def test_a_test_servers_process_ends_when_the_test_process_that_started_it_is_killed(tiny_native, tmp_path):
+    """A killed test run leaves no `python -m ocr_server` behind (start_server's parent-death signal)."""
+    import os
+    import time
+
+    code = ("import sys, time; from pathlib import Path; from tests.server.conftest import start_server; "
+            "s = start_server(Path(sys.argv[1]), {'MODEL_PATH': sys.argv[2]}, wait_ready=False); "
+            "print(s.proc.pid, flush=True); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(tiny_native)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+        except FileNotFoundError:
+            return False
+
+    assert running(server_pid)
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 60
+    while running(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if running(server_pid):
+        os.kill(server_pid, 9)
+    assert not running(server_pid), "the server outlived the killed test process"
