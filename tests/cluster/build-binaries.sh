@@ -100,7 +100,7 @@ fi
 
 rm -rf "$DEST/src"
 "$BIN/kube-apiserver" --version
-"$BIN/etcd" --version | head -1
+"$BIN/etcd" --version | sed -n 1p  # sed reads it all: with pipefail, head could SIGPIPE etcd (exit 141)
 touch "$DEST/.complete"
 log "done: $(du -sh "$BIN" | cut -f1) in $BIN"
 node_binaries
