@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import io
 from typing import Any
 
 import asyncio
@@ -31,11 +30,9 @@ import time
 
 import httpx
 import pytest
-from PIL import Image
 
 from . import samples
 from .conftest import start_engine_server, wait_for
-from .samples import png
 from .test_bad_input import CASES as BAD_INPUT_CASES
 from .test_bad_input import assert_clear_json_4xx
 
@@ -86,10 +83,8 @@ def page_body(name: str, compress_level: int = 6) -> dict[str, Any]:
     """The page as PNG bytes; another `compress_level` gives other bytes of the same pixels, so
     the server's result cache (keyed by the bytes) does not answer a page seen before."""
     (width, height), _ = PAGES[name]
-    pixels = Image.open(io.BytesIO(png(width, height, seed=7)))
-    buf = io.BytesIO()
-    pixels.save(buf, "PNG", compress_level=compress_level)
-    return {"image": base64.b64encode(buf.getvalue()).decode(), "prompt_mode": "free", "return_token_ids": True}
+    data = samples.encode(samples.page(width, height, seed=7), compress_level=compress_level)
+    return {"image": base64.b64encode(data).decode(), "prompt_mode": "free", "return_token_ids": True}
 
 
 def ocr(server, name: str, compress_level: int = 6) -> dict[str, Any]:
