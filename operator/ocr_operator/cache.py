@@ -16,6 +16,9 @@ skips watch events that do not carry the applied-hash annotation it just wrote: 
 before the write. The first event with that hash (the write's own, or a later one) ends the
 skipping, as does ``OWN_WRITE_SECONDS``. ``observe`` says whether an event brought news, which is
 what wakes the owner's reconcile: the echo of the operator's own write does not.
+
+Objects are kept slim (``slim``): what a reconcile reads, without what it never does (other
+managers' managedFields entries, a pod's spec), which is most of an object's size.
 """
 
 from __future__ import annotations
@@ -39,6 +42,26 @@ def applied_hash(obj: Mapping[str, Any] | None) -> str | None:
     """The hash of what the operator last applied to this object (plan.stamp)."""
     return (((obj or {}).get("metadata") or {}).get("annotations") or {}).get(naming.APPLIED_HASH_KEY)
 
+
+
+OWN_MANAGERS = frozenset({naming.FIELD_MANAGER, naming.HANDOVER_MANAGER})
+
+
+def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `obj` holding what a reconcile reads: managedFields only of the operator's own
+    managers (plan.manager_owns asks who owns a Deployment's replicas); a pod without its spec
+    (rollout.pod_view reads metadata and status only)."""
+    out = dict(obj)
+    md = out.get("metadata")
+    if isinstance(md, Mapping) and "managedFields" in md:
+        md = dict(md)
+        own = [e for e in md.pop("managedFields") or () if e.get("manager") in OWN_MANAGERS]
+        if own:
+            md["managedFields"] = own
+        out["metadata"] = md
+    if out.get("kind") == "Pod":
+        out.pop("spec", None)
+    return out
 
 
 def _generation(obj: Mapping[str, Any] | None) -> int:
@@ -84,7 +107,7 @@ class Store:
         """A LIST of one OcrService's pods on a miss (watch events that came first are kept)."""
         group = self.pods.setdefault((namespace, instance), {})
         for item in items:
-            group.setdefault(item["metadata"]["name"], {**item, "kind": "Pod"})
+            group.setdefault(item["metadata"]["name"], slim({**item, "kind": "Pod"}))
         self._pod_groups.add((namespace, instance))
 
     # ------------------------------------------------------------------ feeding
@@ -107,7 +130,7 @@ class Store:
             if own[0] == DELETED or applied_hash(obj) != own[0]:
                 return False  # sent before our own write: we hold newer
         self._own.pop(key, None)
-        self.objects[key] = dict(obj)
+        self.objects[key] = slim(obj)
         return True
 
     def _observe_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
@@ -121,7 +144,7 @@ class Store:
             return group.pop(name, None) is not None
         if name in group and rv(group[name]) == rv(obj):
             return False
-        group[name] = dict(obj)
+        group[name] = slim(obj)
         return True
 
     def wrote(self, kind: str, namespace: str, name: str, result: Mapping[str, Any] | None) -> None:
@@ -133,13 +156,13 @@ class Store:
             return
         current = self.objects.get(key)
         if not _newer_or_same(current, result):
-            self.objects[key] = dict(result)
+            self.objects[key] = slim(result)
         self._own[key] = (applied_hash(result) or "", self.clock())
 
     def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:
         """A GET on a miss: remember the answer unless a watch event got there first."""
         if key not in self.objects:
-            self.objects[key] = dict(obj) if obj is not None else None
+            self.objects[key] = slim(obj) if obj is not None else None
 
     def mark_listed(self, kind: str, namespace: str | None, items: list[Mapping[str, Any]]) -> None:
         for item in items:

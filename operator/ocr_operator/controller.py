@@ -26,7 +26,7 @@ import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from . import children, naming, status
-from .cache import OWN_WRITE_SECONDS, Store, rv
+from .cache import OWN_WRITE_SECONDS, Store, rv, slim
 from .events import Recorder
 from .kube import ApiError, Kube
 from .metrics import METRICS
@@ -94,7 +94,7 @@ class Controller:
         self.own.pop(key, None)
         spec_changed = cached is None or not same_uid or (cached["metadata"].get("generation")
                                                           != md.get("generation"))
-        self.cache[key] = dict(obj)
+        self.cache[key] = slim(obj)
         self.enqueue(key, urgent=spec_changed)
 
     def child_event(self, kind: str, event_type: str | None, obj: Mapping[str, Any]) -> None:
@@ -271,6 +271,7 @@ class Controller:
             self.enqueue(key, urgent=True)  # a newer spec arrived meanwhile: keep it, reconcile it
             return
         if current.get("status") != patched.get("status"):
+            patched = slim(patched)
             self.cache[key] = patched
             self.own[key] = (patched, time.monotonic())
         if gen != owner["metadata"].get("generation"):

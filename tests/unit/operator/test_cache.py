@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ocr_operator.cache import OWN_WRITE_SECONDS, Store
+from ocr_operator.naming import FIELD_MANAGER
+from ocr_operator.plan import manager_owns
 
 
 def svc(rv: str, port: int = 8000, name: str = "web", applied: str = "h1") -> dict:
@@ -117,3 +119,33 @@ def test_a_slow_write_response_never_replaces_the_newer_events_that_came_before_
     s2.observe("MODIFIED", svc("8", applied="older"))
     s2.wrote("Service", "a", "web", svc("10", applied="new"))
     assert s2.get(KEY)["metadata"]["resourceVersion"] == "10"
+
+
+def managed(*managers: str) -> list[dict]:
+    return [{"manager": m, "operation": "Apply" if m.startswith("causalflow") else "Update",
+             "fieldsV1": {"f:spec": {"f:replicas": {}}}} for m in managers]
+
+
+def test_cached_children_keep_only_the_operators_own_managed_fields_entries():
+    s = Store()
+    dep = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "a", "resourceVersion": "1",
+                                              "managedFields": managed("kube-controller-manager", FIELD_MANAGER)},
+           "spec": {"replicas": 2}}
+    s.observe("ADDED", dep)
+    kept = s.get(("Deployment", "a", "web"))
+    assert [e["manager"] for e in kept["metadata"]["managedFields"]] == [FIELD_MANAGER]
+    assert manager_owns(kept, FIELD_MANAGER, ("spec", "replicas"))  # what the plan asks still answers
+    assert kept["spec"] == {"replicas": 2}
+    assert len(dep["metadata"]["managedFields"]) == 2  # the event's own body is not changed
+
+
+def test_cached_pods_keep_metadata_and_status_but_not_their_spec():
+    s = Store()
+    body = {**pod("p1", "1"), "spec": {"containers": [{"name": "server", "image": "x"}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "server", "restartCount": 2}]}}
+    body["metadata"]["managedFields"] = managed("kubelet")
+    s.observe("ADDED", body)
+    [cached] = s.pods_of("a", "web")
+    assert "spec" not in cached and "managedFields" not in cached["metadata"]
+    assert cached["status"] == body["status"]
+    assert cached["metadata"]["labels"] == {"app.kubernetes.io/instance": "web"}
