@@ -264,7 +264,10 @@ class Demo:
         if not (bin_dir.parent / ".complete").exists():
             s.note("building the control plane's binaries from the Go module proxy first (once; long)")
             bin_dir = None  # LocalCluster builds them, with progress
-        self.cluster = LocalCluster(workdir=workdir, bin_dir=bin_dir, quiet=True)
+        # No metric chain (Prometheus, prometheus-adapter): the demo autoscales nothing, so it
+        # neither builds nor starts them; `make cluster-up` and the tests run them.
+        os.environ.setdefault("CAUSALFLOW_METRIC_CHAIN", "0")
+        self.cluster = LocalCluster(workdir=workdir, bin_dir=bin_dir, quiet=True, metric_chain=False)
         self.own_cluster = True
         self.cluster.start()
         if self.cluster.real_node is None:

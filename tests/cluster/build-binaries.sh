@@ -7,7 +7,8 @@
 # Output: $CAUSALFLOW_CACHE/<versions>/bin/{etcd,kube-apiserver,...}; a finished build leaves a
 # `.complete` stamp, so a second run is a no-op and an interrupted one is redone.
 # Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips)
-# and the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys).
+# and the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys;
+# CAUSALFLOW_METRIC_CHAIN=0 skips them: `make demo` autoscales nothing and needs neither).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
@@ -26,7 +27,10 @@ node_binaries() {
   [[ "${CAUSALFLOW_REAL_NODE:-1}" =~ ^(0|false|no|off)$ ]] && return 0
   bash "$HERE/build-node-binaries.sh" || echo "node binaries: build failed (see above); the local cluster will run without its real node"
 }
-metrics_binaries() { bash "$HERE/build-metrics-binaries.sh"; }
+metrics_binaries() {
+  [[ "${CAUSALFLOW_METRIC_CHAIN:-1}" =~ ^(0|false|no|off)$ ]] && return 0
+  bash "$HERE/build-metrics-binaries.sh"
+}
 if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; metrics_binaries; exit 0; fi
 
 mkdir -p "$BIN" "$DEST/src"

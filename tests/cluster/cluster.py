@@ -174,10 +174,14 @@ class LocalCluster(KubectlCommands):
     external = False
 
     def __init__(self, workdir: Path | None = None, bin_dir: Path | None = None, quiet: bool = True,
-                 real_node: bool | None = None) -> None:
+                 real_node: bool | None = None, metric_chain: bool = True) -> None:
         """`real_node`: None starts the real node when this machine can run it (else says why on
-        stderr), True requires it, False leaves it out; CAUSALFLOW_REAL_NODE=0 means False."""
+        stderr), True requires it, False leaves it out; CAUSALFLOW_REAL_NODE=0 means False.
+        `metric_chain=False` leaves out Prometheus, prometheus-adapter and the custom metrics API
+        (no HPA can read a metric then): for a cluster that autoscales nothing, such as the demo's,
+        which then needs neither their build nor their start."""
         self.bin_dir = bin_dir or binaries_dir()
+        self.metric_chain = metric_chain
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="causalflow-cluster-"))
         self.quiet = quiet
@@ -277,7 +281,8 @@ class LocalCluster(KubectlCommands):
                         raise
                     print(f"local cluster: no real node ({e}); kwok nodes only.", file=sys.stderr)
                     self.real_node, self.real_node_skipped = None, str(e)
-            metrics_chain.start(self)
+            if self.metric_chain:
+                metrics_chain.start(self)
             self._wait_for_nodes_ready()
         except BaseException:
             self.stop()
@@ -327,7 +332,7 @@ class LocalCluster(KubectlCommands):
     def save_state(self) -> None:
         state = {"workdir": str(self.workdir), "bin_dir": str(self.bin_dir), "ports": self.ports,
                  "pids": self.pids, "argv": {n: c.argv for n, c in self.components.items()},
-                 "tokens": self.tokens}
+                 "tokens": self.tokens, "metric_chain": self.metric_chain}
         (self.workdir / "state.json").write_text(json.dumps(state, indent=2))
 
     @classmethod
@@ -338,6 +343,7 @@ class LocalCluster(KubectlCommands):
         self.bin_dir, self.workdir = Path(state["bin_dir"]), Path(state["workdir"])
         self._own_workdir, self.quiet, self.started_seconds = True, True, None
         self.ports, self.tokens, self.pki = state["ports"], state["tokens"], None
+        self.metric_chain = state.get("metric_chain", True)
         self.real_node, self.real_node_skipped = RealNode.from_state(self.workdir), None
         self._real_node_required = False
         self.components = {}
@@ -347,6 +353,11 @@ class LocalCluster(KubectlCommands):
         return self
 
     # -- conveniences for tests ---------------------------------------------------------------
+    def _need_metric_chain(self) -> None:
+        if not self.metric_chain:
+            raise ClusterError("this cluster runs without its metric chain (LocalCluster(metric_chain=False)): "
+                               "no Prometheus to query, no DCGM exporter to set")
+
     def _node(self) -> RealNode:
         if self.real_node is None:
             raise RealNodeError(f"this cluster has no real node: {self.real_node_skipped or 'not started'}")
@@ -365,10 +376,12 @@ class LocalCluster(KubectlCommands):
         """Sets a DCGM GPU metric (DCGM_FI_*) at the fake DCGM exporter, for every GPU pod in
         `namespace` or for one `pod` (None clears it); the HPA reads it through Prometheus and
         prometheus-adapter a scrape and an adapter query later (metrics_chain.py)."""
+        self._need_metric_chain()
         metrics_chain.set_dcgm_metric(self, namespace, metric, value, pod)
 
     def prometheus_query(self, promql: str) -> list[dict]:
         """An instant query against the cluster's Prometheus: the result vector."""
+        self._need_metric_chain()
         return metrics_chain.query(self, promql)
 
     def api_get(self, path: str, token_user: str = "causalflow-admin") -> dict:

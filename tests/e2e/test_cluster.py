@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from tests.cluster.cluster import GPU_RESOURCE, LocalCluster, pid_alive
+from tests.cluster.cluster import GPU_RESOURCE, ClusterError, LocalCluster, pid_alive
 from tests.e2e.conftest import require_local
 from tests.e2e.waiting import wait_for
 
@@ -278,6 +278,23 @@ def _connections(pid: int) -> set[str]:
     out = subprocess.run(["ss", "-H", "-tnp", "state", "established"], capture_output=True, text=True,
                          check=True).stdout
     return {line.split()[3].rsplit(":", 1)[0].strip("[]") for line in out.splitlines() if f"pid={pid}," in line}
+
+
+def test_a_cluster_without_its_metric_chain_runs_no_metric_component_and_refuses_metric_calls():
+    """`make demo`'s cluster (LocalCluster(metric_chain=False)): no Prometheus, adapter or DCGM
+    exporter runs, no custom metrics API is registered, and a metric call names the reason."""
+    cluster = LocalCluster(real_node=False, metric_chain=False)
+    try:
+        cluster.start()
+        assert set(cluster.pids) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"}
+        apiservices = cluster.kubectl("get", "apiservices", "-o", "name").stdout
+        assert "custom.metrics.k8s.io" not in apiservices
+        assert "v1.apps" in apiservices  # the list itself is real
+        with pytest.raises(ClusterError, match="without its metric chain"):
+            cluster.set_metric("default", "DCGM_FI_DEV_GPU_UTIL", 50)
+        assert LocalCluster.attach(cluster.workdir).metric_chain is False
+    finally:
+        cluster.stop()
 
 
 def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_behind():
