@@ -239,18 +239,24 @@ def state_dir() -> Path:
 
 # --- I/O: tools, buildah, builds ----------------------------------------------------------------
 
+TOOLS = ("buildah", "mmdebstrap", "runc")
+
+
 def ensure_tools(log: Log = print) -> None:
-    """buildah and mmdebstrap from Debian's packages; installed when missing (a fresh CI machine)."""
-    missing = [t for t in ("buildah", "mmdebstrap") if not shutil.which(t)]
+    """buildah, mmdebstrap and runc from Debian's packages; installed when missing (a fresh CI
+    machine). runc, because Debian's buildah pulls in crun when runc is not there yet, and crun
+    refuses this machine's hybrid cgroup v1 layout ("cgroups in hybrid mode not supported"):
+    `Buildah.run_image` names runc explicitly."""
+    missing = [t for t in TOOLS if not shutil.which(t)]
     if not missing:
         return
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         raise ImageBuildError(f"{', '.join(missing)} missing and cannot be installed here (needs root and apt-get): "
-                              "apt-get install -y mmdebstrap buildah")
+                              f"apt-get install -y {' '.join(TOOLS)}")
     log(f"images: installing {' '.join(missing)} from Debian's packages")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]  # the set-up's other steps may hold apt's lock
-    for cmd in ([*apt, "update", "-q"], [*apt, "install", "-y", "-q", "mmdebstrap", "buildah"]):
+    for cmd in ([*apt, "update", "-q"], [*apt, "install", "-y", "-q", *TOOLS]):
         r = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if r.returncode:
             raise ImageBuildError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
@@ -306,7 +312,9 @@ class Buildah:
         with no network (its own loopback only); the container is removed afterwards."""
         ctr = self.run("from", "--pull-never", ref).strip()
         try:
-            return subprocess.run(self.argv("run", "--isolation", "oci", "--network", "none", ctr, "--", *command),
+            runtime = shutil.which("runc") or "runc"
+            return subprocess.run(self.argv("run", "--isolation", "oci", "--runtime", runtime, "--network", "none",
+                                            ctr, "--", *command),
                                   capture_output=True, text=True, env=self.env, timeout=timeout)
         finally:
             subprocess.run(self.argv("rm", ctr), capture_output=True, env=self.env)
