@@ -344,6 +344,8 @@ def main() -> int:
               f"({figures['requests_per_object']} per object, {probe.get('writes')} writes), {cpu:.1f} CPU-seconds "
               f"({figures['cpu_seconds_per_object']} per object); load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+        by = sorted((probe.get("requests_by") or {}).items(), key=lambda kv: -kv[1])
+        print("requests per object by kind: " + ", ".join(f"{k} {v / args.count:.2f}" for k, v in by if v >= args.count / 10))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
         return 0 if len(ready) == len(names) else 1

@@ -81,7 +81,7 @@ def probe_reconciles(**_):
             "requests": c.kube.requests, "queued": len(c.queue), "queue_adds": c.queue.adds,
             "child_events": c.child_events, "child_wakes": c.child_wakes,
             "events_posted": c.recorder.posted, "events_aggregated": c.recorder.aggregated,
-            "events_dropped": c.recorder.dropped}
+            "events_dropped": c.recorder.dropped, "requests_by": dict(c.kube.by_request)}
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

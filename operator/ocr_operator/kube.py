@@ -7,19 +7,23 @@ log attributes it. Only apply.py and status.py call the writing methods.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import httpx2 as httpx
-from lightkube.config.client_adapter import AsyncClient as _adapter_client
 from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import KubeConfig
 
 from . import __version__, children, naming
 
 log = logging.getLogger(__name__)
+
+# Connections to the API server (requests beyond wait for one); OCR_OPERATOR_API_CONNECTIONS.
+MAX_CONNECTIONS = int(os.environ.get("OCR_OPERATOR_API_CONNECTIONS", "16"))
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,31 @@ class ApiError(Exception):
         return self.status in (409, 429) or self.status >= 500
 
 
+def request_resource(path: str) -> str:
+    """The resource (and subresource) a request path names: 'pods', 'ocrservices/status'; for
+    counting requests by kind (the operator's probe and its benchmark)."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # /api/v1/... or /apis/GROUP/VERSION/...
+    if len(parts) >= 2 and parts[0] == "namespaces":
+        parts = parts[2:] or ["namespaces"]
+    if not parts:
+        return "discovery"
+    return parts[0] if len(parts) < 3 else f"{parts[0]}/{parts[2]}"
+
+
 class Kube:
     def __init__(self, config: KubeConfig | None = None, *, timeout: float = 15.0) -> None:
         cfg = (config or KubeConfig.from_env()).get()
-        self._http = _adapter_client(cfg, ConnectionParams(timeout=httpx.Timeout(timeout)))
+        # A small pool: before each request httpcore polls every pooled connection's socket to see
+        # whether it expired, a cost per request that grows with the pool (httpx's default keeps
+        # up to 100); MAX_CONNECTIONS requests in flight keep a local API server busy.
+        params = ConnectionParams(timeout=httpx.Timeout(timeout)).httpx_params(cfg)
+        limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+        self._http = httpx.AsyncClient(**params, limits=limits)
         self._http.headers["User-Agent"] = f"{naming.USER_AGENT}/{__version__}"
         self.requests = 0
         self.writes = 0
+        self.by_request: collections.Counter[str] = collections.Counter()  # "GET pods": count
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -77,6 +99,7 @@ class Kube:
         self.requests += 1
         if method != "GET":
             self.writes += 1
+        self.by_request[f"{method} {request_resource(path)}"] += 1
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:

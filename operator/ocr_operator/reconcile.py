@@ -107,7 +107,10 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         log.warning("%s/%s: no stored template for revision %s; applying the desired one", ns, name,
                     decision.target_revision)
         template = fresh.pod_template
-    desired = render_all(owner, spec, now=now, pod_template=template, available=available)
+    # The usual case, the desired revision's own template: what was rendered above (rendering
+    # is a good part of a reconcile's CPU).
+    desired = fresh if template == fresh.pod_template else render_all(owner, spec, now=now, pod_template=template,
+                                                                       available=available)
 
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
     objects["RevisionHistory"] = revisions.render_history(owner, history)

@@ -89,3 +89,15 @@ def test_without_a_listed_namespace_each_child_is_read_once_then_remembered():
     kube.calls.clear()
     run(reconcile(kube, {**body, "status": kube.status}, now=NOW, store=store))
     assert kube.calls == []
+
+
+def test_a_reconcile_renders_the_children_once_when_the_desired_revision_is_the_target(monkeypatch):
+    from ocr_operator import reconcile as module
+
+    calls = []
+    real = module.render_all
+    monkeypatch.setattr(module, "render_all", lambda *a, **kw: calls.append(kw.get("pod_template")) or real(*a, **kw))
+    kube, store = RecordingKube(), listed_store()
+    result = run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=store))
+    assert result.writes > 0
+    assert calls == [None]  # rendered once, with its own fresh template

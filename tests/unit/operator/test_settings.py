@@ -1,0 +1,27 @@
+"""kopf settings: what the operator asks of kopf, and what it spares it."""
+
+from __future__ import annotations
+
+import kopf
+
+from ocr_operator.kube import request_resource
+from ocr_operator.settings import configure
+
+
+def test_kopf_builds_no_diff_base_for_the_watched_bodies():
+    """kopf's default diff base deep-copies every body on every event; with only on.event
+    handlers the operator needs none."""
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    storage = settings.persistence.diffbase_storage
+    pod = kopf.Body({"metadata": {"name": "p", "labels": {"a": "b"}}, "spec": {"containers": [{"name": "c"}]}})
+    assert storage.build(body=pod) == {}
+    assert storage.fetch(body=pod) is None
+
+
+def test_requests_are_counted_by_resource_and_subresource():
+    assert request_resource("/api/v1/namespaces/a/pods") == "pods"
+    assert request_resource("/apis/apps/v1/namespaces/a/deployments/web") == "deployments"
+    assert request_resource("/apis/ocr.causalflow.dev/v1alpha1/namespaces/a/ocrservices/web/status") == "ocrservices/status"
+    assert request_resource("/apis/monitoring.coreos.com/v1") == "discovery"
+    assert request_resource("/api/v1/namespaces") == "namespaces"
