@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -359,6 +360,10 @@ def main() -> int:
             pass
         if own:
             cluster.stop()
+        if args.keep:
+            print(f"operator log kept: {workdir / 'operator.log'}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
