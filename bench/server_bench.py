@@ -26,7 +26,6 @@ import asyncio
 import io
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,8 @@ import numpy as np
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -263,9 +264,7 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
     """`python -m ocr_server` with ENGINE=engine, --clients concurrent HTTP clients."""
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "MODEL_PATH": str(model_dir), "DEVICE": args.device, "HOST": "127.0.0.1", "PORT": str(port),
            "ENGINE": engine, "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.clients),
            "QUEUE_SIZE": str(len(images) * 2), "BATCH_WAIT_MS": "30", "MAX_NEW_TOKENS": str(args.new_tokens),

@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,13 +29,10 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from server_bench import page  # noqa: E402  (bench/ is put on the path just above)
+sys.path.insert(0, str(ROOT))
+from server_bench import page  # noqa: E402  (bench/ and the repository are put on the path just above)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.ports import free_port  # noqa: E402
 
 
 def run(model: Path, *, warmup: bool, device: str, requests: int, size: tuple[int, int], new_tokens: int,

@@ -23,7 +23,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import yaml
 
 from tests.cluster import metrics_chain
 from tests.cluster.pki import Pki, make_pki
+from tests.ports import free_port  # noqa: F401 (also used by hack/demo.py and the e2e tests)
 from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
                                     disabled_by_env, missing_prerequisites, node_binaries_dir)
 
@@ -79,12 +79,6 @@ def binaries_dir(build: bool = True) -> Path:
     out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], check=True,
                          capture_output=True, text=True).stdout.strip()
     return Path(out)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

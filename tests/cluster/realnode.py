@@ -97,6 +97,7 @@ import yaml
 
 from tests.cluster import machine
 from tests.cluster.nodeimage import docker_archive, image_ref
+from tests.ports import free_port
 
 if TYPE_CHECKING:  # pragma: no cover
     from tests.cluster.cluster import LocalCluster
@@ -181,12 +182,6 @@ def _pid_alive(pid: int | None) -> bool:
         return bool(pid) and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # -- configuration (pure) ----------------------------------------------------------------------------
@@ -483,8 +478,8 @@ class RealNode:
             path = d / f"{name}.kubeconfig"
             path.write_text(cluster._kubeconfig_for(user))
             path.chmod(0o600)
-        ports = {"kubelet": _free_port(), "kubelet-healthz": _free_port(),
-                 "kube-proxy-healthz": _free_port(), "kube-proxy-metrics": _free_port()}
+        ports = {"kubelet": free_port(), "kubelet-healthz": free_port(),
+                 "kube-proxy-healthz": free_port(), "kube-proxy-metrics": free_port()}
         self._save(ports=ports)
         (d / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(d, ports["kubelet"], ports["kubelet-healthz"])))
         (d / "kube-proxy.yaml").write_text(yaml.safe_dump(

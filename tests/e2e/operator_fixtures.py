@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +27,12 @@ import yaml
 
 from tests.cluster import metrics_chain
 from tests.e2e.waiting import wait_for
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 OPERATOR_USER = "causalflow-operator"
 FIELD_MANAGER = "causalflow-ocr-operator"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class OperatorProcess:
@@ -54,7 +48,7 @@ class OperatorProcess:
         self.port: int | None = None
         # Its Prometheus metrics: one port for the life of this object, so a restarted operator
         # is the same scrape target.
-        self.metrics_port = _free_port()
+        self.metrics_port = free_port()
         self.starts = 0
 
     @property
@@ -65,7 +59,7 @@ class OperatorProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 60) -> "OperatorProcess":
-        self.port = _free_port()
+        self.port = free_port()
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
         argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
                 "--liveness-port", str(self.port), "--metrics-host", "127.0.0.1",
