@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from tests.cluster.cluster import REPO, LocalCluster, free_port, pid_alive  # noqa: E402
+from tests.cluster.cluster import REPO, LocalCluster, pid_alive  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 from tests.cluster.realnode import NODE_NAME, NODE_SELECTOR, TOLERATION  # noqa: E402
 
 DEMO_DIR = ROOT / ".demo"

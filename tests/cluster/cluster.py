@@ -37,9 +37,9 @@ import yaml
 
 from tests.cluster import metrics_chain
 from tests.cluster.pki import Pki, make_pki
-from tests.ports import free_port  # noqa: F401 (also used by hack/demo.py and the e2e tests)
 from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
                                     disabled_by_env, missing_prerequisites, node_binaries_dir)
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"

@@ -23,8 +23,9 @@ import pytest
 
 from ocr_server.metrics import CPU_METRIC_NAMES
 from tests.cluster.images import ensure_tiny_model
+from tests.ports import free_port
 from tests.server import samples
-from tests.server.conftest import ROOT, free_port, start_server
+from tests.server.conftest import ROOT, start_server
 from tests.unit.monitoring.common import DASHBOARD, RULES, alert_rules, binary
 from tests.unit.monitoring.promql_names import SERVER_CPU, metric_names
 
