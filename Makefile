@@ -110,9 +110,10 @@ test: setup
 	$(VPY) -m pytest -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
 # The demo's cluster autoscales nothing: it builds and starts no metric chain (Prometheus,
-# prometheus-adapter), which keeps a first `make demo` shorter.
+# prometheus-adapter); it runs the operator as a local process, so it builds no helm either. Both
+# keep a first `make demo` shorter (they are minutes of compiling on 2 cores).
 demo:
-	CAUSALFLOW_METRIC_CHAIN=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) venv cluster-binaries images-built
+	CAUSALFLOW_METRIC_CHAIN=0 CAUSALFLOW_HELM=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) venv cluster-binaries images-built
 	$(VPY) hack/demo.py $(DEMO_ARGS)
 
 bench: bench-server bench-operator

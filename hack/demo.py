@@ -324,11 +324,11 @@ class Demo:
         from tests.cluster.images import ensure_images
 
         log = LOGS / "images.log"
-        with open(log, "a") as out:  # open until the import: Images.archive() exports on first use, and logs
+        with open(log, "a") as out:  # open until the import: Images.stream() logs too
             def note(line: str) -> None:
                 out.write(line + "\n")
                 out.flush()
-                if any(w in line for w in ("building", "exported", "built")):
+                if any(w in line for w in ("building", "streamed", "built")):
                     s.say(f"{DIM}{line[:110]}{RESET}")
 
             s.say(f"{DIM}building or reusing the images (the first build installs torch: long); log: "
@@ -338,9 +338,10 @@ class Demo:
             if c.has_image(ref):
                 s.ok(f"{ref} is already in {NODE_NAME}'s containerd")
             else:
-                s.say(f"{DIM}exporting and importing {ref} into {NODE_NAME} (once per image; minutes: torch is in it){RESET}")
+                s.say(f"{DIM}streaming {ref} into {NODE_NAME}'s containerd (once per image; minutes: torch is in it){RESET}")
                 t0 = time.monotonic()
-                c.import_image(images.archive(ref), ref)
+                with images.stream(ref) as pipe:
+                    c.import_image(pipe, ref)
                 s.ok(f"imported {ref} into {NODE_NAME} in {time.monotonic() - t0:.0f}s")
         self.image = ref
 

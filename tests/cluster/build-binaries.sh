@@ -9,6 +9,8 @@
 # Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips)
 # and the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys;
 # CAUSALFLOW_METRIC_CHAIN=0 skips them: `make demo` autoscales nothing and needs neither).
+# CAUSALFLOW_HELM=0 skips helm (`make demo` runs the operator as a local process; the chart's
+# tests need it): the build then stamps nothing, and the next run without it builds helm alone.
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.36.3}
@@ -92,7 +94,10 @@ if ! built kwok; then
 fi
 
 # --- helm ------------------------------------------------------------------------------------
-if ! built helm; then
+skip_helm() { [[ "${CAUSALFLOW_HELM:-1}" =~ ^(0|false|no|off)$ ]]; }
+if ! built helm && skip_helm; then
+  log "helm skipped (CAUSALFLOW_HELM=0)"
+elif ! built helm; then
   log "helm $HELM_VERSION"
   W="$DEST/src/helm"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   go mod init local/helmbin >/dev/null 2>&1
@@ -105,7 +110,7 @@ fi
 rm -rf "$DEST/src"
 "$BIN/kube-apiserver" --version
 "$BIN/etcd" --version | sed -n 1p  # sed reads it all: with pipefail, head could SIGPIPE etcd (exit 141)
-touch "$DEST/.complete"
+built helm && touch "$DEST/.complete"
 log "done: $(du -sh "$BIN" | cut -f1) in $BIN"
 node_binaries
 metrics_binaries

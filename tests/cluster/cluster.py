@@ -32,6 +32,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import yaml
 
@@ -357,10 +358,11 @@ class LocalCluster(KubectlCommands):
             raise RealNodeError(f"this cluster has no real node: {self.real_node_skipped or 'not started'}")
         return self.real_node
 
-    def import_image(self, archive_path: Path, ref: str | None = None) -> None:
-        """Import a docker-archive/oci-archive into the real node's containerd (k8s.io namespace);
-        with `ref`, the older tags of its repository go (RealNode.import_image)."""
-        self._node().import_image(Path(archive_path), ref)
+    def import_image(self, archive: Path | IO[bytes], ref: str | None = None) -> None:
+        """Import a docker-archive/oci-archive (a file, or a pipe such as `Images.stream`) into the
+        real node's containerd (k8s.io namespace); with `ref`, the older tags of its repository go
+        (RealNode.import_image)."""
+        self._node().import_image(archive if not isinstance(archive, (str, Path)) else Path(archive), ref)
 
     def has_image(self, ref: str) -> bool:
         """Whether the real node's containerd holds image `ref` (pods can use it without a pull)."""

@@ -22,14 +22,17 @@ CUDA libraries, hence a ~6 GB server image; the server runs on the CPU with DEVI
 
 Images are tagged by content (Dockerfile, ignore file, build arguments, base image id and every
 file the Dockerfile copies), so a changed source gives a new tag and an unchanged one is not
-rebuilt. `Images.archive(ref)` exports one as a docker-archive that `ctr -n k8s.io images import`
-reads, on first use (only what a caller imports is written) and again only when the image id
+rebuilt. `Images.stream(ref)` pipes one as a docker-archive (`buildah push` to stdout) into
+`ctr -n k8s.io images import -`, so an import writes no 6 GB file; `Images.archive(ref)` writes
+that archive as a file instead (for a person importing elsewhere), again only when the image id
 changed. State lives in
 `$CAUSALFLOW_CACHE/images/buildah-<version>/` (default ~/.cache/causalflow-ocr), so re-runs are warm.
 
     images = ensure_images()
     images.server_tiny                 # localhost/causalflow-ocr-server-tiny:<hash>
-    images.archive(images.operator)    # Path of its docker-archive
+    with images.stream(images.operator) as pipe:   # its docker-archive, on a pipe
+        cluster.import_image(pipe, images.operator)
+    images.archive(images.operator)    # or as a file: Path of its docker-archive
 
 `python -m tests.cluster.images [--json]` builds and exports them and prints refs, sizes and timings.
 """
@@ -50,7 +53,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import IO, Callable, Iterator, Mapping
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "bookworm"
@@ -93,6 +96,30 @@ class Images:
         state = self.archive_dir.parent
         with _locked(state):
             return export_archive(Buildah(state), ref, path, self.log, {})
+
+    @contextlib.contextmanager
+    def stream(self, ref: str) -> Iterator[IO[bytes]]:
+        """`ref` as a docker-archive on a pipe (`buildah push` to its stdout), for `ctr images
+        import -`: nothing is written to disk, where an archive of a server image takes 6 GB and
+        its write and read again are part of every first import."""
+        if ref not in self.refs:
+            raise ValueError(f"{ref!r} is not one of these images: {self.server}, {self.server_tiny}, {self.operator}")
+        state = self.archive_dir.parent
+        with _locked(state):
+            b = Buildah(state)
+            t0 = time.monotonic()
+            err = b.logs / f"push-{archive_name(ref)}.log"
+            with err.open("wb") as log_file:
+                proc = subprocess.Popen(b.argv("push", ref, f"docker-archive:/dev/stdout:{ref}"), env=b.env,
+                                        stdout=subprocess.PIPE, stderr=log_file)
+                try:
+                    yield proc.stdout
+                finally:
+                    proc.stdout.close()  # a reader that stopped early must not leave buildah blocked
+                    rc = proc.wait()
+            if rc:
+                raise ImageBuildError(f"buildah push {ref} to a pipe failed, rc={rc}; log {err}:\n{err.read_text()[-3000:]}")
+            self.log(f"images: streamed {ref} in {time.monotonic() - t0:.1f}s")
 
     @property
     def refs(self) -> tuple[str, str, str]:
@@ -523,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print refs, sizes and timings as JSON")
     parser.add_argument("--build-only", action="store_true",
                         help="build what is missing and export no archive (the set-up of make test/demo: "
-                             "an archive is written when the real node imports it)")
+                             "the real node's import streams the image, no archive is written)")
     parser.add_argument("--prebuild", action="store_true",
                         help="build only the images that need no tiny model; runs without the venv (stdlib only)")
     args = parser.parse_args(argv)

@@ -91,7 +91,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
@@ -352,14 +352,22 @@ class RealNode:
     def has_image(self, ref: str) -> bool:
         return ref in self.ctr("images", "ls", "-q").stdout.split()
 
-    def import_image(self, archive: Path, ref: str | None = None) -> None:
-        """`ctr -n k8s.io images import` of a docker-archive or oci-archive (unpacked for the CRI).
+    def import_image(self, archive: Path | IO[bytes], ref: str | None = None) -> None:
+        """`ctr -n k8s.io images import` of a docker-archive or oci-archive (unpacked for the CRI),
+        from a file or from a pipe (`Images.stream`).
 
         With `ref` (the tag the archive holds), the other tags of its repository are removed
         afterwards: the harness tags its images by content, so another tag is an older build that
         nothing here runs any more, and the store persists across clusters (the server images are
         GBs each, so without this it grows by one image per source change)."""
-        self.ctr("images", "import", "--snapshotter", "overlayfs", str(archive), timeout=1800)
+        if isinstance(archive, Path):
+            self.ctr("images", "import", "--snapshotter", "overlayfs", str(archive), timeout=1800)
+        else:
+            proc = subprocess.run([str(self.bin_dir / "ctr"), "--address", str(self.socket), "-n", "k8s.io",
+                                   "images", "import", "--snapshotter", "overlayfs", "-"],
+                                  stdin=archive, capture_output=True, text=True, timeout=1800)
+            if proc.returncode != 0:
+                raise RealNodeError(f"ctr images import - failed: {proc.stderr.strip()}")
         if ref is not None:
             self.remove_other_tags(ref)
 

@@ -69,7 +69,8 @@ class ProductImages:
         ref = getattr(self.images, kind)
         if not self.cluster.has_image(ref):
             t0 = time.monotonic()
-            self.cluster.import_image(self.images.archive(ref), ref)
+            with self.images.stream(ref) as pipe:
+                self.cluster.import_image(pipe, ref)
             self.import_seconds[kind] = time.monotonic() - t0
             print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
         return ref
