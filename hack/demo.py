@@ -49,6 +49,7 @@ CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 EXAMPLE = ROOT / "examples" / "rollback-demo.yaml"  # short health-check settings: a rollback in seconds
 NAMESPACE = "rollback-demo"  # the example's own namespace
 PY = sys.executable
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 SIMULATE_LABEL = "causalflow.dev/simulate"
 MISSING_MODEL = "/models/deepseek-ai/DeepSeek-OCR-3"  # spec.model.path: weights the demo image does not carry
 # The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
@@ -260,14 +261,16 @@ class Demo:
         workdir = STATE_DIR if self.args.keep else None
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+        # No metric chain (Prometheus, prometheus-adapter: the demo autoscales nothing) and no helm
+        # (the operator runs as a local process): the demo neither builds nor starts them;
+        # `make cluster-up` and the tests do.
+        os.environ.setdefault("CAUSALFLOW_METRIC_CHAIN", "0")
+        os.environ.setdefault("CAUSALFLOW_HELM", "0")
         bin_dir = Path(subprocess.run(["bash", str(REPO / "tests" / "cluster" / "build-binaries.sh"), "--print-dir"],
                                       capture_output=True, text=True, check=True).stdout.strip())
-        if not (bin_dir.parent / ".complete").exists():
+        if not all((bin_dir / name).is_file() for name in CONTROL_PLANE):
             s.note("building the control plane's binaries from the Go module proxy first (once; long)")
             bin_dir = None  # LocalCluster builds them, with progress
-        # No metric chain (Prometheus, prometheus-adapter): the demo autoscales nothing, so it
-        # neither builds nor starts them; `make cluster-up` and the tests run them.
-        os.environ.setdefault("CAUSALFLOW_METRIC_CHAIN", "0")
         self.cluster = LocalCluster(workdir=workdir, bin_dir=bin_dir, quiet=True, metric_chain=False)
         self.own_cluster = True
         self.cluster.start()

@@ -6,8 +6,8 @@
 # etcd from its own wrapper (server/go.mod has replaces too), kwok and helm with `go get -tool`.
 # Output: $CAUSALFLOW_CACHE/<versions>/bin/{etcd,kube-apiserver,...}; a finished build leaves a
 # `.complete` stamp, so a second run is a no-op and an interrupted one is redone.
-# Then the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips)
-# and the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys;
+# First the real node's binaries (build-node-binaries.sh, own cache key; CAUSALFLOW_REAL_NODE=0 skips),
+# last the metric chain: Prometheus and prometheus-adapter (build-metrics-binaries.sh, own cache keys;
 # CAUSALFLOW_METRIC_CHAIN=0 skips them: `make demo` autoscales nothing and needs neither).
 # CAUSALFLOW_HELM=0 skips helm (`make demo` runs the operator as a local process; the chart's
 # tests need it): the build then stamps nothing, and the next run without it builds helm alone.
@@ -35,6 +35,9 @@ metrics_binaries() {
 }
 if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; metrics_binaries; exit 0; fi
 
+# The node's binaries first: containerd is then ready early for the image preload of the set-up
+# (tests/cluster/imagestore.py), and the control plane reuses the packages kubelet compiled.
+node_binaries
 mkdir -p "$BIN" "$DEST/src"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 start=$(date +%s)
@@ -45,16 +48,22 @@ built() { for b in "$@"; do [[ -x "$BIN/$b" ]] || return 1; done; }
 GOLOG="$DEST/go.log"; : > "$GOLOG"
 quiet() { "$@" >>"$GOLOG" 2>&1 || { tail -40 "$GOLOG"; log "failed: $*"; exit 1; }; }
 
+# k8s.io/kubernetes replaces its staging modules (k8s.io/api, client-go, ...) with local paths;
+# the module in the current directory gets them at their published versions, v0.<minor>.<patch>.
+staging_replaces() {
+  local staging="v0.${K8S_VERSION#v1.}" gomod m
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GOLOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*|\1|p' "$gomod"); do
+    quiet go mod edit -replace="$m=$m@$staging"
+  done
+}
+
 # --- Kubernetes: apiserver, controller-manager, scheduler, kubectl ---------------------------
 if ! built kube-apiserver kube-controller-manager kube-scheduler kubectl; then
   log "kubernetes $K8S_VERSION: resolving modules"
   W="$DEST/src/k8s"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   printf 'module local/k8sbins\n\ngo 1.26.0\n\ngodebug default=go1.26\n' > go.mod
-  STAGING="v0.${K8S_VERSION#v1.}"
-  GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GOLOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*|\1|p' "$GOMOD"); do
-    quiet go mod edit -replace="$m=$m@$STAGING"
-  done
+  staging_replaces
   # Every path carries the version: a bare `go get -tool` path means @latest, another release.
   quiet go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
@@ -85,6 +94,11 @@ if ! built kwok; then
   W="$DEST/src/kwok"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   go mod init local/kwokbin >/dev/null 2>&1
   quiet go get -tool "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  # kwok's Kubernetes libraries at the control plane's own versions (a patch release above what
+  # kwok asks for): the packages compiled for the control plane then serve kwok from the build
+  # cache, which takes minutes off a cold build on 2 cores.
+  staging_replaces
+  quiet go mod tidy
   go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
   # kwok run alone needs explicit stages: keep the upstream ones next to the binary.
   KWOK_DIR=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
@@ -112,5 +126,4 @@ rm -rf "$DEST/src"
 "$BIN/etcd" --version | sed -n 1p  # sed reads it all: with pipefail, head could SIGPIPE etcd (exit 141)
 built helm && touch "$DEST/.complete"
 log "done: $(du -sh "$BIN" | cut -f1) in $BIN"
-node_binaries
 metrics_binaries

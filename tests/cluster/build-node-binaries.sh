@@ -99,6 +99,8 @@ if ! built containerd ctr containerd-shim-runc-v2; then
     -ldflags "-s -w -X $C/version.Version=$CONTAINERD_VERSION -X $C/version.Package=$C" \
     -o "$BIN/" "$C/cmd/containerd" "$C/cmd/ctr" "$C/cmd/containerd-shim-runc-v2"
 fi
+# The image preload (tests/cluster/imagestore.py) starts as soon as containerd and ctr are here.
+touch "$BIN/.containerd-built"
 
 # --- crictl -----------------------------------------------------------------------------------
 if ! built crictl; then

@@ -553,7 +553,13 @@ def main(argv: list[str] | None = None) -> int:
                              "the real node's import streams the image, no archive is written)")
     parser.add_argument("--prebuild", action="store_true",
                         help="build only the images that need no tiny model; runs without the venv (stdlib only)")
+    parser.add_argument("--preload", metavar="KINDS", default="",
+                        help="comma-separated server, server_tiny, operator: import them into the real node's "
+                             "image store now, where it lacks them (waits for the node binaries' containerd)")
     args = parser.parse_args(argv)
+    kinds = [k for k in args.preload.split(",") if k]
+    if unknown := [k for k in kinds if k not in ("server", "server_tiny", "operator")]:
+        parser.error(f"--preload: unknown image kind(s) {', '.join(unknown)}; one of server, server_tiny, operator")
     timings: dict[str, float] = {}
     try:
         images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings, prebuild=args.prebuild)
@@ -562,6 +568,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if images is None:
         return 0
+    if kinds:
+        from tests.cluster.imagestore import preload
+        from tests.cluster.realnode import node_binaries_dir
+
+        try:
+            preload(images, kinds, node_binaries_dir(build=False), log=lambda m: print(m, file=sys.stderr, flush=True))
+        except (RuntimeError, ImageBuildError, OSError, subprocess.SubprocessError) as exc:
+            print(f"images: preload failed (the real node imports them when needed): {exc}", file=sys.stderr)
     for ref in () if args.build_only else images.refs:
         t0 = time.monotonic()
         images.archive(ref)

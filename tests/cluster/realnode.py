@@ -145,6 +145,17 @@ def owner_file() -> Path:
     return cache_root() / "realnode.owner"
 
 
+def slot_holder() -> str | None:
+    """The work dir of the live cluster (or image preload) that holds the machine's real-node
+    slot, or None when the slot is free or its recorded holder is dead."""
+    owner = owner_file()
+    if not owner.exists():
+        return None
+    data = json.loads(owner.read_text())
+    prev = RealNode.from_state(Path(data["workdir"]))
+    return data["workdir"] if _pid_alive(data.get("pid")) or (prev is not None and prev.alive()) else None
+
+
 def node_binaries_dir(build: bool = True) -> Path:
     """The node binaries' cache dir, building them first (minutes, once) when missing."""
     if build:
@@ -440,7 +451,7 @@ class RealNode:
             data = json.loads(owner.read_text())
             if data.get("workdir") != mine:
                 prev = RealNode.from_state(Path(data["workdir"]))
-                if _pid_alive(data.get("pid")) or (prev is not None and prev.alive()):
+                if slot_holder() is not None:
                     raise RealNodeInUse(
                         f"this machine's one real node is in use by the cluster in {data['workdir']} (stop it: "
                         f"make cluster-down, or {DISABLE_ENV}=0 for a cluster without a real node)")

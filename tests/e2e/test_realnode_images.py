@@ -8,6 +8,7 @@ images' own entry points in throwaway containers under runc, with no network (lo
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -117,3 +118,36 @@ def test_no_working_container_or_its_mount_is_left_behind(built, buildah):
     merged = [line for line in Path("/proc/mounts").read_text().splitlines()
               if str(img.state_dir()) in line and "/merged " in line]
     assert merged == [], merged
+
+
+def test_preload_fills_the_node_image_store_once_and_leaves_nothing_running(built, tmp_path, monkeypatch):
+    """The set-up's preload (tests/cluster/imagestore.py), on an image store of its own (another
+    cache root, so the real node of this run keeps its store and its slot): the operator image is
+    imported, a second preload finds it in the store and imports nothing, and no containerd,
+    mount or socket of the preload is left."""
+    from tests.cluster import machine
+    from tests.cluster.imagestore import preload
+    from tests.cluster.realnode import node_binaries_dir
+
+    bin_dir = node_binaries_dir(build=False)
+    monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path))
+    lines: list[str] = []
+    assert preload(built, ["operator"], bin_dir, log=lines.append) == [built.operator], lines
+    assert preload(built, ["operator"], bin_dir, log=lines.append) == [], lines
+    assert (tmp_path / "containerd-root" / "io.containerd.content.v1.content").is_dir()
+    assert not (tmp_path / "realnode.owner").exists()
+    assert not [m for m in machine.mount_points() if m.startswith(str(tmp_path)) or "/cfo-store-" in m]
+    assert not machine.processes_under("/cfo-store-"), "a preload containerd still runs"
+
+
+def test_preload_leaves_a_store_alone_while_a_cluster_holds_the_real_node(built, tmp_path, monkeypatch):
+    from tests.cluster.imagestore import preload
+    from tests.cluster.realnode import node_binaries_dir
+
+    bin_dir = node_binaries_dir(build=False)
+    monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path))
+    (tmp_path / "realnode.owner").write_text(json.dumps({"workdir": "/tmp/some-cluster", "pid": os.getpid()}))
+    lines: list[str] = []
+    assert preload(built, ["operator"], bin_dir, log=lines.append) == []
+    assert any("/tmp/some-cluster holds the real node" in line for line in lines), lines
+    assert not (tmp_path / "containerd-root").exists()
