@@ -97,14 +97,15 @@ setup:
 NO_REAL_NODE = [[ "$${CAUSALFLOW_REAL_NODE:-1}" =~ ^(0|false|no|off)$$ ]]
 images-prebuilt:
 	@if $(NO_REAL_NODE); then echo "images: no real node, not built"; \
-	else $(PY) -m tests.cluster.images --prebuild || echo "images: build failed (above); the real-node tests will fail on it"; fi
+	else $(PY) -m tests.cluster.images --prebuild --kinds "$(IMAGE_KINDS)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
 
 # Then the images the real node will run are imported into its image store (containerd's
 # persistent root) while the Go builds still run: minutes of disk writes off the tests' clock.
 PRELOAD ?= server,operator
+IMAGE_KINDS ?= server,server_tiny,operator
 images-built: venv images-prebuilt
 	@if $(NO_REAL_NODE); then true; \
-	else $(VPY) -m tests.cluster.images --build-only --preload "$(PRELOAD)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
+	else $(VPY) -m tests.cluster.images --build-only --kinds "$(IMAGE_KINDS)" --preload "$(PRELOAD)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
 
 # All tiers in one pytest run, so the closing summary line counts everything; the e2e tier as two
 # units (real node, kwok), each with its own cluster, every other module a unit (tests/conftest.py).
@@ -113,10 +114,10 @@ test: setup
 	$(VPY) -m pytest -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
 # The demo's cluster autoscales nothing: it builds and starts no metric chain (Prometheus,
-# prometheus-adapter); it runs the operator as a local process, so it builds no helm either. Both
-# keep a first `make demo` shorter (they are minutes of compiling on 2 cores).
+# prometheus-adapter); it runs the operator as a local process, so it builds neither helm nor the
+# operator image. That keeps a first `make demo` shorter (minutes of compiling on 2 cores).
 demo:
-	CAUSALFLOW_METRIC_CHAIN=0 CAUSALFLOW_HELM=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) PRELOAD=server_tiny venv cluster-binaries images-built
+	CAUSALFLOW_METRIC_CHAIN=0 CAUSALFLOW_HELM=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) PRELOAD=server_tiny IMAGE_KINDS=server,server_tiny venv cluster-binaries images-built
 	$(VPY) hack/demo.py $(DEMO_ARGS)
 
 bench: bench-server bench-operator

@@ -336,7 +336,7 @@ class Demo:
 
             s.say(f"{DIM}building or reusing the images (the first build installs torch: long); log: "
                   f"{log.relative_to(ROOT)}{RESET}")
-            images = ensure_images(log=note)
+            images = ensure_images(log=note, kinds=("server", "server_tiny"))  # the operator runs here, not in a pod
             ref = images.server_tiny
             if c.has_image(ref):
                 s.ok(f"{ref} is already in {NODE_NAME}'s containerd")

@@ -39,7 +39,9 @@ if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; nod
 # (tests/cluster/imagestore.py), and the control plane reuses the packages kubelet compiled.
 node_binaries
 mkdir -p "$BIN" "$DEST/src"
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+# -dwarf=false: the binaries are stripped (-s -w) anyway, so the compiler need not write DWARF at
+# all; measured on crictl, cold: 12 % less CPU, 15 % less wall time on 2 cores.
+export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" GOTOOLCHAIN=local
 start=$(date +%s)
 log() { printf '[build-binaries %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 

@@ -34,7 +34,8 @@ if [[ "${1:-}" == "--print-bin" ]]; then
   exit 0
 fi
 
-export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=mod" GOTOOLCHAIN=local
+# -dwarf=false: no DWARF for stripped binaries (see build-binaries.sh).
+export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -mod=mod -gcflags=all=-dwarf=false" GOTOOLCHAIN=local
 start=$(date +%s)
 log() { printf '[build-metrics-binaries %4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 

@@ -58,7 +58,8 @@ if (( ${#missing[@]} )); then
 fi
 
 # --- the two small programs (source hash, so an edit rebuilds them in a second) -----------------
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+# -dwarf=false: no DWARF for stripped binaries (see build-binaries.sh).
+export CGO_ENABLED=0 GOFLAGS="-buildvcs=false -gcflags=all=-dwarf=false" GOTOOLCHAIN=local
 SRC_HASH=$(cd "$SRC_DIR" && find . -type f \( -name '*.go' -o -name go.mod \) | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
 if [[ ! -f "$BIN/.nodeimages-$SRC_HASH" ]]; then
   mkdir -p "$BIN"

@@ -77,11 +77,12 @@ class ImageBuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Images:
-    """Refs of the three images the real node runs, and where their archives are."""
+    """Refs of the images the real node runs (None: not built, see `ensure_images(kinds=...)`),
+    and where their archives are."""
 
-    server: str
-    server_tiny: str
-    operator: str
+    server: str | None
+    server_tiny: str | None
+    operator: str | None
     archive_dir: Path = field(default_factory=lambda: state_dir() / "archives")
     log: Log = field(default=print, compare=False, repr=False)
 
@@ -122,8 +123,8 @@ class Images:
             self.log(f"images: streamed {ref} in {time.monotonic() - t0:.1f}s")
 
     @property
-    def refs(self) -> tuple[str, str, str]:
-        return (self.server, self.server_tiny, self.operator)
+    def refs(self) -> tuple[str, ...]:
+        return tuple(ref for ref in (self.server, self.server_tiny, self.operator) if ref)
 
 
 @dataclass(frozen=True)
@@ -469,18 +470,18 @@ def export_archive(b: Buildah, ref: str, archive: Path, log: Log, timings: dict[
     return archive
 
 
-def _prune_archives(archive_dir: Path, keep: set[str]) -> None:
+def _prune_archives(archive_dir: Path, keep: set[str], repositories: set[str]) -> None:
     """Old archives of the same repositories go: one per image is enough (they are GBs)."""
+    prefixes = tuple(repo.rsplit("/", 1)[-1] + "_" for repo in repositories)
     for f in archive_dir.glob("*.tar"):
-        if f.name not in keep:
+        if f.name not in keep and f.name.startswith(prefixes):
             f.unlink(missing_ok=True)
             f.with_suffix(".id").unlink(missing_ok=True)
 
 
-def _prune_images(b: Buildah, keep: set[str]) -> None:
-    """Untag older builds of the three repositories (their layers stay while the build cache uses
-    them), so that storage holds one server image, not one per code change."""
-    repositories = {spec.repository for spec in BUILDS}
+def _prune_images(b: Buildah, keep: set[str], repositories: set[str]) -> None:
+    """Untag older builds of `repositories` (their layers stay while the build cache uses them),
+    so that storage holds one server image, not one per code change."""
     for image in json.loads(b.run("images", "--json") or "[]"):
         for name in image.get("names") or ():
             if name.rpartition(":")[0] in repositories and name not in keep:
@@ -496,13 +497,19 @@ def _locked(state: Path) -> Iterator[None]:
         yield
 
 
-def ensure_images(log: Log = print, timings: dict[str, float] | None = None, prebuild: bool = False) -> Images | None:
+KINDS = ("server", "server_tiny", "operator")
+
+
+def ensure_images(log: Log = print, timings: dict[str, float] | None = None, prebuild: bool = False,
+                  kinds: tuple[str, ...] = KINDS) -> Images | None:
     """Build what is missing or out of date and return the refs; `Images.archive(ref)` exports.
 
     Serialised with a lock file, so two callers (the harness and a person) never build at once.
     `prebuild` builds only the images that need no tiny model (the model is written with the
     venv's torch), returns None and prunes nothing: the set-up runs it while the venv installs,
-    so the long layers (torch) are cached by the time the venv exists.
+    so the long layers (torch) are cached by the time the venv exists. `kinds` limits the build
+    to those images (`make demo` runs the operator as a local process: no operator image); the
+    others' refs are None and their stored builds are left alone.
     """
     timings = {} if timings is None else timings
     ensure_tools(log)
@@ -513,8 +520,10 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None, pre
         # state dir); nothing else uses this private storage while the lock is held.
         b.run("rm", "--all")
         t0 = time.monotonic()
-        refs: dict[str, str] = {}
+        refs: dict[str, str | None] = {kind: None for kind in KINDS}
         for spec in BUILDS:
+            if spec.name not in kinds:
+                continue
             if spec.name == "server_tiny":
                 if prebuild:
                     continue
@@ -523,8 +532,9 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None, pre
         if prebuild:
             return None
         images = Images(archive_dir=state / "archives", log=log, **refs)
-        _prune_images(b, set(images.refs))
-        _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs})
+        _prune_images(b, set(images.refs), {spec.repository for spec in BUILDS if spec.name in kinds})
+        _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs},
+                        {spec.repository for spec in BUILDS if spec.name in kinds})
         timings["build_total_s"] = round(time.monotonic() - t0, 1)
     return images
 
@@ -534,6 +544,8 @@ def describe(images: Images) -> dict:
     b = Buildah(state_dir())
     out = {}
     for name, ref in (("server", images.server), ("server_tiny", images.server_tiny), ("operator", images.operator)):
+        if ref is None:
+            continue
         archive = images.archive_dir / archive_name(ref)
         out[name] = {
             "ref": ref,
@@ -556,13 +568,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preload", metavar="KINDS", default="",
                         help="comma-separated server, server_tiny, operator: import them into the real node's "
                              "image store now, where it lacks them (waits for the node binaries' containerd)")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help="comma-separated images to build (default all: server, server_tiny, operator)")
     args = parser.parse_args(argv)
     kinds = [k for k in args.preload.split(",") if k]
-    if unknown := [k for k in kinds if k not in ("server", "server_tiny", "operator")]:
-        parser.error(f"--preload: unknown image kind(s) {', '.join(unknown)}; one of server, server_tiny, operator")
+    build = tuple(k for k in args.kinds.split(",") if k)
+    for option, names in (("--preload", kinds), ("--kinds", build)):
+        if unknown := [k for k in names if k not in KINDS]:
+            parser.error(f"{option}: unknown image kind(s) {', '.join(unknown)}; one of {', '.join(KINDS)}")
     timings: dict[str, float] = {}
     try:
-        images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings, prebuild=args.prebuild)
+        images = ensure_images(log=lambda m: print(m, file=sys.stderr, flush=True), timings=timings,
+                               prebuild=args.prebuild, kinds=build)
     except ImageBuildError as exc:
         print(f"images: {exc}", file=sys.stderr)
         return 1
@@ -587,8 +604,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, item in info.items():
             archive = f"archive {item['archive']} ({item['archive_mib']} MiB)" if item["archive_mib"] else "no archive yet"
             print(f"{name:12} {item['ref']}  {item['size']}  {archive}")
-        print(f"export CAUSALFLOW_SERVER_IMAGE={images.server_tiny}")
-        print(f"export CAUSALFLOW_OPERATOR_IMAGE={images.operator}")
+        for var, ref in (("CAUSALFLOW_SERVER_IMAGE", images.server_tiny), ("CAUSALFLOW_OPERATOR_IMAGE", images.operator)):
+            if ref:
+                print(f"export {var}={ref}")
     return 0
 
 

@@ -92,7 +92,7 @@ def wait_for_containerd(bin_dir: Path, log: Log, timeout: float = 3600) -> bool:
 def preload(images: Images, kinds: list[str], bin_dir: Path, log: Log = print) -> list[str]:
     """Import the images of `kinds` (server, server_tiny, operator) that the node's store lacks.
     Returns the refs imported; does nothing (with a line saying why) when it cannot run here."""
-    refs = [getattr(images, kind) for kind in kinds]
+    refs = [ref for ref in (getattr(images, kind) for kind in kinds) if ref]
     if os.geteuid() != 0:
         log("images: not preloaded (containerd needs root); the real node imports them when needed")
         return []

@@ -84,3 +84,12 @@ def test_the_tiny_model_written_in_two_folders_has_the_same_bytes(tmp_path):
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file()) and files
     assert [f for f in files if (a / f).read_bytes() != (b / f).read_bytes()] == []
+
+
+def test_pruning_archives_spares_the_repositories_not_built_this_time(tmp_path):
+    for name in ("causalflow-ocr-server_old.tar", "causalflow-ocr-server_new.tar",
+                 "causalflow-ocr-server-tiny_old.tar", "causalflow-ocr-operator_old.tar"):
+        (tmp_path / name).write_bytes(b"x")
+    img._prune_archives(tmp_path, {"causalflow-ocr-server_new.tar"}, {"localhost/causalflow-ocr-server"})
+    assert sorted(p.name for p in tmp_path.glob("*.tar")) == [
+        "causalflow-ocr-operator_old.tar", "causalflow-ocr-server-tiny_old.tar", "causalflow-ocr-server_new.tar"]
