@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from tests.cluster import machine
-from tests.cluster.realnode import cache_root, owner_file, slot_holder
+from tests.cluster.realnode import NO_NRI_NO_TRACING, cache_root, containerd_core_config, owner_file, slot_holder
 
 if TYPE_CHECKING:
     from tests.cluster.images import Images
@@ -38,31 +38,14 @@ if TYPE_CHECKING:
 Log = Callable[[str], None]
 # The CRI side of containerd (and what it would start or listen on) is not needed to import.
 DISABLED_PLUGINS = ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime",
-                    "io.containerd.podsandbox.controller.v1.podsandbox", "io.containerd.nri.v1.nri",
-                    "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing")
+                    "io.containerd.podsandbox.controller.v1.podsandbox", *NO_NRI_NO_TRACING)
 # build-node-binaries.sh stamps this once containerd and ctr are built (before kubelet's long compile).
 READY_STAMP = ".containerd-built"
 
 
 def store_config(work: Path, root: Path) -> str:
     """containerd's config: the node's persistent root, everything volatile in `work`."""
-    q = json.dumps  # TOML basic strings are JSON strings
-    return f"""version = 3
-root = {q(str(root))}
-state = {q(str(work / "state"))}
-temp = {q(str(work / "tmp"))}
-disabled_plugins = {q(list(DISABLED_PLUGINS))}
-
-[grpc]
-  address = {q(str(work / "containerd.sock"))}
-[ttrpc]
-  address = {q(str(work / "containerd.sock.ttrpc"))}
-[debug]
-  address = ""
-  level = "warn"
-[metrics]
-  address = ""
-"""
+    return containerd_core_config(root, work / "state", work / "tmp", work, DISABLED_PLUGINS, level="warn")
 
 
 def wait_for_containerd(bin_dir: Path, log: Log, timeout: float = 3600) -> bool:

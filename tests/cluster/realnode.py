@@ -196,25 +196,37 @@ def _pid_alive(pid: int | None) -> bool:
 
 
 # -- configuration (pure) ----------------------------------------------------------------------------
-def containerd_config(d: Path, root: Path, bin_dir: Path, runc: str, sandbox_image: str) -> str:
+NO_NRI_NO_TRACING = ("io.containerd.nri.v1.nri", "io.containerd.tracing.processor.v1.otlp",
+                     "io.containerd.internal.v1.tracing")
+
+
+def containerd_core_config(root: Path, state: Path, temp: Path, sockets: Path, disabled: tuple[str, ...],
+                           level: str = "info") -> str:
+    """The top of a containerd config: persistent `root`, volatile state, temp and sockets, no
+    debug or metrics listener."""
     q = json.dumps  # TOML basic strings are JSON strings
     return f"""version = 3
 root = {q(str(root))}
-state = {q(str(d / "containerd-state"))}
-temp = {q(str(d / "containerd-tmp"))}
-disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor.v1.otlp",
-                    "io.containerd.internal.v1.tracing"]
+state = {q(str(state))}
+temp = {q(str(temp))}
+disabled_plugins = {q(list(disabled))}
 
 [grpc]
-  address = {q(str(d / "containerd.sock"))}
+  address = {q(str(sockets / "containerd.sock"))}
 [ttrpc]
-  address = {q(str(d / "containerd.sock.ttrpc"))}
+  address = {q(str(sockets / "containerd.sock.ttrpc"))}
 [debug]
   address = ""
-  level = "info"
+  level = {q(level)}
 [metrics]
   address = ""
+"""
 
+
+def containerd_config(d: Path, root: Path, bin_dir: Path, runc: str, sandbox_image: str) -> str:
+    q = json.dumps  # TOML basic strings are JSON strings
+    core = containerd_core_config(root, d / "containerd-state", d / "containerd-tmp", d, NO_NRI_NO_TRACING)
+    return core + f"""
 [plugins.'io.containerd.grpc.v1.cri']
   disable_tcp_service = true
   stream_server_address = "127.0.0.1"
