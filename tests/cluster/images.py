@@ -91,20 +91,22 @@ class Images:
 
         Exported on first use (a server archive is 6 GB and a minute or two to write, so only the
         images a caller imports are written) and again only when the image id changed."""
-        if ref not in self.refs:
-            raise ValueError(f"{ref!r} is not one of these images: {self.server}, {self.server_tiny}, {self.operator}")
+        self._check(ref)
         path = self.archive_dir / archive_name(ref)
         state = self.archive_dir.parent
         with _locked(state):
             return export_archive(Buildah(state), ref, path, self.log, {})
+
+    def _check(self, ref: str) -> None:
+        if ref not in self.refs:
+            raise ValueError(f"{ref!r} is not one of these images: {', '.join(self.refs)}")
 
     @contextlib.contextmanager
     def stream(self, ref: str) -> Iterator[IO[bytes]]:
         """`ref` as a docker-archive on a pipe (`buildah push` to its stdout), for `ctr images
         import -`: nothing is written to disk, where an archive of a server image takes 6 GB and
         its write and read again are part of every first import."""
-        if ref not in self.refs:
-            raise ValueError(f"{ref!r} is not one of these images: {self.server}, {self.server_tiny}, {self.operator}")
+        self._check(ref)
         state = self.archive_dir.parent
         with _locked(state):
             b = Buildah(state)
@@ -532,9 +534,9 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None, pre
         if prebuild:
             return None
         images = Images(archive_dir=state / "archives", log=log, **refs)
-        _prune_images(b, set(images.refs), {spec.repository for spec in BUILDS if spec.name in kinds})
-        _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs},
-                        {spec.repository for spec in BUILDS if spec.name in kinds})
+        built = {spec.repository for spec in BUILDS if spec.name in kinds}
+        _prune_images(b, set(images.refs), built)
+        _prune_archives(images.archive_dir, {archive_name(r) for r in images.refs}, built)
         timings["build_total_s"] = round(time.monotonic() - t0, 1)
     return images
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from tests.cluster import machine
-from tests.cluster.realnode import NO_NRI_NO_TRACING, cache_root, containerd_core_config, owner_file, slot_holder
+from tests.cluster.realnode import NO_NRI_NO_TRACING, RealNode, RealNodeInUse, containerd_core_config, owner_file
 
 if TYPE_CHECKING:
     from tests.cluster.images import Images
@@ -82,46 +82,35 @@ def preload(images: Images, kinds: list[str], bin_dir: Path, log: Log = print) -
     if not wait_for_containerd(bin_dir, log):
         log(f"images: not preloaded: no containerd in {bin_dir}; the real node imports them when needed")
         return []
-    holder = slot_holder()
-    if holder is not None:
-        log(f"images: not preloaded: the cluster in {holder} holds the real node; it imports them when needed")
+    # The node's own ctr, import and slot, on a work dir of its own (short: unix socket paths are at
+    # most 107 bytes); claim() also cleans up after a dead earlier holder of the slot.
+    work = Path(tempfile.mkdtemp(prefix="cfo-store-"))
+    node = RealNode(work, bin_dir)
+    try:
+        node.claim()
+    except RealNodeInUse as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        log(f"images: not preloaded: {exc}; it imports them when needed")
         return []
-    root = cache_root() / "containerd-root"
-    root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="cfo-store-"))  # short: unix socket paths are at most 107 bytes
-    owner = owner_file()
-    tmp = owner.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"workdir": str(work), "pid": os.getpid()}))
-    tmp.replace(owner)
-    (work / "containerd.toml").write_text(store_config(work, root))
-    proc = subprocess.Popen([str(bin_dir / "containerd"), "--config", str(work / "containerd.toml")],
-                            stdout=(work / "containerd.log").open("wb"), stderr=subprocess.STDOUT,
+    node.dir.mkdir(parents=True)
+    node.containerd_root.mkdir(parents=True, exist_ok=True)
+    (node.dir / "containerd.toml").write_text(store_config(node.dir, node.containerd_root))
+    proc = subprocess.Popen([str(bin_dir / "containerd"), "--config", str(node.dir / "containerd.toml")],
+                            stdout=(node.dir / "containerd.log").open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
-
-    def ctr(*args: str, **kw) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(bin_dir / "ctr"), "--address", str(work / "containerd.sock"), "-n", "k8s.io", *args],
-                              capture_output=True, text=True, timeout=1800, **kw)
-
     imported = []
     try:
         deadline = time.monotonic() + 60
-        while ctr("version").returncode != 0:
+        while node.ctr("version", check=False).returncode != 0:
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"containerd for the preload did not start:\n{(work / 'containerd.log').read_text()[-2000:]}")
+                raise RuntimeError(f"containerd for the preload did not start:\n{(node.dir / 'containerd.log').read_text()[-2000:]}")
             time.sleep(0.2)
-        present = set(ctr("images", "ls", "-q").stdout.split())
         for ref in refs:
-            if ref in present:
+            if node.has_image(ref):
                 continue
             t0 = time.monotonic()
             with images.stream(ref) as pipe:
-                proc_import = ctr("images", "import", "--snapshotter", "overlayfs", "-", stdin=pipe)
-            if proc_import.returncode != 0:
-                raise RuntimeError(f"ctr images import {ref} failed: {proc_import.stderr.strip()}")
-            repository = ref.rpartition(":")[0]
-            old = [r for r in ctr("images", "ls", "-q").stdout.split() if r.rpartition(":")[0] == repository and r != ref]
-            if old:
-                ctr("images", "rm", "--sync", *old)
+                node.import_image(pipe, ref)
             imported.append(ref)
             log(f"images: preloaded {ref} into the real node's image store in {time.monotonic() - t0:.0f}s")
     finally:
@@ -132,8 +121,10 @@ def preload(images: Images, kinds: list[str], bin_dir: Path, log: Log = print) -
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-        machine.undo_mounts([str(work), str(root)])  # nothing else uses the root while the slot is ours
+        # nothing else uses the root while the slot is ours
+        machine.undo_mounts([str(work), str(node.containerd_root)])
         shutil.rmtree(work, ignore_errors=True)
+        owner = owner_file()
         if owner.exists() and json.loads(owner.read_text()).get("workdir") == str(work):
             owner.unlink()
     return imported

@@ -145,17 +145,6 @@ def owner_file() -> Path:
     return cache_root() / "realnode.owner"
 
 
-def slot_holder() -> str | None:
-    """The work dir of the live cluster (or image preload) that holds the machine's real-node
-    slot, or None when the slot is free or its recorded holder is dead."""
-    owner = owner_file()
-    if not owner.exists():
-        return None
-    data = json.loads(owner.read_text())
-    prev = RealNode.from_state(Path(data["workdir"]))
-    return data["workdir"] if _pid_alive(data.get("pid")) or (prev is not None and prev.alive()) else None
-
-
 def node_binaries_dir(build: bool = True) -> Path:
     """The node binaries' cache dir, building them first (minutes, once) when missing."""
     if build:
@@ -360,9 +349,10 @@ class RealNode:
         tmp.replace(self.state_file)
 
     # -- tools ---------------------------------------------------------------------------------------
-    def ctr(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def ctr(self, *args: str, timeout: float = 600, check: bool = True,
+            stdin: IO[bytes] | None = None) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([str(self.bin_dir / "ctr"), "--address", str(self.socket), "-n", "k8s.io", *args],
-                              capture_output=True, text=True, timeout=timeout)
+                              stdin=stdin, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise RealNodeError(f"ctr {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
@@ -386,11 +376,7 @@ class RealNode:
         if isinstance(archive, Path):
             self.ctr("images", "import", "--snapshotter", "overlayfs", str(archive), timeout=1800)
         else:
-            proc = subprocess.run([str(self.bin_dir / "ctr"), "--address", str(self.socket), "-n", "k8s.io",
-                                   "images", "import", "--snapshotter", "overlayfs", "-"],
-                                  stdin=archive, capture_output=True, text=True, timeout=1800)
-            if proc.returncode != 0:
-                raise RealNodeError(f"ctr images import - failed: {proc.stderr.strip()}")
+            self.ctr("images", "import", "--snapshotter", "overlayfs", "-", timeout=1800, stdin=archive)
         if ref is not None:
             self.remove_other_tags(ref)
 
@@ -463,7 +449,7 @@ class RealNode:
             data = json.loads(owner.read_text())
             if data.get("workdir") != mine:
                 prev = RealNode.from_state(Path(data["workdir"]))
-                if slot_holder() is not None:
+                if _pid_alive(data.get("pid")) or (prev is not None and prev.alive()):
                     raise RealNodeInUse(
                         f"this machine's one real node is in use by the cluster in {data['workdir']} (stop it: "
                         f"make cluster-down, or {DISABLE_ENV}=0 for a cluster without a real node)")

@@ -149,5 +149,5 @@ def test_preload_leaves_a_store_alone_while_a_cluster_holds_the_real_node(built,
     (tmp_path / "realnode.owner").write_text(json.dumps({"workdir": "/tmp/some-cluster", "pid": os.getpid()}))
     lines: list[str] = []
     assert preload(built, ["operator"], bin_dir, log=lines.append) == []
-    assert any("/tmp/some-cluster holds the real node" in line for line in lines), lines
+    assert any("in use by the cluster in /tmp/some-cluster" in line for line in lines), lines
     assert not (tmp_path / "containerd-root").exists()
