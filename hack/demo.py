@@ -292,9 +292,10 @@ class Demo:
         s, c = self.say, self.cluster
         s.step("Install the OcrService CRD and run the operator",
                "The CRD is the API: a structural schema with defaults, CEL validation, status and scale",
-               "subresources. The operator (kopf) runs here as a local process; in a real cluster the",
+               "subresources, and an admission policy that keeps an autoscaled OcrService's size for its",
+               "HPA. The operator (kopf) runs here as a local process; in a real cluster the",
                "Helm chart (charts/causalflow-ocr) runs the same code in a Deployment.")
-        kubectl(c, "apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+        kubectl(c, "apply", "--server-side", "--force-conflicts", "-f", str(CRD.parent))
         wait(lambda: condition(get_json(c, "crd", "ocrservices.ocr.causalflow.dev"), "Established").get("status") == "True",
              30, "the CRD to be Established")
         kubectl(c, "apply", "-f", "-", input=kubectl(c, "create", "namespace", NAMESPACE,

@@ -10,7 +10,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import naming
 from .kube import ApiError, Kube, retrying
 from .plan import CONFLICT, CREATE, DELETE, UPDATE, Action
 
@@ -30,15 +29,6 @@ async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None
     log.info("%s/%s: %s", namespace, action.name, action)
     try:
         if action.verb in (CREATE, UPDATE):
-            if action.handover_replicas is not None:
-                # Keep spec.replicas owned (by a separate manager) so that dropping it from
-                # our apply does not reset the Deployment to 1 pod before the HPA acts.
-                await retrying(lambda: kube.apply({
-                    "apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": action.name, "namespace": namespace},
-                    "spec": {"replicas": action.handover_replicas},
-                }, manager=naming.HANDOVER_MANAGER))
-                out.writes += 1
             try:
                 out.live[action.kind] = await retrying(lambda: kube.apply(action.body))
             except ApiError as exc:
@@ -75,21 +65,18 @@ def repair_patch(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outcome:
-    """Run the plan: every child at once. Only a Deployment that hands its replicas over to the
-    HPA waits for the others (the HPA must exist first, or the Deployment has no owner of its
-    size); a new Deployment's pods that start before their ConfigMap exists wait for the mount."""
+    """Run the plan: every child at once (a new Deployment's pods that start before their
+    ConfigMap exists wait for the mount)."""
     out = Outcome()
-    first: list[Action] = []
-    last: list[Action] = []
+    writes: list[Action] = []
     for action in actions:
         out.live[action.kind] = action.observed
         if action.verb == CONFLICT:
             out.conflicts.append(f"{action.kind} {action.name} {action.reason}")
         elif action.writes:
-            (last if action.kind == "Deployment" and action.handover_replicas is not None else first).append(action)
-    for group in (first, last):
-        results = await asyncio.gather(*(_one(kube, a, namespace, out) for a in group), return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise failures[0]
+            writes.append(action)
+    results = await asyncio.gather(*(_one(kube, a, namespace, out) for a in writes), return_exceptions=True)
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]
     return out

@@ -44,20 +44,15 @@ def applied_hash(obj: Mapping[str, Any] | None) -> str | None:
 
 
 
-OWN_MANAGERS = frozenset({naming.FIELD_MANAGER, naming.HANDOVER_MANAGER})
-
-
 def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of `obj` holding what a reconcile reads: managedFields only of the operator's own
-    managers (plan.manager_owns asks who owns a Deployment's replicas); a pod without its spec
-    (rollout.pod_view reads metadata and status only)."""
+    """A copy of `obj` holding what a reconcile reads: no managedFields (often most of an
+    object's size; drift is found by comparing values, server-side apply tracks ownership);
+    a pod without its spec (rollout.pod_view reads metadata and status only)."""
     out = dict(obj)
     md = out.get("metadata")
     if isinstance(md, Mapping) and "managedFields" in md:
         md = dict(md)
-        own = [e for e in md.pop("managedFields") or () if e.get("manager") in OWN_MANAGERS]
-        if own:
-            md["managedFields"] = own
+        del md["managedFields"]
         out["metadata"] = md
     if out.get("kind") == "Pod":
         out.pop("spec", None)

@@ -10,7 +10,6 @@ from typing import Any, Mapping
 from .spec import API_VERSION, KIND
 
 FIELD_MANAGER = "causalflow-ocr-operator"
-HANDOVER_MANAGER = "causalflow-ocr-operator-handover"
 USER_AGENT = "causalflow-ocr-operator"
 APP_NAME = "causalflow-ocr"
 COMPONENT = "inference-server"

@@ -1,18 +1,17 @@
 """Desired vs observed children -> Create / Update / Delete / Skip, with reasons. No I/O.
 
 Only the fields we render are compared: live objects carry defaults and fields owned by others
-(the HPA's replicas, the API server's clusterIP). A child is re-applied when
+(the API server's clusterIP, the HPA's status). A child is re-applied when
 - its applied-hash annotation differs from the hash of what we render now (our spec changed:
   this also covers fields we stopped rendering, which server-side apply then removes), or
-- a field we render has another value live (someone edited or removed it: drift), or
-- (Deployment) we still own spec.replicas but no longer render it: hand it over first.
+- a field we render has another value live (someone edited or removed it: drift).
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Mapping
 
@@ -29,7 +28,6 @@ class Action:
     reason: str
     body: dict[str, Any] | None = None
     observed: dict[str, Any] | None = None
-    handover_replicas: int | None = None
     diffs: tuple[str, ...] = field(default=())
 
     @property
@@ -53,21 +51,6 @@ def stamp(body: dict[str, Any]) -> dict[str, Any]:
 
 def owned_by(observed: Mapping[str, Any], owner_uid: str) -> bool:
     return any(ref.get("uid") == owner_uid for ref in observed.get("metadata", {}).get("ownerReferences") or ())
-
-
-def manager_owns(observed: Mapping[str, Any], manager: str, path: Iterable[str]) -> bool:
-    """Whether `manager` (with an Apply operation) owns the field at `path` per managedFields."""
-    for entry in observed.get("metadata", {}).get("managedFields") or ():
-        if entry.get("manager") != manager or entry.get("operation") != "Apply":
-            continue
-        node: Any = entry.get("fieldsV1") or {}
-        for key in path:
-            node = node.get(f"f:{key}") if isinstance(node, dict) else None
-            if node is None:
-                break
-        else:
-            return True
-    return False
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
@@ -167,28 +150,14 @@ def plan_one(kind: str, desired: dict[str, Any] | None, observed: dict[str, Any]
         return Action(SKIP, kind, name, "being deleted; recreated once gone", observed=observed)
     if not owned_by(observed, owner_uid):
         return Action(CONFLICT, kind, name, "exists and is not owned by this OcrService", observed=observed)
-    handover = None
-    if kind == "Deployment" and "replicas" not in body["spec"] and manager_owns(observed, naming.FIELD_MANAGER, ("spec", "replicas")):
-        handover = observed.get("spec", {}).get("replicas", 1)
     live_hash = (observed["metadata"].get("annotations") or {}).get(naming.APPLIED_HASH_KEY)
     want_hash = body["metadata"]["annotations"][naming.APPLIED_HASH_KEY]
     if live_hash != want_hash:
-        return Action(UPDATE, kind, name, "spec changed", body=body, observed=observed, handover_replicas=handover)
+        return Action(UPDATE, kind, name, "spec changed", body=body, observed=observed)
     diffs = subset_diff(body, observed)
     if diffs:
-        return Action(UPDATE, kind, name, "drift", body=body, observed=observed, handover_replicas=handover,
-                      diffs=tuple(diffs))
-    if handover is not None:
-        return Action(UPDATE, kind, name, "hand replicas over to the autoscaler", body=body, observed=observed,
-                      handover_replicas=handover)
+        return Action(UPDATE, kind, name, "drift", body=body, observed=observed, diffs=tuple(diffs))
     return Action(SKIP, kind, name, "up to date", observed=observed)
-
-
-def with_handover_floor(action: Action, floor: int) -> Action:
-    """The Deployment's replicas handed to the HPA are at least `floor` (its minReplicas)."""
-    if action.kind != "Deployment" or action.handover_replicas is None or action.handover_replicas >= floor:
-        return action
-    return replace(action, handover_replicas=floor)
 
 
 def plan(desired: Mapping[str, dict[str, Any] | None], observed: Mapping[str, dict[str, Any] | None],

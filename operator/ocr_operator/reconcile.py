@@ -115,11 +115,6 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
     objects["RevisionHistory"] = revisions.render_history(owner, history)
     actions = plan.plan(objects, snap.children, uid, observe.child_names(name))
-    hpa_body = objects.get("HorizontalPodAutoscaler")
-    if hpa_body is not None:
-        # Handing replicas back to the HPA (after a window that scaled to zero): never below
-        # its minReplicas, since an HPA does not scale a Deployment up from zero.
-        actions = [plan.with_handover_floor(a, hpa_body["spec"]["minReplicas"]) for a in actions]
     result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
     outcome = await execute(kube, actions, namespace=ns)
     result.writes += outcome.writes

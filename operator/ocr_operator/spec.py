@@ -230,7 +230,7 @@ class OcrServiceSpec:
     pod_labels: tuple[tuple[str, str], ...] = ()
     pod_annotations: tuple[tuple[str, str], ...] = ()
     env: tuple[Mapping[str, Any], ...] = ()
-    replicas: int | None = None
+    replicas: int = 1
     autoscaling: Autoscaling | None = None
     rollout: Rollout = field(default_factory=Rollout)
     service: ServiceSpec = field(default_factory=ServiceSpec)
@@ -241,17 +241,22 @@ class OcrServiceSpec:
     service_monitor: ServiceMonitorSpec = field(default_factory=ServiceMonitorSpec)
     prometheus_rule: PrometheusRuleSpec = field(default_factory=PrometheusRuleSpec)
 
-    @property
-    def fixed_replicas(self) -> int | None:
-        """Replicas the operator sets on the Deployment; None when the autoscaler owns them."""
-        return None if self.autoscaling is not None else (1 if self.replicas is None else self.replicas)
+    def deployment_replicas(self, min_replicas: int | None = None) -> int:
+        """The Deployment's size: spec.replicas, which with autoscaling on is the HPA's choice
+        (it targets the OcrService's scale subresource), kept within [min_replicas, maxReplicas]
+        so a new minimum (a schedule window, an edited spec) holds before the HPA's next sync."""
+        a = self.autoscaling
+        if a is None:
+            return self.replicas
+        floor = a.min_replicas if min_replicas is None else min_replicas
+        return max(floor, min(self.replicas, a.max_replicas))
 
     @property
     def max_pods(self) -> int:
         """Most pods that can exist in steady state (decides whether a PDB makes sense)."""
         if self.autoscaling is not None:
             return self.autoscaling.max_replicas
-        return self.fixed_replicas or 0
+        return self.replicas
 
 
 def _int(section: Mapping[str, Any], key: str, default: int, where: str) -> int:
@@ -330,14 +335,10 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         memory=_quantity(r.get("memory", Resources.memory)),
     )
 
-    replicas = spec.get("replicas")
-    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
-        raise SpecError(f"spec.replicas must be an integer, got {replicas!r}")
+    replicas = _int(spec, "replicas", OcrServiceSpec.replicas, where)
 
     autoscaling = None
     a = spec.get("autoscaling")
-    if a is None and replicas is None:
-        a = {}  # neither set: autoscaling with its defaults
     if a is not None and _bool(a, "enabled", True, "spec.autoscaling"):
         w = "spec.autoscaling"
         met = _section(a, "metric", w)
@@ -457,7 +458,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         service_monitor=service_monitor,
         prometheus_rule=prometheus_rule,
     )
-    validate(parsed, raw_autoscaling=spec.get("autoscaling"))
+    validate(parsed)
     return parsed
 
 
@@ -469,7 +470,7 @@ def _crops_allowed(max_tokens: int) -> int:
     return min(6, (max_tokens - 256) // 144)
 
 
-def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None) -> None:
+def validate(s: OcrServiceSpec) -> None:
     """The CRD's CEL and range rules, in Python; raise SpecError naming the field."""
     errors: list[str] = []
     inf = s.inference
@@ -505,11 +506,8 @@ def validate(s: OcrServiceSpec, raw_autoscaling: Mapping[str, Any] | None = None
             errors.append(f"spec.inference.{name} must be positive, got {value}")
     if s.resources.gpus < 0:
         errors.append(f"spec.resources.gpus must be >= 0, got {s.resources.gpus}")
-    if s.replicas is not None and s.replicas < 0:
+    if s.replicas < 0:
         errors.append(f"spec.replicas must be >= 0, got {s.replicas}")
-    enabled = raw_autoscaling is not None and raw_autoscaling.get("enabled", True)
-    if s.replicas is not None and enabled:
-        errors.append("spec.replicas and spec.autoscaling are mutually exclusive")
     a = s.autoscaling
     if a is not None:
         if a.min_replicas < 1:

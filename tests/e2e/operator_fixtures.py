@@ -1,6 +1,7 @@
 """Fixtures that run the real operator (`python -m ocr_operator`) as a process against the cluster.
 
-- `ocr_crd` (session): the OcrService CRD from crds/ applied with server-side apply, Established.
+- `ocr_crd` (session): crds/ (the OcrService CRD and its replicas admission policy) applied with
+  server-side apply, the CRD Established.
 - `ocr_operator` (function): the operator watching only the test's namespace, up when kopf's
   liveness endpoint answers; its log goes to a file that is printed when the test fails; it is
   stopped by PID. `OperatorProcess.kill()` / `.start()` let a test crash and restart it.
@@ -30,7 +31,8 @@ from tests.e2e.waiting import wait_for
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
+CRDS = REPO / "crds"
+CRD_FILE = CRDS / "ocr.causalflow.dev_ocrservices.yaml"
 OPERATOR_USER = "causalflow-operator"
 FIELD_MANAGER = "causalflow-ocr-operator"
 
@@ -111,9 +113,10 @@ class OperatorProcess:
 
 @pytest.fixture(scope="session")
 def ocr_crd(cluster):
-    """The OcrService CRD, installed (or updated) on the cluster and Established."""
+    """The OcrService CRD, installed (or updated) on the cluster and Established, with the
+    admission policy shipped beside it (crds/: the whole folder, as the README installs it)."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=causalflow-tests",
-                    "-f", str(CRD_FILE))
+                    "-f", str(CRDS))
     # Not `kubectl wait`: it fails at once ("status.conditions accessor error") when it looks before
     # the API server has written the new CRD's first conditions.
     wait_for(lambda: "True" in cluster.kubectl("get", "crd", "ocrservices.ocr.causalflow.dev", "-o",

@@ -52,17 +52,25 @@ def crd(cluster) -> dict | None:
 
 
 def ensure_crd(cluster) -> None:
-    """Other tests share the session's cluster and may have applied the CRD with kubectl."""
+    """Other tests share the session's cluster and may have applied crds/ with kubectl."""
     if crd(cluster) is None:
-        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+        cluster.kubectl("apply", "--server-side", "-f", str(CRD_FILE.parent))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{CRD_NAME}")
 
 
+POLICY_NAME = "ocrservices-replicas.ocr.causalflow.dev"
+API_OBJECTS = (("crd", CRD_NAME), ("validatingadmissionpolicy", POLICY_NAME),
+               ("validatingadmissionpolicybinding", POLICY_NAME))
+
+
 def adopt_crd(cluster, release: str, namespace: str) -> None:
-    """Let a release own the existing CRD (the README's adoption recipe)."""
-    cluster.kubectl("label", "crd", CRD_NAME, "app.kubernetes.io/managed-by=Helm", "--overwrite")
-    cluster.kubectl("annotate", "crd", CRD_NAME, f"meta.helm.sh/release-name={release}",
-                    f"meta.helm.sh/release-namespace={namespace}", "--overwrite")
+    """Let a release own the existing CRD and its admission policy (the README's adoption recipe)."""
+    for kind, name in API_OBJECTS:
+        if cluster.kubectl("get", kind, name, check=False).returncode != 0:
+            continue
+        cluster.kubectl("label", kind, name, "app.kubernetes.io/managed-by=Helm", "--overwrite")
+        cluster.kubectl("annotate", kind, name, f"meta.helm.sh/release-name={release}",
+                        f"meta.helm.sh/release-namespace={namespace}", "--overwrite")
 
 
 def condition(obj: dict, kind: str) -> dict:
@@ -279,6 +287,8 @@ def test_helm_upgrade_and_uninstall_keep_the_crd_and_existing_ocrservices(cluste
     helm(cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "60s")
     after_uninstall = crd(cluster)
     assert after_uninstall is not None and after_uninstall["metadata"]["uid"] == uid, "helm uninstall removed the CRD"
+    for kind, name in API_OBJECTS[1:]:
+        assert cluster.kubectl("get", kind, name, check=False).returncode == 0, f"helm uninstall removed {kind} {name}"
     assert kjson(cluster, "ocrs", "survivor", "-n", namespace)["spec"]["replicas"] == 1
     assert cluster.kubectl("get", "deploy", "keep-causalflow-ocr", "-n", namespace, check=False).returncode != 0
     assert cluster.kubectl("get", "clusterrole", "keep-causalflow-ocr", check=False).returncode != 0

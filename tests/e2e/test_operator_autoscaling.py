@@ -1,4 +1,5 @@
-"""Autoscaling: the HPA owns the size, the operator never writes replicas back."""
+"""Autoscaling: the HPA scales the OcrService through its scale subresource, the operator carries
+spec.replicas to the Deployment, and nobody else may change that size while autoscaling is on."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.e2e
 
 FAST_HPA = {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]},
             "scaleDown": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 4, "periodSeconds": 1}]}}
+HPA_USERS = ("system:kube-controller-manager", "system:serviceaccount:kube-system:horizontal-pod-autoscaler")
 
 
 def owns_replicas(dep: dict, manager: str) -> bool:
@@ -22,34 +24,41 @@ def owns_replicas(dep: dict, manager: str) -> bool:
                for m in dep["metadata"].get("managedFields") or ())
 
 
-def test_switching_autoscaling_on_and_off_hands_replicas_over(ocr, ocr_operator):
+def scale_of(ocr, name: str) -> dict:
+    """GET of the OcrService's scale subresource, as the HPA and `kubectl scale` read it."""
+    return json.loads(ocr.cluster.kubectl("get", "--raw", f"/apis/ocr.causalflow.dev/v1alpha1/namespaces/{ocr.ns}"
+                                          f"/ocrservices/{name}/scale").stdout)
+
+
+def test_switching_autoscaling_on_and_off_keeps_the_size_and_the_scale_subresource(ocr, ocr_operator):
     ocr.apply(ocrservice("web", replicas=2))
     ocr.wait_ready("web")
     assert ocr.get("hpa", "web") is None
     assert ocr.get("deployment", "web")["spec"]["replicas"] == 2
-    scale = json.loads(ocr.cluster.kubectl("get", "--raw", f"/apis/ocr.causalflow.dev/v1alpha1/namespaces/{ocr.ns}"
-                                           "/ocrservices/web/scale").stdout)
+    scale = scale_of(ocr, "web")
     assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (2, 2)
     assert scale["status"]["selector"] == "app.kubernetes.io/name=causalflow-ocr,app.kubernetes.io/instance=web"
 
-    # On: the HPA appears, the Deployment keeps its 2 pods (no reset to 1), the operator lets go.
-    ocr.patch("ocrs", "web", {"spec": {"replicas": None, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
+    # On: the HPA appears and targets the OcrService; the 2 pods stay (spec.replicas is its start).
+    ocr.patch("ocrs", "web", {"spec": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}})
     hpa = wait_for(lambda: ocr.get("hpa", "web"), timeout=15, message="HPA created")
-    assert hpa["spec"]["scaleTargetRef"]["name"] == "web"
-    dep = wait_for(lambda: (lambda d: d if not owns_replicas(d, FIELD_MANAGER) else None)(ocr.get("deployment", "web")),
-                   timeout=15, message="operator no longer owns spec.replicas")
-    assert dep["spec"]["replicas"] == 2
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
+                                             "name": "web"}
     ocr.wait_ready("web")
+    assert ocr.get("deployment", "web")["spec"]["replicas"] == 2
+    assert scale_of(ocr, "web")["spec"]["replicas"] == 2  # GET /scale works with autoscaling on
 
-    # Off: the HPA goes away and the operator sets the size from the spec again.
+    # Off, with a new fixed size in the same write: allowed, the HPA goes, the size is the user's.
     ocr.patch("ocrs", "web", {"spec": {"autoscaling": None, "replicas": 3}})
     wait_for(lambda: ocr.get("hpa", "web") is None, timeout=15, message="HPA deleted")
     wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] == 3, timeout=15, message="replicas 3")
     assert owns_replicas(ocr.get("deployment", "web"), FIELD_MANAGER)
     assert ocr.wait_ready("web")["status"]["readyReplicas"] == 3
+    ocr.cluster.kubectl("scale", "ocrs", "web", "-n", ocr.ns, "--replicas=1")  # fixed size: kubectl scale applies
+    wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] == 1, timeout=15, message="scaled to 1")
 
 
-def test_the_hpa_scales_on_the_gpu_metric_and_the_operator_never_writes_replicas(cluster, ocr, ocr_operator):
+def test_the_hpa_scales_the_ocrservice_on_the_gpu_metric_and_the_deployment_follows(cluster, ocr, ocr_operator):
     require_local(cluster)
     cluster.set_metric(ocr.ns, "DCGM_FI_DEV_GPU_UTIL", 30)
     ocr.apply(ocrservice("web", autoscaling={"minReplicas": 1, "maxReplicas": 3, "targetGPUUtilization": 50,
@@ -57,25 +66,31 @@ def test_the_hpa_scales_on_the_gpu_metric_and_the_operator_never_writes_replicas
     ocr.wait_ready("web")
     wait_for(lambda: ocr.condition(ocr.get("ocrs", "web"), "ScalingActive").get("status") == "True", timeout=30,
              message="ScalingActive=True")
-    gen_before = ocr.get("deployment", "web")["metadata"]["generation"]
     since = time.time()
 
     cluster.set_metric(ocr.ns, "DCGM_FI_DEV_GPU_UTIL", 100)
     wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] == 3, timeout=60, message="HPA scaled to 3")
     obj = wait_for(lambda: (lambda o: o if o["status"].get("readyReplicas") == 3 else None)(ocr.wait_ready("web")),
                    timeout=60, message="3 Ready replicas reported")
+    assert obj["spec"]["replicas"] == 3
     assert obj["status"]["gpuUtilization"].endswith("/50")
-    gen_scaled = ocr.get("deployment", "web")["metadata"]["generation"]
-    scale_steps = gen_scaled - gen_before
-    assert 1 <= scale_steps <= 2, f"only the HPA's 1-2 scale steps may bump the generation, saw {scale_steps}"
+    scale = scale_of(ocr, "web")  # the HPA's view
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"]) == (3, 3)
+    assert ocr.get("hpa", "web")["status"]["desiredReplicas"] == 3
+    # The HPA wrote the OcrService's scale subresource, never the Deployment (the operator did).
+    by_hpa = [e for e in ocr.audit_writes(since, user=HPA_USERS[0]) if e["user"]["username"] in HPA_USERS]
+    resources = {(e["objectRef"]["resource"], e["objectRef"].get("subresource")) for e in by_hpa
+                 if e["objectRef"]["resource"] in ("ocrservices", "deployments")}
+    assert resources == {("ocrservices", "scale")}, resources
 
     time.sleep(8)  # more HPA syncs and operator reconciles: nothing may move the size back
+    settled = time.time()
+    gen = ocr.get("deployment", "web")["metadata"]["generation"]
+    time.sleep(4)
     dep = ocr.get("deployment", "web")
-    assert dep["spec"]["replicas"] == 3
-    assert dep["metadata"]["generation"] == gen_scaled
-    writes = [e for e in ocr.audit_writes(since) if e.get("objectRef", {}).get("resource") == "deployments"]
+    assert dep["spec"]["replicas"] == 3 and dep["metadata"]["generation"] == gen
+    writes = [e for e in ocr.audit_writes(settled) if e.get("objectRef", {}).get("resource") == "deployments"]
     assert writes == [], [(e["verb"], e["objectRef"]) for e in writes]
-    assert ocr.get("ocrs", "web")["status"]["replicas"] == 3  # the scale subresource's statusReplicasPath
     assert ocr.get("ocrs", "web")["status"]["rollout"]["phase"] == "Healthy", "HPA scale-up must not start a rollout"
 
 
@@ -122,8 +137,15 @@ def test_a_schedule_window_with_min_replicas_zero_scales_to_zero_and_its_end_res
 def test_kubectl_scale_on_an_autoscaled_service_is_refused_with_a_clear_message(ocr, ocr_operator):
     ocr.apply(ocrservice("web", autoscaling={"minReplicas": 1, "maxReplicas": 3}))
     ocr.wait_ready("web")
-    proc = ocr.cluster.kubectl("scale", "ocrs", "web", "-n", ocr.ns, "--replicas=3", check=False)
-    assert proc.returncode != 0
-    assert "spec.replicas" in proc.stderr and "kubectl scale` does not apply" in proc.stderr, proc.stderr
-    assert "replicas" not in ocr.get("ocrs", "web")["spec"]
-    assert ocr.get("hpa", "web")["spec"]["maxReplicas"] == 3
+    before = scale_of(ocr, "web")["spec"]["replicas"]
+    for command in (("scale", "ocrs", "web", "--replicas=3"),
+                    ("patch", "ocrs", "web", "--type=merge", "-p", '{"spec": {"replicas": 3}}')):
+        proc = ocr.cluster.kubectl(*command, "-n", ocr.ns, check=False)
+        assert proc.returncode != 0, command
+        assert "ocrservices-replicas.ocr.causalflow.dev" in proc.stderr, proc.stderr
+        assert "set by its HorizontalPodAutoscaler" in proc.stderr and "minReplicas/maxReplicas (now 1/3)" in proc.stderr
+    assert ocr.get("ocrs", "web")["spec"]["replicas"] == before == 1
+    assert ocr.get("deployment", "web")["spec"]["replicas"] == 1
+    # Every other edit of an autoscaled OcrService still goes through.
+    ocr.patch("ocrs", "web", {"spec": {"autoscaling": {"maxReplicas": 4}}})
+    wait_for(lambda: ocr.get("hpa", "web")["spec"]["maxReplicas"] == 4, timeout=15, message="maxReplicas 4")

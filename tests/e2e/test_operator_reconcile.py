@@ -25,8 +25,8 @@ def ready_pods(ocr, name):
             if ocr.condition(p, "Ready").get("status") == "True" and not p["metadata"].get("deletionTimestamp")]
 
 
-def test_a_minimal_ocrservice_gets_its_children_and_becomes_ready(cluster, ocr, ocr_operator):
-    ocr.apply(ocrservice("web"))
+def test_an_ocrservice_with_default_autoscaling_gets_its_children_and_becomes_ready(cluster, ocr, ocr_operator):
+    ocr.apply(ocrservice("web", autoscaling={}))
     obj = ocr.wait_ready("web")
 
     dep = ocr.get("deployment", "web")
@@ -44,7 +44,7 @@ def test_a_minimal_ocrservice_gets_its_children_and_becomes_ready(cluster, ocr, 
     assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == FIELD_MANAGER
     replicas_owners = [m["manager"] for m in dep["metadata"]["managedFields"]
                        if "f:replicas" in (m.get("fieldsV1") or {}).get("f:spec", {})]
-    assert FIELD_MANAGER not in replicas_owners, "with autoscaling the operator must not own spec.replicas"
+    assert replicas_owners == [FIELD_MANAGER], "the operator sizes the Deployment (the HPA scales the OcrService)"
 
     svc = ocr.get("service", "web")
     assert svc["spec"]["ports"][0]["port"] == 8080
@@ -111,7 +111,7 @@ def test_a_spec_change_rolls_out_a_new_revision(ocr, ocr_operator):
 @pytest.mark.parametrize("kind, name", [("deployment", "web"), ("service", "web"), ("configmap", "web-config"),
                                         ("hpa", "web"), ("pdb", "web")])
 def test_a_deleted_child_comes_back_within_seconds(ocr, ocr_operator, kind, name):
-    ocr.apply(ocrservice("web"))
+    ocr.apply(ocrservice("web", autoscaling={}))
     ocr.wait_ready("web")
     old_uid = ocr.get(kind, name)["metadata"]["uid"]
     ocr.delete(kind, name)
@@ -136,10 +136,11 @@ def test_an_edited_child_is_put_back(ocr, ocr_operator):
              message="server config restored")
     ocr.wait_ready("web")
 
+
 def test_deleting_the_ocrservice_garbage_collects_every_child(ocr, ocr_operator):
-    ocr.apply(ocrservice("web", networkPolicy={"enabled": True}))
+    ocr.apply(ocrservice("web", autoscaling={}, networkPolicy={"enabled": True}))
     ocr.wait_ready("web")
-    assert ocr.get("networkpolicy", "web") is not None
+    assert all(ocr.get(k, n) is not None for k, n in CHILDREN + (("networkpolicy", "web"),))
     ocr.delete("ocrs", "web", wait=True)
     wait_for(lambda: all(ocr.get(k, n) is None for k, n in CHILDREN + (("networkpolicy", "web"),)), timeout=60,
              message="all children garbage-collected")

@@ -25,8 +25,6 @@ INVALID = [
      "spec.inference.minVisualTokens needs more crops than spec.inference.maxVisualTokens allows"),
     ("a batch larger than the server takes", {"inference": {"batchSize": 128}}, "spec.inference.batchSize"),
     ("a crop size the model has no queries for", {"inference": {"inputSize": 640}}, "spec.inference.inputSize"),
-    ("both replicas and autoscaling", {"replicas": 2, "autoscaling": {"maxReplicas": 3}},
-     "spec.replicas and spec.autoscaling are mutually exclusive"),
     ("autoscaling min above max", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
      "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas"),
     ("negative GPU count", {"resources": {"gpus": -1}}, "spec.resources.gpus"),
@@ -49,7 +47,7 @@ INVALID = [
     ("schedule time out of range", {"autoscaling": {"schedules": [{"name": "x", "start": "25:00", "end": "06:00",
                                                                      "minReplicas": 1}]}},
      "spec.autoscaling.schedules[0].start"),
-    ("GPU metric without a GPU", {"resources": {"gpus": 0}}, "spec.autoscaling.metric.name"),
+    ("GPU metric without a GPU", {"resources": {"gpus": 0}, "autoscaling": {}}, "spec.autoscaling.metric.name"),
     ("queue target twice", {"autoscaling": {"targetQueueDepth": 4, "metric": {"name": "ocr_queue_depth"}}},
      "spec.autoscaling.targetQueueDepth"),
     ("queue target not a quantity", {"autoscaling": {"targetQueueDepth": "four"}}, "spec.autoscaling.targetQueueDepth"),
@@ -94,6 +92,7 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
     assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
     assert spec["resources"]["gpus"] == 1
+    assert spec["replicas"] == 1 and "autoscaling" not in spec  # one pod, no HPA, unless asked
 
 
 def test_kubectl_explain_documents_the_fields(cluster, ocr_crd):

@@ -93,7 +93,6 @@ def test_a_real_pods_queue_scales_up_while_gpu_is_low_and_both_low_scale_down_af
                               "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]}}
     manifest = real_ocrservice(NAME, image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}},
                                inference={"concurrency": 1, "batchSize": 1})
-    del manifest["spec"]["replicas"]
     manifest["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 2, "targetGPUUtilization": 80,
                                        "targetQueueDepth": TARGET_QUEUE_DEPTH, "behavior": behavior}
     t0 = time.monotonic()

@@ -61,9 +61,7 @@ def ocrservice(rollout: dict | None = None, **spec) -> dict:
         "rollout": rollout or FAST,
         "terminationGracePeriodSeconds": 0,
     }
-    body.update(spec)
-    if "autoscaling" in body:
-        del body["replicas"]  # the HPA owns the size
+    body.update(spec)  # with autoscaling, replicas is the starting size, then the HPA's
     return {"apiVersion": OCRS_API, "kind": "OcrService", "metadata": {"name": NAME}, "spec": body}
 
 

@@ -52,7 +52,8 @@ def render_all(
     objects: dict[str, dict[str, Any] | None] = {
         "ConfigMap": cm,
         "HorizontalPodAutoscaler": None if to_zero else hpa.render(owner, spec, min_replicas=min_replicas),
-        "Deployment": deployment.render(owner, spec, template, replicas=0 if to_zero else None),
+        "Deployment": deployment.render(owner, spec, template,
+                                        replicas=0 if to_zero else spec.deployment_replicas(min_replicas)),
         "Service": service.render(owner, spec),
         "PodDisruptionBudget": pdb.render(owner, spec),
         "NetworkPolicy": networkpolicy.render(owner, spec),

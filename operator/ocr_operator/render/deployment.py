@@ -148,10 +148,11 @@ def revision_of(template: Mapping[str, Any]) -> str:
 
 
 def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, Any], *,
-           replicas: int | None = None) -> dict[str, Any]:
-    """The Deployment running `template` (the desired one, or the last good one on rollback).
-    With autoscaling on, `replicas` is left out: the HPA owns it, except while a schedule
-    window scales to zero (`replicas=0`: the HPA is removed then, it cannot scale from zero)."""
+           replicas: int) -> dict[str, Any]:
+    """The Deployment running `template` (the desired one, or the last good one on rollback),
+    at `replicas` pods: the operator always owns the size. With autoscaling on, the HPA decides it
+    through the OcrService's scale subresource (spec.replicas), never on the Deployment itself,
+    so a rollout or a rollback never fights the autoscaler for the field."""
     name = owner["metadata"]["name"]
     md = naming.metadata(owner, naming.deployment_name(name), {naming.REVISION_KEY: revision_of(template)})
     dspec: dict[str, Any] = {
@@ -166,10 +167,7 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, A
             "type": "RollingUpdate",
             "rollingUpdate": {"maxSurge": spec.rollout.max_surge, "maxUnavailable": 0},
         },
+        "replicas": replicas,
         "template": template,
     }
-    if replicas is not None:
-        dspec["replicas"] = replicas
-    elif spec.fixed_replicas is not None:
-        dspec["replicas"] = spec.fixed_replicas
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": md, "spec": dspec}

@@ -6,6 +6,12 @@ controller computes a replica count per metric and follows the largest, so a lon
 pods while the GPU gauge reads low (it reads ~100 % whenever a batch runs, whatever waits behind
 it), and the service shrinks only when both are low. A metric the API cannot serve is skipped for
 a scale-up but blocks a scale-down, the safe side for a service with slow cold starts.
+
+The HPA scales the OcrService itself (its scale subresource: spec.replicas, status.replicas,
+status.selector), not the Deployment: `kubectl get --raw .../ocrservices/NAME/scale` shows the
+HPA's choice, the operator carries it to the Deployment, and the admission policy in
+crds/ocr.causalflow.dev_replicas-policy.yaml refuses anyone else's write of spec.replicas while
+autoscaling is on (`kubectl scale` gets an error instead of a silent fight with the HPA).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .. import naming
-from ..spec import QUEUE_METRIC, OcrServiceSpec
+from ..spec import API_VERSION, KIND, QUEUE_METRIC, OcrServiceSpec
 
 # Slow GPU cold starts: scale up promptly, scale down slowly.
 DEFAULT_BEHAVIOR = {
@@ -58,7 +64,7 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, *, min_replicas: int 
         "kind": "HorizontalPodAutoscaler",
         "metadata": naming.metadata(owner, naming.hpa_name(name)),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": naming.deployment_name(name)},
+            "scaleTargetRef": {"apiVersion": API_VERSION, "kind": KIND, "name": name},
             "minReplicas": a.min_replicas if min_replicas is None else min_replicas,
             "maxReplicas": a.max_replicas,
             "metrics": metrics,

@@ -1,4 +1,5 @@
-"""The chart's OcrService CRD is crds/ocr.causalflow.dev_ocrservices.yaml, wrapped for safe upgrades."""
+"""The chart's OcrService CRD is crds/ocr.causalflow.dev_ocrservices.yaml, wrapped for safe upgrades;
+its replicas admission policy is crds/ocr.causalflow.dev_replicas-policy.yaml with the chart's users."""
 
 import yaml
 
@@ -8,10 +9,38 @@ SOURCE = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 COPY = CHART / "files" / "ocr.causalflow.dev_ocrservices.yaml"
 
 
-def test_chart_copy_of_the_crd_is_byte_for_byte_crds_folder():
-    assert COPY.read_bytes() == SOURCE.read_bytes(), (
-        "charts/causalflow-ocr/files/ differs from crds/: run hack/sync-chart-crd.py"
-    )
+POLICY = ROOT / "crds" / "ocr.causalflow.dev_replicas-policy.yaml"
+
+
+def test_chart_copies_of_the_crds_folder_are_byte_for_byte():
+    for source in sorted((ROOT / "crds").glob("*.yaml")):
+        assert (CHART / "files" / source.name).read_bytes() == source.read_bytes(), (
+            f"charts/causalflow-ocr/files/{source.name} differs from crds/: run hack/sync-chart-crd.py"
+        )
+
+
+def test_rendered_replicas_policy_is_the_crds_folders_with_the_autoscaler_users_from_values():
+    rendered = template({"replicasPolicy.autoscalerUsers[0]": "system:serviceaccount:kube-system:my-hpa"})
+    source = {d["kind"]: d for d in yaml.safe_load_all(POLICY.read_text())}
+    [policy] = by_kind(rendered, "ValidatingAdmissionPolicy")
+    [binding] = by_kind(rendered, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == source["ValidatingAdmissionPolicyBinding"]["spec"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["autoscalers"] == '["system:serviceaccount:kube-system:my-hpa"]'
+    want = source["ValidatingAdmissionPolicy"]["spec"]
+    assert {k: v for k, v in policy["spec"].items() if k != "variables"} == {
+        k: v for k, v in want.items() if k != "variables"}
+    assert [v["name"] for v in policy["spec"]["variables"]] == [v["name"] for v in want["variables"]]
+    assert policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_replicas_policy_comes_and_stays_with_the_crd():
+    rendered = template()
+    for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+        [obj] = by_kind(rendered, kind)
+        assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    rendered = template({"crds.install": "false"})
+    assert by_kind(rendered, "ValidatingAdmissionPolicy") == by_kind(rendered, "ValidatingAdmissionPolicyBinding") == []
 
 
 def test_rendered_crd_equals_crds_folder_apart_from_helm_metadata():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ocr_operator.cache import OWN_WRITE_SECONDS, Store
 from ocr_operator.naming import FIELD_MANAGER
-from ocr_operator.plan import manager_owns
 
 
 def svc(rv: str, port: int = 8000, name: str = "web", applied: str = "h1") -> dict:
@@ -126,15 +125,15 @@ def managed(*managers: str) -> list[dict]:
              "fieldsV1": {"f:spec": {"f:replicas": {}}}} for m in managers]
 
 
-def test_cached_children_keep_only_the_operators_own_managed_fields_entries():
+def test_cached_children_keep_no_managed_fields():
     s = Store()
     dep = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "a", "resourceVersion": "1",
                                               "managedFields": managed("kube-controller-manager", FIELD_MANAGER)},
            "spec": {"replicas": 2}}
     s.observe("ADDED", dep)
     kept = s.get(("Deployment", "a", "web"))
-    assert [e["manager"] for e in kept["metadata"]["managedFields"]] == [FIELD_MANAGER]
-    assert manager_owns(kept, FIELD_MANAGER, ("spec", "replicas"))  # what the plan asks still answers
+    assert "managedFields" not in kept["metadata"]
+    assert kept["metadata"]["resourceVersion"] == "1"
     assert kept["spec"] == {"replicas": 2}
     assert len(dep["metadata"]["managedFields"]) == 2  # the event's own body is not changed
 

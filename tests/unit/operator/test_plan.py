@@ -76,23 +76,19 @@ def test_a_removed_label_is_drift():
     assert P.plan_one("Service", want, live, UID, "ocr").verb == P.UPDATE
 
 
-def test_replicas_set_by_the_hpa_are_not_drift():
-    want = desired({"autoscaling": {"maxReplicas": 5}})["Deployment"]
+def test_the_hpas_choice_in_spec_replicas_reaches_the_deployment():
+    live = as_live(desired({"replicas": 2, "autoscaling": {"maxReplicas": 5}})["Deployment"])
+    a = P.plan_one("Deployment", desired({"replicas": 4, "autoscaling": {"maxReplicas": 5}})["Deployment"], live,
+                   UID, "ocr")
+    assert a.verb == P.UPDATE and a.body["spec"]["replicas"] == 4
+
+
+def test_a_deployment_resized_by_someone_else_is_drift_put_back():
+    want = desired({"replicas": 2, "autoscaling": {"maxReplicas": 5}})["Deployment"]
     live = as_live(want)
-    live["spec"]["replicas"] = 4  # the HPA scaled up
-    live["metadata"]["managedFields"] = [{"manager": "kube-controller-manager", "operation": "Update",
-                                          "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]
-    assert P.plan_one("Deployment", want, live, UID, "ocr").verb == P.SKIP
-
-
-def test_turning_autoscaling_on_hands_our_replicas_over_before_dropping_them():
-    fixed = desired({"replicas": 3})["Deployment"]
-    live = as_live(fixed)
-    live["spec"]["replicas"] = 3
-    a = P.plan_one("Deployment", desired({"autoscaling": {"maxReplicas": 5}})["Deployment"], live, UID, "ocr")
-    assert a.verb == P.UPDATE
-    assert a.handover_replicas == 3
-    assert "replicas" not in a.body["spec"]
+    live["spec"]["replicas"] = 4  # `kubectl scale deployment`: the OcrService says 2
+    a = P.plan_one("Deployment", want, live, UID, "ocr")
+    assert a.verb == P.UPDATE and a.reason == "drift"
 
 
 def test_a_child_disabled_in_the_spec_is_deleted_when_ours():
@@ -153,13 +149,3 @@ def test_stamping_is_stable_and_ignores_an_old_stamp():
     obj = desired()["ConfigMap"]
     once = P.stamp(obj)
     assert P.stamp(once) == once
-
-
-def test_replicas_handed_back_to_the_hpa_after_a_zero_window_are_at_least_its_minimum():
-    from ocr_operator.plan import Action, with_handover_floor
-    zero = Action("update", "Deployment", "ocr", "hand replicas over to the autoscaler", handover_replicas=0)
-    assert with_handover_floor(zero, 2).handover_replicas == 2
-    four = Action("update", "Deployment", "ocr", "spec changed", handover_replicas=4)
-    assert with_handover_floor(four, 2).handover_replicas == 4
-    other = Action("update", "Service", "ocr", "drift")
-    assert with_handover_floor(other, 2) is other

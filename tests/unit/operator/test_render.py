@@ -31,7 +31,7 @@ def env_of(dep):
 
 
 def test_every_child_is_owned_by_the_ocrservice_and_labelled():
-    objs = children({"networkPolicy": {"enabled": True}, "monitoring": {"serviceMonitor": {"enabled": True},
+    objs = children({"autoscaling": {}, "networkPolicy": {"enabled": True}, "monitoring": {"serviceMonitor": {"enabled": True},
                                                                      "prometheusRule": {"enabled": True}}}).objects
     for kind, obj in objs.items():
         assert obj is not None, kind
@@ -126,9 +126,13 @@ def test_rollouts_never_take_a_serving_pod_down_first():
     assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
 
 
-def test_with_autoscaling_the_deployment_leaves_replicas_to_the_hpa():
-    assert "replicas" not in children({"autoscaling": {"maxReplicas": 4}}).objects["Deployment"]["spec"]
+def test_the_deployment_runs_spec_replicas_which_with_autoscaling_is_the_hpas_within_its_bounds():
     assert children({"replicas": 3}).objects["Deployment"]["spec"]["replicas"] == 3
+    assert children().objects["Deployment"]["spec"]["replicas"] == 1
+    autoscaled = {"minReplicas": 2, "maxReplicas": 4}
+    assert children({"replicas": 3, "autoscaling": autoscaled}).objects["Deployment"]["spec"]["replicas"] == 3
+    assert children({"replicas": 1, "autoscaling": autoscaled}).objects["Deployment"]["spec"]["replicas"] == 2
+    assert children({"replicas": 7, "autoscaling": autoscaled}).objects["Deployment"]["spec"]["replicas"] == 4
 
 
 def test_the_revision_is_the_hash_of_the_pod_template_and_is_stamped_on_it():
@@ -196,7 +200,9 @@ def test_the_hpa_reads_the_gpu_utilisation_pods_metric_with_the_target():
     hpa = children({"autoscaling": {"minReplicas": 2, "maxReplicas": 6, "targetGPUUtilization": 70}}
                    ).objects["HorizontalPodAutoscaler"]
     assert hpa["apiVersion"] == "autoscaling/v2"
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "ocr"}
+    # The OcrService's scale subresource, not the Deployment: GET .../scale shows the HPA's choice.
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
+                                             "name": "ocr"}
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
     assert hpa["spec"]["metrics"] == [{"type": "Pods", "pods": {
         "metric": {"name": "DCGM_FI_DEV_GPU_UTIL"}, "target": {"type": "AverageValue", "averageValue": "70"}}}]
@@ -311,11 +317,11 @@ def test_a_schedule_window_with_min_replicas_zero_removes_the_hpa_and_scales_the
     assert d.scaled_to_zero_by == "nights" and d.active_schedule == "nights"
 
 
-def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_replicas_are_its_again():
+def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_at_least_at_its_minimum():
     import datetime as dt
-    d = children({"autoscaling": NIGHT}, now=dt.datetime(2026, 11, 30, 6, 0, tzinfo=dt.timezone.utc))
+    d = children({"replicas": 1, "autoscaling": NIGHT}, now=dt.datetime(2026, 11, 30, 6, 0, tzinfo=dt.timezone.utc))
     assert d.objects["HorizontalPodAutoscaler"]["spec"]["minReplicas"] == 2
-    assert "replicas" not in d.objects["Deployment"]["spec"]
+    assert d.objects["Deployment"]["spec"]["replicas"] == 2
     assert d.scaled_to_zero_by is None
 
 

@@ -644,7 +644,8 @@ def test_the_rendered_deployment_keeps_old_pods_until_new_ones_stayed_ready_for_
 
     body = owner({"rollout": {"settleSeconds": 45}})
     spec = parsed(body)
-    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"))
+    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"),
+                            replicas=1)
     assert dep["spec"]["minReadySeconds"] == 45
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
@@ -655,5 +656,6 @@ def test_the_settle_period_in_the_deployment_stays_below_the_progress_deadline_a
 
     body = owner({"rollout": {"settleSeconds": 600, "modelLoadTimeoutSeconds": 60, "progressDeadlineSeconds": 120}})
     spec = parsed(body)
-    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"))
+    dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"),
+                            replicas=1)
     assert dep["spec"]["minReadySeconds"] == 119

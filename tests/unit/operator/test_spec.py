@@ -42,6 +42,7 @@ def default_of(*path: str):
     (("resources", "cpu"), lambda s: s.resources.cpu),
     (("resources", "memory"), lambda s: s.resources.memory),
     (("terminationGracePeriodSeconds",), lambda s: s.termination_grace_period_seconds),
+    (("replicas",), lambda s: s.replicas),
     (("autoscaling", "minReplicas"), lambda s: s.autoscaling.min_replicas),
     (("autoscaling", "maxReplicas"), lambda s: s.autoscaling.max_replicas),
     (("autoscaling", "targetGPUUtilization"), lambda s: s.autoscaling.target_gpu_utilization),
@@ -65,31 +66,43 @@ def default_of(*path: str):
     (("podDisruptionBudget", "maxUnavailable"), lambda s: s.pdb.max_unavailable),
 ])
 def test_python_default_equals_the_crd_schema_default(path, value):
-    parsed = S.parse({"image": "img"})
+    parsed = S.parse({"image": "img", "autoscaling": {}})
     assert value(parsed) == default_of(*path), f"spec.{'.'.join(path)}"
 
 
 def test_metric_default_is_the_dcgm_gpu_utilisation():
-    assert S.parse({"image": "img"}).autoscaling.metric.name == "DCGM_FI_DEV_GPU_UTIL" == default_of(
+    assert S.parse({"image": "img", "autoscaling": {}}).autoscaling.metric.name == "DCGM_FI_DEV_GPU_UTIL" == default_of(
         "autoscaling", "metric", "name")
 
 
-def test_a_minimal_spec_autoscales_with_the_defaults():
+def test_a_minimal_spec_runs_one_pod_without_an_autoscaler():
     s = S.parse({"image": "img"})
-    assert s.autoscaling is not None
+    assert s.autoscaling is None
+    assert s.deployment_replicas() == 1
+
+
+def test_an_empty_autoscaling_section_autoscales_with_the_defaults():
+    s = S.parse({"image": "img", "autoscaling": {}})
     assert (s.autoscaling.min_replicas, s.autoscaling.max_replicas) == (1, 3)
-    assert s.fixed_replicas is None
 
 
 def test_a_replicas_spec_has_no_autoscaler_and_a_fixed_size():
     s = S.parse({"image": "img", "replicas": 2})
     assert s.autoscaling is None
-    assert s.fixed_replicas == 2
+    assert s.deployment_replicas() == 2
 
 
 def test_autoscaling_disabled_falls_back_to_replicas_or_one():
-    assert S.parse({"image": "img", "autoscaling": {"enabled": False}}).fixed_replicas == 1
-    assert S.parse({"image": "img", "replicas": 4, "autoscaling": {"enabled": False}}).fixed_replicas == 4
+    assert S.parse({"image": "img", "autoscaling": {"enabled": False}}).deployment_replicas() == 1
+    assert S.parse({"image": "img", "replicas": 4, "autoscaling": {"enabled": False}}).deployment_replicas() == 4
+
+
+def test_with_autoscaling_replicas_is_the_hpas_choice_kept_within_min_and_max():
+    def size(replicas, floor=None):
+        return S.parse({"image": "img", "replicas": replicas,
+                        "autoscaling": {"minReplicas": 2, "maxReplicas": 5}}).deployment_replicas(floor)
+    assert [size(1), size(3), size(9)] == [2, 3, 5]
+    assert size(3, floor=4) == 4  # a schedule window's minimum holds before the HPA's next sync
 
 
 @pytest.mark.parametrize("spec, field", [
@@ -101,7 +114,7 @@ def test_autoscaling_disabled_falls_back_to_replicas_or_one():
     ({"inference": {"batchSize": 128}}, "spec.inference.batchSize"),
     ({"inference": {"maxNewTokens": 10000}}, "spec.inference.maxNewTokens"),
     ({"inference": {"inputSize": 1024, "baseSize": 768}}, "spec.inference.inputSize"),
-    ({"replicas": 2, "autoscaling": {"maxReplicas": 3}}, "spec.replicas"),
+    ({"replicas": -1}, "spec.replicas"),
     ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.autoscaling.minReplicas"),
     ({"resources": {"gpus": -1}}, "spec.resources.gpus"),
     ({"rollout": {"healthCheck": {"periodSeconds": 0}}}, "spec.rollout.healthCheck.periodSeconds"),
@@ -153,8 +166,8 @@ def test_max_pods_counts_the_autoscaler_maximum_or_the_fixed_size():
 
 def test_a_cpu_only_service_cannot_autoscale_on_the_gpu_metric():
     with pytest.raises(S.SpecError, match="spec.autoscaling.metric.name"):
-        S.parse({"image": "img", "resources": {"gpus": 0}})
-    assert S.parse({"image": "img", "resources": {"gpus": 0}, "replicas": 1}).autoscaling is None
+        S.parse({"image": "img", "resources": {"gpus": 0}, "autoscaling": {}})
+    assert S.parse({"image": "img", "resources": {"gpus": 0}}).autoscaling is None
     assert S.parse({"image": "img", "resources": {"gpus": 0},
                     "autoscaling": {"metric": {"name": "ocr_queue_depth", "targetAverageValue": "4"}}}).autoscaling
 

@@ -45,7 +45,7 @@ def cond(st, type_):
 
 
 def test_all_pods_ready_on_the_desired_revision_is_ready_and_available():
-    st, _ = build(owner(generation=3))
+    st, _ = build(owner({"autoscaling": {}}, generation=3))
     assert cond(st, "Ready")["status"] == "True"
     assert cond(st, "Available")["status"] == "True"
     assert st["observedGeneration"] == 3
@@ -73,7 +73,7 @@ def test_a_rolled_back_service_is_available_but_not_ready_and_degraded():
 
 
 def test_scaling_active_copies_the_hpa_reason_when_the_metric_is_missing():
-    st, _ = build(owner(), hpa=hpa(scaling=("False", "FailedGetPodsMetric", "unable to get metric DCGM_FI_DEV_GPU_UTIL")))
+    st, _ = build(owner({"autoscaling": {}}), hpa=hpa(scaling=("False", "FailedGetPodsMetric", "unable to get metric DCGM_FI_DEV_GPU_UTIL")))
     c = cond(st, "ScalingActive")
     assert (c["status"], c["reason"]) == ("False", "FailedGetPodsMetric")
     assert "DCGM_FI_DEV_GPU_UTIL" in c["message"]
@@ -85,7 +85,7 @@ def test_fixed_replicas_report_no_scaling_condition():
 
 
 def test_an_unchanged_status_keeps_its_transition_times_and_needs_no_patch():
-    body = owner()
+    body = owner({"autoscaling": {}})
     first, changed = build(body)
     assert {c.type for c, _ in changed} == {"Ready", "Available", "Progressing", "Degraded", "ScalingActive"}
     body["status"] = first
