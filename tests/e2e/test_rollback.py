@@ -208,6 +208,10 @@ def test_an_hpa_scale_up_in_the_middle_of_a_rollout_is_not_a_failure(cluster, sv
     autoscaling = {"minReplicas": 2, "maxReplicas": 4, "targetGPUUtilization": 50, "behavior": FAST_HPA}
     svc.create(ocrservice(dict(FAST, settleSeconds=4), autoscaling=autoscaling))
     first = svc.wait_healthy(timeout=90)
+    # The HPA reads the OcrService's scale subresource (after kube-controller-manager's discovery
+    # has seen the CRD's): only then can its scale-up land inside the rollout below.
+    wait_for(lambda: svc.condition("ScalingActive").get("status") == "True", timeout=60,
+             message="the HPA reads the metric and the OcrService's scale")
     with RolloutWatch(kube, svc.ns, NAME) as watch:
         since = time.monotonic()
         svc.patch({"image": IMAGE.replace("1.0.0", "1.2.0")})
