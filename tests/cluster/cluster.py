@@ -153,7 +153,9 @@ class KubectlCommands:
         proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, text=True,
                               capture_output=True, env=self.env, timeout=timeout)
         if check and proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+            error = subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
+            error.add_note(f"kubectl stderr: {proc.stderr.strip()}")  # what a failing test shows
+            raise error
         return proc
 
     def apply(self, manifest: dict | list | str) -> None:
