@@ -13,7 +13,7 @@ import copy
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from . import naming
 

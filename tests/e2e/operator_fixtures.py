@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from datetime import datetime
 from pathlib import Path
