@@ -90,10 +90,10 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     snap = await observe.snapshot(kube, ns, name, available=available, store=store)
     fresh = render_all(owner, spec, now=now, available=available)
 
-    history = revisions.parse_history(snap.children.get("RevisionHistory"),
-                                      limit=spec.rollout.revision_history_limit)
     observed = rollout.observe(snap.deployment, snap.pods)
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
+    history = revisions.parse_history(snap.children.get("RevisionHistory"),
+                                      limit=spec.rollout.revision_history_limit, last_good=prior.last_good_revision)
     decision = rollout.decide(fresh.revision, prior, observed, policy(spec), now)
 
     history = history.record(fresh.revision, fresh.pod_template)

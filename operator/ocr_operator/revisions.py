@@ -1,11 +1,14 @@
 """History of pod templates, so a rollback can restore the last good one.
 
 Pure render and parse of the owned ConfigMap ``<name>-revisions``: it holds a bounded map
-revision -> rendered pod template (JSON) and which revision is the last good one. The
-operator records the desired template when a rollout starts, marks the revision good when
-the state machine says so, and reads the last good template back to roll back; the
-ConfigMap is applied like every other child (server-side apply, ownerReference to the
-OcrService), so the history survives operator restarts and goes away with the OcrService.
+revision -> rendered pod template (JSON). Which revision is the last good one is rollout
+state and lives in the OcrService's ``status.lastGoodRevision`` (rollout.py), where the state
+machine persists it; the history is told it when read (``parse_history(..., last_good=)``), so
+trimming never drops that template. The ConfigMap therefore changes only when a new template
+is recorded, not when a revision becomes good (one write per rollout less). The operator
+records the desired template when a rollout starts and reads the last good template back to
+roll back; the ConfigMap is applied like every other child (server-side apply, ownerReference
+to the OcrService), so the history survives operator restarts and goes away with the OcrService.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from typing import Any
 from . import naming
 
 DATA_KEY = "history.json"
-LAST_GOOD_KEY = "lastGood"
 DEFAULT_LIMIT = 5
 
 
@@ -76,8 +78,11 @@ class History:
         return replace(self, limit=max(int(limit), 1))
 
 
-def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMIT) -> History:
-    """Read a History from the live ConfigMap (None or unreadable data: empty history)."""
+def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMIT,
+                  last_good: str | None = None) -> History:
+    """Read a History from the live ConfigMap (None or unreadable data: empty history).
+
+    `last_good` is the status' last good revision; it is trusted only if its template is stored."""
     if not configmap:
         return History(limit=limit)
     data = configmap.get("data") or {}
@@ -91,7 +96,6 @@ def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMI
             item.get("template"), Mapping
         ):
             entries.append((item["revision"], _canonical(item["template"])))
-    last_good = data.get(LAST_GOOD_KEY) or None
     if last_good not in {rev for rev, _ in entries}:
         last_good = None
     return History(entries=tuple(entries), last_good=last_good, limit=limit)
@@ -99,7 +103,8 @@ def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMI
 
 def render_history(owner: Mapping[str, Any], history: History) -> dict[str, Any]:
     """The ConfigMap manifest for ``history``, owned by ``owner`` (the OcrService object:
-    metadata.name, namespace and uid)."""
+    metadata.name, namespace and uid). Only the templates: marking a revision good changes
+    the status, not this ConfigMap."""
     name = owner["metadata"]["name"]
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
@@ -111,7 +116,6 @@ def render_history(owner: Mapping[str, Any], history: History) -> dict[str, Any]
                 sort_keys=True,
                 indent=1,
             ),
-            LAST_GOOD_KEY: history.last_good or "",
         },
     }
     return manifest

@@ -75,13 +75,26 @@ def test_the_configmap_is_named_labelled_and_owned_by_the_ocrservice():
     assert cm["metadata"]["labels"] == naming.labels("invoices")
     (ref,) = cm["metadata"]["ownerReferences"]
     assert ref["kind"] == "OcrService" and ref["uid"] == OWNER["metadata"]["uid"] and ref["controller"] is True
-    assert cm["data"]["lastGood"] == "r1"
     assert all(isinstance(v, str) for v in cm["data"].values())
+
+
+def test_marking_a_revision_good_leaves_the_configmap_unchanged():
+    # The last good revision is rollout state (status.lastGoodRevision): no ConfigMap write for it.
+    history = History().record("r1", template("ocr:1"))
+    assert render_history(OWNER, history.mark_good("r1")) == render_history(OWNER, history)
 
 
 def test_a_rendered_history_parses_back_to_the_same_history():
     history = History().record("r1", template("ocr:1")).record("r2", template("ocr:2")).mark_good("r1")
-    assert parse_history(render_history(OWNER, history)) == history
+    assert parse_history(render_history(OWNER, history), last_good="r1") == history
+
+
+def test_the_last_good_revision_from_the_status_is_never_trimmed():
+    cm = render_history(OWNER, History(limit=2).record("good", template("ocr:good")))
+    history = parse_history(cm, limit=2, last_good="good")
+    for i in range(4):
+        history = history.record(f"bad{i}", template(f"ocr:bad{i}"))
+    assert history.revisions() == ("good", "bad3")
 
 
 def test_rendering_the_same_history_twice_gives_identical_manifests():
@@ -95,13 +108,14 @@ def test_a_missing_configmap_is_an_empty_history():
 
 
 def test_corrupt_configmap_data_is_read_as_an_empty_history_instead_of_failing():
-    assert parse_history({"data": {"history.json": "{not json", "lastGood": "r1"}}) == History()
+    assert parse_history({"data": {"history.json": "{not json"}}, last_good="r1") == History()
     assert parse_history({"data": {"history.json": '[{"revision": 1}]'}}).revisions() == ()
 
 
 def test_a_last_good_revision_without_its_template_is_not_trusted():
-    cm = {"data": {"history.json": json.dumps([{"revision": "r1", "template": template("ocr:1")}]), "lastGood": "r7"}}
-    assert parse_history(cm).last_good is None
+    cm = {"data": {"history.json": json.dumps([{"revision": "r1", "template": template("ocr:1")}])}}
+    assert parse_history(cm, last_good="r7").last_good is None
+    assert parse_history(cm, last_good="r1").last_good == "r1"
 
 
 def test_the_target_template_is_the_rendered_one_for_the_desired_revision_and_the_stored_one_otherwise():
