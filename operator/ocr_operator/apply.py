@@ -26,7 +26,7 @@ class Outcome:
 
 
 async def _one(kube: Kube, action: Action, namespace: str, out: Outcome) -> None:
-    log.info("%s/%s: %s", namespace, action.name, action)
+    log.debug("%s/%s: %s", namespace, action.name, action)  # the reconcile logs them all in one line
     try:
         if action.verb in (CREATE, UPDATE):
             try:

@@ -15,7 +15,9 @@ never arrive. After the operator's own write the store keeps what the API server
 skips watch events that do not carry the applied-hash annotation it just wrote: they were sent
 before the write. The first event with that hash (the write's own, or a later one) ends the
 skipping, as does ``OWN_WRITE_SECONDS``. ``observe`` says whether an event brought news, which is
-what wakes the owner's reconcile: the echo of the operator's own write does not.
+what wakes the owner's reconcile: the echo of the operator's own write does not, nor does a
+change of only the status of a kind whose status no reconcile reads (``children.ApiKind.status_read``:
+a PodDisruptionBudget's pod counts move with every pod, and drift is judged on what we render).
 
 Objects are kept slim (``slim``): what a reconcile reads, without what it never does (other
 managers' managedFields entries, a pod's spec), which is most of an object's size.
@@ -27,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from . import naming
+from . import children, naming
 
 ObjKey = tuple[str, str, str]  # (kind, namespace, name)
 OWN_WRITE_SECONDS = 30.0
@@ -57,6 +59,20 @@ def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     if out.get("kind") == "Pod":
         out.pop("spec", None)
     return out
+
+
+# Kinds whose status-only changes are no news (children.ApiKind.status_read).
+STATUS_UNREAD = frozenset(k.kind for k in children.KINDS.values() if not k.status_read)
+
+
+def _without_status(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` less its status and the metadata every write changes (slim objects have no managedFields)."""
+    md = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": md}
+
+
+def _status_only(current: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    return current is not None and _without_status(current) == _without_status(new)
 
 
 def _generation(obj: Mapping[str, Any] | None) -> int:
@@ -125,8 +141,9 @@ class Store:
             if own[0] == DELETED or applied_hash(obj) != own[0]:
                 return False  # sent before our own write: we hold newer
         self._own.pop(key, None)
-        self.objects[key] = slim(obj)
-        return True
+        obj = slim(obj)
+        self.objects[key] = obj
+        return not (key[0] in STATUS_UNREAD and _status_only(current, obj))
 
     def _observe_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
         md = obj.get("metadata") or {}

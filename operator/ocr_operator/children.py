@@ -27,6 +27,9 @@ class ApiKind:
     verbs: tuple[str, ...]
     watched: bool = True     # a label-filtered watch wakes the owner and feeds the cache
     optional: bool = False   # served only where a CRD provides it (prometheus-operator)
+    # The reconcile reads this kind's status (the rollout, the Ready condition, the HPA's view);
+    # a status-only change of any other kind (a PDB's pod counts) updates the cache, wakes nothing.
+    status_read: bool = False
 
     @property
     def api_version(self) -> str:
@@ -35,15 +38,16 @@ class ApiKind:
 
 KINDS: dict[str, ApiKind] = {k.kind: k for k in (
     ApiKind("ConfigMap", "", "v1", "configmaps", READ + WRITE),
-    ApiKind("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", READ + WRITE),
-    ApiKind("Deployment", "apps", "v1", "deployments", READ + WRITE),
+    ApiKind("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", READ + WRITE,
+            status_read=True),
+    ApiKind("Deployment", "apps", "v1", "deployments", READ + WRITE, status_read=True),
     ApiKind("Service", "", "v1", "services", READ + WRITE),
     ApiKind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", READ + WRITE),
     ApiKind("NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", READ + WRITE),
     ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", READ + WRITE, optional=True),
     ApiKind("PrometheusRule", "monitoring.coreos.com", "v1", "prometheusrules", READ + WRITE, optional=True),
     # Pods are only read: the rollout judges the new revision's pods from what Kubernetes reports.
-    ApiKind("Pod", "", "v1", "pods", ("list", "watch")),
+    ApiKind("Pod", "", "v1", "pods", ("list", "watch"), status_read=True),
 )}
 
 

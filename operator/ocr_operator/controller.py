@@ -7,7 +7,10 @@ echo of the operator's own write does not trigger another reconcile. The queue (
 de-duplicates, serves new and changed specs first but fairly, and is rate-limited; a key is
 never reconciled by two workers at once. Deadlines (settle/startup/progress, schedules,
 resync) are delayed wake-ups, failures back off exponentially, Events are posted by a
-background task (events.py), never inside the reconcile.
+background task (events.py), never inside the reconcile. A status patch that changes only
+counts, reasons and messages (status.urgent) waits until STATUS_COALESCE_SECONDS after the
+object's previous status write and goes out with what comes next (a delayed wake-up writes it
+otherwise); a condition's status, the rollout record and the revisions are written at once.
 
 ``resourceVersion`` is opaque: compared for equality only. Only the operator writes an
 OcrService's status, so after its own status patch the returned body is kept and watch events
@@ -41,11 +44,14 @@ Key = tuple[str, str]
 DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
 # Reconciles handed out per second (burst twice that); 0 = unlimited.
 QPS = float(os.environ.get("OCR_OPERATOR_QPS", "100"))
+# A status patch of counts and messages only (status.urgent) waits until this long after the
+# object's previous status write; conditions, phase and revisions are written at once. 0 = never wait.
+STATUS_COALESCE_SECONDS = float(os.environ.get("OCR_OPERATOR_STATUS_COALESCE_SECONDS", "2"))
 
 
 class Controller:
     def __init__(self, kube: Kube, *, workers: int = 8, max_backoff: float = 60.0, qps: float = QPS,
-                 namespaces: list[str] | None = None,
+                 namespaces: list[str] | None = None, status_coalesce: float = STATUS_COALESCE_SECONDS,
                  rescan: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.kube = kube
         # Asks kopf to rescan an API group (rescan.py): kopf may miss an optional API that appears later.
@@ -55,6 +61,8 @@ class Controller:
         self.namespaces = namespaces  # None: every namespace
         self.cache: dict[Key, dict[str, Any]] = {}
         self.own: dict[Key, tuple[dict[str, Any], float]] = {}  # our last status write, until seen
+        self.status_coalesce = status_coalesce
+        self.status_written: dict[Key, float] = {}  # monotonic time of our last status write
         self.store = Store()
         self.queue: WorkQueue[Key] = WorkQueue(qps=qps, burst=max(1, int(2 * qps)))
         self.recorder = Recorder(self._post_event, self._bump_event)
@@ -115,6 +123,7 @@ class Controller:
     def forget(self, key: Key) -> None:
         owner = self.cache.pop(key, None)
         self.own.pop(key, None)
+        self.status_written.pop(key, None)
         self.failures.pop(key, None)
         self.queue.forget(key)
         timer = self.timers.pop(key, None)
@@ -231,9 +240,11 @@ class Controller:
         if owner is None:
             return
         started = time.monotonic()
+        written = self.status_written.get(key)
+        hold = 0.0 if written is None else max(0.0, self.status_coalesce - (started - written))
         try:
             result = await reconcile(self.kube, owner, now=dt.datetime.now(dt.timezone.utc),
-                                     available=await self._optional_apis(), store=self.store)
+                                     available=await self._optional_apis(), store=self.store, status_hold=hold)
         except ApiError as exc:
             METRICS.failed("api", time.monotonic() - started)
             self._backoff(key, f"API error: {exc}")
@@ -247,6 +258,8 @@ class Controller:
         self.reconciles += 1
         self.writes += result.writes
         self.failures.pop(key, None)
+        if result.status is not None:
+            self.status_written[key] = time.monotonic()
         if result.status is not None and key in self.cache:
             self._store_own_status(key, owner, result.status)
         now = dt.datetime.now(dt.timezone.utc)

@@ -17,6 +17,8 @@ declared here (NAMES):
   ocr_operator_ocrservices{phase}                    OcrServices by rollout phase (Healthy, Progressing, RolledBack, ...)
   ocr_operator_ocrservice_conditions{type,status}    OcrServices by condition (Ready=True, Degraded=False, ...)
   ocr_operator_workqueue_depth                       keys waiting for a reconcile
+  ocr_operator_api_requests_total{method,resource}   requests the operator sent to the API server (client-go's
+                                                     rest_client_requests_total): PATCH ocrservices/status, POST events, ...
 
 The by-state gauges are computed at scrape time from the controller's watch-fed cache, so they
 cost nothing between scrapes and never drift from what the operator sees. Only the event loop's
@@ -30,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -41,21 +43,25 @@ if TYPE_CHECKING:
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 NAMES = ("ocr_operator_reconciles_total", "ocr_operator_reconcile_errors_total",
          "ocr_operator_reconcile_duration_seconds", "ocr_operator_rollbacks_total",
-         "ocr_operator_ocrservices", "ocr_operator_ocrservice_conditions", "ocr_operator_workqueue_depth")
+         "ocr_operator_ocrservices", "ocr_operator_ocrservice_conditions", "ocr_operator_workqueue_depth",
+         "ocr_operator_api_requests_total")
 DEFAULT_PORT = 8081
 
 
 class StateCollector(Collector):
-    """OcrServices by phase and by condition, and the queue depth, from the controller at scrape time."""
+    """OcrServices by phase and by condition, the queue depth and the API requests sent, from the
+    controller at scrape time."""
 
     def __init__(self) -> None:
         self.controller: Controller | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         phases = GaugeMetricFamily("ocr_operator_ocrservices", "OcrServices by rollout phase", labels=["phase"])
         conds = GaugeMetricFamily("ocr_operator_ocrservice_conditions",
                                   "OcrServices by condition type and status", labels=["type", "status"])
         depth = GaugeMetricFamily("ocr_operator_workqueue_depth", "OcrService keys waiting for a reconcile")
+        requests = CounterMetricFamily("ocr_operator_api_requests", "Requests sent to the Kubernetes API server",
+                                       labels=["method", "resource"])
         c = self.controller
         if c is not None:
             by_phase: dict[str, int] = {}
@@ -72,9 +78,13 @@ class StateCollector(Collector):
             for (type_, status), n in sorted(by_cond.items()):
                 conds.add_metric([type_, status], n)
             depth.add_metric([], len(c.queue))
+            for what, n in sorted(dict(getattr(c.kube, "by_request", None) or {}).items()):
+                method, _, resource = what.partition(" ")
+                requests.add_metric([method, resource], n)
         yield phases
         yield conds
         yield depth
+        yield requests
 
 
 def _snapshot(c: Controller) -> list[dict]:

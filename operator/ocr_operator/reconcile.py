@@ -33,6 +33,7 @@ class Result:
     writes: int = 0
     actions: list[str] = field(default_factory=list)
     status: dict[str, Any] | None = None  # the OcrService as returned by the status patch
+    status_held: bool = False  # a patch of counts and messages only, held back (status.urgent)
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to post
 
 
@@ -54,22 +55,32 @@ def _next_minute(now: dt.datetime) -> float:
     return 60.0 - now.second - now.microsecond / 1e6 + 0.5
 
 
-async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any], changed, events, result):
-    """Patch the status if it changed; the events go to the result (posted off this path)."""
+async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any], changed, events, result,
+                        hold: float = 0.0, rollout_tells: bool = False):
+    """Patch the status if it changed; the events go to the result (posted off this path).
+    With `hold` > 0 a patch of counts and messages only (status.urgent) is not written now:
+    the result asks to be woken in `hold` seconds, when it is written unless a later
+    reconcile wrote it first. Its transitions' events wait with it (the reconcile that writes
+    them finds them again)."""
     md = owner["metadata"]
     patch = status.diff(owner.get("status"), new)
+    if patch is not None and hold > 0 and not status.urgent(owner.get("status"), patch):
+        result.status_held = True
+        result.events = list(events)
+        return
     if patch is not None:
         result.status = await kube.merge_patch("OcrService", md["namespace"], md["name"], {"status": patch},
                                                subresource="status")
         result.writes += 1
-    result.events = [*events, *status.transition_events(changed)]
+    result.events = [*events, *status.transition_events(changed, rollout_tells=rollout_tells)]
 
 
 async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
                     servicemonitor_available: bool = False, store: Store | None = None,
-                    available: frozenset[str] | None = None) -> Result:
+                    available: frozenset[str] | None = None, status_hold: float = 0.0) -> Result:
     """`available`: the optional child kinds the API serves (children.optional_kinds); by
-    default ServiceMonitor when `servicemonitor_available`."""
+    default ServiceMonitor when `servicemonitor_available`. `status_hold`: how long a status
+    patch of counts and messages only may wait (0: written now)."""
     if available is None:
         available = frozenset({"ServiceMonitor"}) if servicemonitor_available else frozenset()
     md = owner["metadata"]
@@ -130,9 +141,12 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         active_schedule=desired.active_schedule, scaled_to_zero_by=desired.scaled_to_zero_by,
     )
     events = [(e.type, e.reason, e.message) for e in decision.events]
-    await _write_status(kube, owner, new, changed, events, result)
+    rolling_out = rollout.PROGRESSING in (prior.phase, decision.status.phase)
+    await _write_status(kube, owner, new, changed, events, result, hold=status_hold, rollout_tells=rolling_out)
 
     waits = [RESYNC_SECONDS]
+    if result.status_held:
+        waits.append(status_hold)
     if decision.requeue_after is not None:
         waits.append(decision.requeue_after)
     if spec.autoscaling is not None and spec.autoscaling.schedules:

@@ -188,17 +188,60 @@ def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any
     return patch or None
 
 
-def transition_events(changed: list[tuple[C.Condition, str | None]]) -> list[tuple[str, str, str]]:
+# Status fields that only count or describe the Deployment's pods (and the HPA's reading): a
+# patch that changes nothing else may wait a moment (see `urgent`).
+COUNTS = frozenset({"replicas", "readyReplicas", "updatedReplicas", "desiredReplicas", "replicaSummary",
+                    "gpuUtilization"})
+
+
+# Conditions copied from another controller's object (the HPA's ScalingActive): the source
+# is the truth, our copy may lag like the counts.
+MIRRORED = frozenset({C.SCALING_ACTIVE})
+
+
+def urgent(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> bool:
+    """Whether the status patch `patch` (`diff(old, ...)`) must be written at once.
+
+    Everything is, except counts (COUNTS), conditions mirrored from the HPA (MIRRORED) and the
+    reason and message of a condition whose status stays the same: a condition's status, the rollout record, the revisions,
+    observedGeneration and the URL are written in the reconcile that found them. A patch of
+    counts, reasons and messages alone may be held back for a moment (the controller's
+    STATUS_COALESCE_SECONDS) and written with whatever comes next: a new Deployment reports its
+    pods created (Ready=False RolloutInProgress -> ReplicasNotReady), then Ready, within
+    seconds, and each report would otherwise cost a status write of its own."""
+    for key, value in patch.items():
+        if key in COUNTS:
+            continue
+        if key == "conditions":
+            def states(conds: Any) -> dict[Any, Any]:
+                return {c.get("type"): c.get("status") for c in conds or ()
+                        if isinstance(c, Mapping) and c.get("type") not in MIRRORED}
+            if states((old or {}).get("conditions")) != states(value):
+                return True
+            continue
+        return True
+    return False
+
+
+def transition_events(changed: list[tuple[C.Condition, str | None]], *,
+                      rollout_tells: bool = False) -> list[tuple[str, str, str]]:
     """(type, reason, message) Events for condition transitions worth telling a human about.
-    Progressing/Degraded transitions are told by the rollout state machine's own events."""
+
+    Progressing/Degraded transitions are told by the rollout state machine's own events; so is
+    Ready turning True or giving way to RolloutInProgress during a rollout (`rollout_tells`: the
+    state machine's RolloutStarted and RolloutSucceeded say it), so a new OcrService or an
+    upgrade posts two Normal events, not four. Outside a rollout (pods lost and back, a
+    schedule window) Ready's transitions are told here."""
     events = []
     for cond, previous in changed:
         if cond.type == C.READY:
             if cond.status == C.TRUE:
-                events.append(("Normal", "Ready", cond.message))
+                if not rollout_tells:
+                    events.append(("Normal", "Ready", cond.message))
             elif cond.reason == "RolloutInProgress" and previous == C.TRUE:
                 # An upgrade starting is routine: the old pods keep serving (maxUnavailable 0).
-                events.append(("Normal", cond.reason, cond.message))
+                if not rollout_tells:
+                    events.append(("Normal", cond.reason, cond.message))
             elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed", "ChildConflict"):
                 events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
                                cond.message))

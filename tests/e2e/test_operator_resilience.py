@@ -100,6 +100,9 @@ def test_an_image_that_cannot_be_pulled_is_reported_not_a_crash(cluster, ocr, oc
     assert ocr_operator.alive()
     assert "Traceback" not in ocr_operator.log_text()
     # The failed revision is not retried in a loop: the status stays put while nothing changes.
+    # (The pod counts may follow the Degraded write once, within the operator's 2 s status
+    # coalescing window: OCR_OPERATOR_STATUS_COALESCE_SECONDS.)
+    time.sleep(3)
     rv = ocr.get("ocrs", "web")["metadata"]["resourceVersion"]
     time.sleep(4)
     assert ocr.get("ocrs", "web")["metadata"]["resourceVersion"] == rv

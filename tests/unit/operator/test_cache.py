@@ -148,3 +148,27 @@ def test_cached_pods_keep_metadata_and_status_but_not_their_spec():
     assert "spec" not in cached and "managedFields" not in cached["metadata"]
     assert cached["status"] == body["status"]
     assert cached["metadata"]["labels"] == {"app.kubernetes.io/instance": "web"}
+
+
+def pdb(rv: str, healthy: int, labels: dict | None = None) -> dict:
+    return {"kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "a", "resourceVersion": rv,
+                         "labels": labels or {"app.kubernetes.io/instance": "web"}},
+            "spec": {"maxUnavailable": 1}, "status": {"currentHealthy": healthy}}
+
+
+def test_a_status_only_change_of_a_kind_whose_status_is_never_read_is_stored_but_no_news():
+    s = Store()
+    assert s.observe("ADDED", pdb("1", 0)) is True
+    assert s.observe("MODIFIED", pdb("2", 1)) is False  # the disruption controller counting pods
+    assert s.get(("PodDisruptionBudget", "a", "web"))["status"]["currentHealthy"] == 1
+    assert s.observe("MODIFIED", pdb("3", 1, labels={"app.kubernetes.io/instance": "web", "x": "y"})) is True
+
+
+def test_a_status_only_change_of_a_deployment_is_news():
+    def dep(rv: str, ready: int) -> dict:
+        return {"kind": "Deployment", "metadata": {"name": "web", "namespace": "a", "resourceVersion": rv},
+                "spec": {"replicas": 1}, "status": {"readyReplicas": ready}}
+    s = Store()
+    s.observe("ADDED", dep("1", 0))
+    assert s.observe("MODIFIED", dep("2", 1)) is True

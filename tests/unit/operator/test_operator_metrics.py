@@ -81,3 +81,15 @@ def test_ocrservices_are_counted_by_rollout_phase_and_condition_from_the_control
     assert s[("ocr_operator_ocrservice_conditions", (("status", "True"), ("type", "Ready")))] == 2
     assert s[("ocr_operator_ocrservice_conditions", (("status", "False"), ("type", "Ready")))] == 1
     assert s[("ocr_operator_workqueue_depth", ())] == 3
+
+
+def test_api_requests_are_counted_by_method_and_resource():
+    class CountingKube:
+        by_request = {"PATCH ocrservices/status": 3, "POST events": 2}
+
+    c = Controller(kube=CountingKube(), workers=1)
+    m = OperatorMetrics()
+    m.state.controller = c
+    s = samples(m)
+    assert s[("ocr_operator_api_requests_total", (("method", "PATCH"), ("resource", "ocrservices/status")))] == 3
+    assert s[("ocr_operator_api_requests_total", (("method", "POST"), ("resource", "events")))] == 2

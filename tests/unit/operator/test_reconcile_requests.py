@@ -101,3 +101,55 @@ def test_a_reconcile_renders_the_children_once_when_the_desired_revision_is_the_
     result = run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=store))
     assert result.writes > 0
     assert calls == [None]  # rendered once, with its own fresh template
+
+
+def _deployment_reports(store, body, *, ready: int) -> None:
+    """The Deployment controller's status report, as its watch event brings it."""
+    key = ("Deployment", "team-a", body["metadata"]["name"])
+    dep = copy.deepcopy(store.objects[key])
+    dep["metadata"]["resourceVersion"] = f"rv-{next(RV)}"
+    dep["metadata"]["generation"] = dep["metadata"].get("generation") or 1
+    dep["status"] = {"observedGeneration": dep["metadata"]["generation"], "replicas": 2, "updatedReplicas": 2,
+                     "readyReplicas": ready}
+    store.objects[key] = dep
+
+
+def test_a_status_of_counts_only_waits_for_the_hold_and_asks_to_be_woken_then():
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"replicas": 2})
+    run(reconcile(kube, body, now=NOW, store=store))
+    body = {**body, "status": kube.status}
+    _deployment_reports(store, body, ready=0)  # pods created, none Ready: counts and messages change
+    kube.calls.clear()
+    held = run(reconcile(kube, body, now=NOW, store=store, status_hold=1.5))
+    assert kube.calls == [] and held.status_held and held.requeue_after == 1.5
+    written = run(reconcile(kube, body, now=NOW, store=store, status_hold=0.0))  # the hold is over
+    assert kube.calls == [("patch", "OcrService/status")] and not written.status_held
+    assert kube.status["replicas"] == 2
+
+
+def test_a_condition_change_is_written_at_once_despite_a_hold():
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"replicas": 2})
+    run(reconcile(kube, body, now=NOW, store=store))
+    body = {**body, "status": kube.status}
+    _deployment_reports(store, body, ready=2)
+    kube.calls.clear()
+    result = run(reconcile(kube, body, now=NOW, store=store, status_hold=1.5))
+    assert ("patch", "OcrService/status") in kube.calls and not result.status_held
+
+
+def test_a_held_transition_tells_its_event_once_when_it_is_written():
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 3}})
+    run(reconcile(kube, body, now=NOW, store=store))
+    body = {**body, "status": kube.status}
+    key = ("HorizontalPodAutoscaler", "team-a", body["metadata"]["name"])
+    hpa = copy.deepcopy(store.objects[key])
+    hpa["status"] = {"conditions": [{"type": "ScalingActive", "status": "False", "reason": "FailedGetPodsMetric",
+                                     "message": "no metric"}]}
+    store.objects[key] = hpa
+    held = run(reconcile(kube, body, now=NOW, store=store, status_hold=1.5))
+    assert held.status_held and held.events == []
+    written = run(reconcile(kube, body, now=NOW, store=store, status_hold=0.0))
+    assert [e[1] for e in written.events] == ["FailedGetPodsMetric"]

@@ -143,3 +143,55 @@ def test_a_zero_window_says_which_window_scaled_to_zero_without_warnings():
         assert cond(st, type_)["reason"] == "ScaledToZero"
     assert cond(st, "Ready")["status"] == "True"
     assert all(t != "Warning" for t, _, _ in St.transition_events(changed)), St.transition_events(changed)
+
+
+def test_a_status_change_of_counts_and_messages_only_is_not_urgent():
+    body = owner({"replicas": 2})
+    old, _ = build(body, deployment=deployment(ready=0, replicas=2, updated=1))  # RolloutInProgress
+    new, _ = build({**body, "status": old}, deployment=deployment(ready=0, replicas=2, updated=2))  # still so
+    patch = St.diff(old, new)
+    assert patch is not None and set(patch) <= St.COUNTS | {"conditions"}
+    assert St.urgent(old, patch) is False
+
+
+def test_a_condition_reason_change_with_the_same_status_is_not_urgent():
+    body = owner({"replicas": 2})
+    old, _ = build(body, deployment=deployment(ready=0, updated=1))
+    new, _ = build({**body, "status": old}, deployment=deployment(ready=0, updated=2))
+    assert C.get(old["conditions"], "Ready")["reason"] == "RolloutInProgress"
+    assert C.get(new["conditions"], "Ready")["reason"] == "ReplicasNotReady"
+    assert St.urgent(old, St.diff(old, new)) is False
+
+
+def test_a_condition_status_change_is_urgent():
+    body = owner({"replicas": 2})
+    old, _ = build(body, deployment=deployment(ready=1))
+    new, _ = build({**body, "status": old}, deployment=deployment(ready=2))  # Ready False -> True
+    assert St.urgent(old, St.diff(old, new)) is True
+
+
+def test_a_change_of_the_rollout_record_or_the_revisions_is_urgent():
+    body = owner({"replicas": 2})
+    old, _ = build(body)
+    new, _ = build({**body, "status": old}, decision=decision(phase="Progressing"))
+    assert St.urgent(old, St.diff(old, new)) is True
+    assert St.urgent(old, {"lastGoodRevision": "def"}) is True
+    assert St.urgent(old, {"observedGeneration": 4}) is True
+
+
+def test_ready_transitions_inside_a_rollout_are_left_to_the_rollouts_own_events():
+    ready = C.Condition("Ready", "True", "AllReplicasReady", "2/2")
+    upgrading = C.Condition("Ready", "False", "RolloutInProgress", "revision b: 0/2 pods updated, 2 Ready")
+    lost = C.Condition("Ready", "False", "ReplicasNotReady", "1/2")
+    assert St.transition_events([(ready, "False")], rollout_tells=True) == []
+    assert St.transition_events([(upgrading, "True")], rollout_tells=True) == []
+    assert St.transition_events([(lost, "True")], rollout_tells=True)[0][:2] == ("Warning", "NotReadyReplicasNotReady")
+    assert St.transition_events([(ready, "False")])[0][:2] == ("Normal", "Ready")  # pods back outside a rollout
+
+
+def test_the_hpa_s_scaling_condition_is_mirrored_without_urgency():
+    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 3}})
+    old, _ = build(body, hpa=hpa(scaling=("True", "ValidMetricFound", "ok")))
+    new, _ = build({**body, "status": old}, hpa=hpa(scaling=("False", "FailedGetPodsMetric", "no metric")))
+    assert C.get(new["conditions"], "ScalingActive")["status"] == "False"
+    assert St.urgent(old, St.diff(old, new)) is False
