@@ -3,12 +3,17 @@
 Measures, per OcrService, the time from its creation to (a) all of its children existing
 (ConfigMap, revisions ConfigMap, Deployment, Service, HPA, PDB) and (b) Ready=True with
 observedGeneration == generation; prints p50/p90/p99/max, and the operator process' memory
-(peak and final RSS), reconciles, writes and API requests. Not a test: nothing is asserted.
+(peak and final RSS), reconciles, writes and API requests. The requests (from the operator's
+`ocr_operator_api_requests_total`) and its CPU-seconds are counted until it has sent nothing
+for 5 s, so the status patches and Events that trail the last Ready count too. Not a test:
+nothing is asserted.
 
 In the same run and on the same cluster it first measures the **floor**: the same children
 (rendered by the operator's own render functions, without owner references) written directly,
 all objects at once with the same client concurrency and no operator; "Ready" there is the
-Deployment's first Ready pod. Both clocks start when all N objects are asked for at once, as a
+Deployment's first Ready pod. The floor's namespace is then deleted, and the operator's phase
+starts only once it is gone, so neither phase pays for the other's clean-up. The control
+plane's CPU-seconds (kube-apiserver, etcd, controllers, kwok) are printed for each phase. Both clocks start when all N objects are asked for at once, as a
 user's `kubectl apply -f DIR/` does: the OcrServices' creates, or the floor's child writes, are
 then issued with CLIENT_THREADS in flight, so an object's time includes its wait for a slot
 (the operator's objects also wait for a worker). The floor's time from an object's own first
@@ -160,6 +165,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def operator_requests(op) -> dict[str, float]:
+    """The operator's API requests so far by "METHOD resource", from its /metrics (kopf's probe
+    answers from a 10 s cache)."""
+    import urllib.request
+
+    out: dict[str, float] = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("ocr_operator_api_requests_total{"):
+                labels, _, value = line.rpartition(" ")
+                fields = dict(kv.split("=", 1) for kv in labels[labels.index("{") + 1:-1].split(","))
+                out[f"{fields['method'].strip(chr(34))} {fields['resource'].strip(chr(34))}"] = float(value)
+    return out
+
+
+def settle_requests(op, quiet: float = 5.0, limit: float = 120.0) -> dict[str, float]:
+    """Wait until the operator has sent no request for `quiet` seconds (its trailing status
+    patches and Events count too), at most `limit` seconds; then its requests by kind."""
+    last, since, deadline = operator_requests(op), time.monotonic(), time.monotonic() + limit
+    while time.monotonic() < deadline and time.monotonic() - since < quiet:
+        time.sleep(0.5)
+        now = operator_requests(op)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -234,10 +266,34 @@ def measure_floor(cluster, names: list[str], timeout: float) -> dict:
     children = [done[n] - t0 for n in names if done[n]]
     after_first_write = [done[n] - started[n] for n in names if done[n]]
     ready = [watcher.deployment_ready[n] - t0 for n in names if n in watcher.deployment_ready]
-    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--wait=false", check=False)
     return {"written_seconds": round(written, 2), "requests": requests,
             "children_created": summary(children), "children_after_first_write": summary(after_first_write),
             "ready": summary(ready), "load_average": os.getloadavg()}
+
+
+def delete_floor(cluster, timeout: float) -> float:
+    """Delete the floor's namespace and wait until it is gone: otherwise the namespace controller,
+    the garbage collector and kwok would still be deleting its objects and pods on the
+    operator's clock."""
+    started = time.monotonic()
+    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--wait=true", f"--timeout={int(timeout)}s",
+                    check=False, timeout=timeout + 30)
+    return round(time.monotonic() - started, 1)
+
+
+def control_plane_cpu(cluster) -> dict[str, float]:
+    """CPU-seconds so far of each control-plane process (kube-apiserver, etcd, ...)."""
+    out = {}
+    for name, pid in getattr(cluster, "pids", {}).items():
+        try:
+            out[name] = cpu_seconds(pid)
+        except OSError:
+            pass
+    return out
+
+
+def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 1) for k in after if k in before}
 
 
 def main() -> int:
@@ -264,7 +320,11 @@ def main() -> int:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         cluster.kubectl("wait", "--for=condition=Established", "crd/ocrservices.ocr.causalflow.dev")
         names = [f"bench-{i:03d}" for i in range(args.count)]
+        cp0 = control_plane_cpu(cluster)
         floor = None if args.no_floor else measure_floor(cluster, names, args.timeout)
+        if floor:
+            floor["control_plane_cpu_seconds"] = cpu_between(cp0, control_plane_cpu(cluster))
+            floor["cleanup_seconds"] = delete_floor(cluster, args.timeout)
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=120s")
         cluster.kubectl("create", "namespace", NAMESPACE)
         kubeconfig = getattr(cluster, "operator_kubeconfig", cluster.kubeconfig)
@@ -276,6 +336,7 @@ def main() -> int:
         watcher = Watcher(Path(cluster.kubeconfig), names)
         watcher.start()
         time.sleep(1.0)
+        cp1 = control_plane_cpu(cluster)
         # "At once": 20 client threads create the objects concurrently; every object's clock starts
         # at t0, as the floor's does.
         from concurrent.futures import ThreadPoolExecutor
@@ -302,21 +363,25 @@ def main() -> int:
                 break
             time.sleep(0.25)
         total = time.monotonic() - t0
-        time.sleep(3)
+        by_request = settle_requests(op)
+        quiet_after = time.monotonic() - t0
         final_rss, hwm = rss_kib(op.pid)
         cpu = cpu_seconds(op.pid) - cpu0
+        control_plane = cpu_between(cp1, control_plane_cpu(cluster))
         probe = op.probe().get("reconciles") or {}
         watcher.stop.set()
 
         children = [watcher.children_done(n) - t0 for n in names if watcher.children_done(n)]
         ready = [watcher.ready[n] - t0 for n in names if n in watcher.ready]
-        requests = int(probe.get("requests") or 0)
+        requests = int(sum(by_request.values()))
         figures = {
             "count": args.count,
             "apply_seconds": round(applied, 2),
             "children_created": summary(children),
             "ready": summary(ready),
             "all_ready_seconds": round(total, 2),
+            "requests_counted_until_seconds": round(quiet_after, 1),
+            "requests_by": by_request,
             "operator_rss_mib": {"idle": round(idle_rss / 1024, 1), "peak_sampled": round(peak_rss / 1024, 1),
                                  "high_water_mark": round(hwm / 1024, 1), "final": round(final_rss / 1024, 1)},
             "operator": probe,
@@ -325,6 +390,7 @@ def main() -> int:
             "cpu_seconds_per_object": round(cpu / args.count, 3),
             "rss_peak_mib": round(max(hwm, peak_rss) / 1024, 1),
             "load_average": os.getloadavg(),
+            "control_plane_cpu_seconds": control_plane,
             "floor": floor,
         }
         if floor:
@@ -347,11 +413,16 @@ def main() -> int:
                   f"(floor: {floor['requests']} requests, load average {floor['load_average'][0]:.1f})")
         m = figures["operator_rss_mib"]
         print(f"operator RSS: idle {m['idle']} MiB, peak {figures['rss_peak_mib']} MiB, after {m['final']} MiB")
-        print(f"operator: {probe.get('reconciles')} reconciles, {requests} API requests "
+        print(f"operator: {probe.get('reconciles')} reconciles, {requests} API requests until it went quiet "
+              f"{quiet_after:.1f}s after the first create "
               f"({figures['requests_per_object']} per object, {probe.get('writes')} writes), {cpu:.1f} CPU-seconds "
               f"({figures['cpu_seconds_per_object']} per object); load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-        by = sorted((probe.get("requests_by") or {}).items(), key=lambda kv: -kv[1])
+        if floor:
+            print("control-plane CPU-seconds, floor phase: " + ", ".join(
+                f"{k} {v}" for k, v in floor["control_plane_cpu_seconds"].items()))
+        print("control-plane CPU-seconds, operator phase: " + ", ".join(f"{k} {v}" for k, v in control_plane.items()))
+        by = sorted(by_request.items(), key=lambda kv: -kv[1])
         print("requests per object by kind: " + ", ".join(f"{k} {v / args.count:.2f}" for k, v in by if v >= args.count / 10))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
