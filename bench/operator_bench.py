@@ -13,8 +13,8 @@ In the same run and on the same cluster it first measures the **floor**: the sam
 all objects at once with the same client concurrency and no operator; "Ready" there is the
 Deployment's first Ready pod. The floor's namespace is then deleted, and the operator's phase
 starts only once it is gone, so neither phase pays for the other's clean-up. The control
-plane's CPU-seconds (kube-apiserver, etcd, controllers, kwok) are printed for each phase. Both clocks start when all N objects are asked for at once, as a
-user's `kubectl apply -f DIR/` does: the OcrServices' creates, or the floor's child writes, are
+plane's CPU-seconds (kube-apiserver, etcd, controllers, kwok) are printed for each phase.
+Both clocks start when all N objects are asked for at once, as a user's `kubectl apply -f DIR/` does: the OcrServices' creates, or the floor's child writes, are
 then issued with CLIENT_THREADS in flight, so an object's time includes its wait for a slot
 (the operator's objects also wait for a worker). The floor's time from an object's own first
 write is printed too. The operator's p50/p99 are then printed as ratios to the floor, with API
@@ -170,14 +170,13 @@ def operator_requests(op) -> dict[str, float]:
     answers from a 10 s cache)."""
     import urllib.request
 
-    out: dict[str, float] = {}
+    from prometheus_client.parser import text_string_to_metric_families
+
     with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith("ocr_operator_api_requests_total{"):
-                labels, _, value = line.rpartition(" ")
-                fields = dict(kv.split("=", 1) for kv in labels[labels.index("{") + 1:-1].split(","))
-                out[f"{fields['method'].strip(chr(34))} {fields['resource'].strip(chr(34))}"] = float(value)
-    return out
+        text = resp.read().decode()
+    return {f"{s.labels['method']} {s.labels['resource']}": s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name == "ocr_operator_api_requests_total"}
 
 
 def settle_requests(op, quiet: float = 5.0, limit: float = 120.0) -> dict[str, float]:

@@ -199,12 +199,19 @@ COUNTS = frozenset({"replicas", "readyReplicas", "updatedReplicas", "desiredRepl
 MIRRORED = frozenset({C.SCALING_ACTIVE})
 
 
+def _condition_states(conds: Any) -> dict[Any, Any]:
+    """Condition type -> status, leaving out the mirrored ones."""
+    return {c.get("type"): c.get("status") for c in conds or ()
+            if isinstance(c, Mapping) and c.get("type") not in MIRRORED}
+
+
 def urgent(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> bool:
     """Whether the status patch `patch` (`diff(old, ...)`) must be written at once.
 
     Everything is, except counts (COUNTS), conditions mirrored from the HPA (MIRRORED) and the
-    reason and message of a condition whose status stays the same: a condition's status, the rollout record, the revisions,
-    observedGeneration and the URL are written in the reconcile that found them. A patch of
+    reason and message of a condition whose status stays the same: a condition's status, the
+    rollout record, the revisions, observedGeneration and the URL are written in the reconcile
+    that found them. A patch of
     counts, reasons and messages alone may be held back for a moment (the controller's
     STATUS_COALESCE_SECONDS) and written with whatever comes next: a new Deployment reports its
     pods created (Ready=False RolloutInProgress -> ReplicasNotReady), then Ready, within
@@ -213,10 +220,7 @@ def urgent(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> bool:
         if key in COUNTS:
             continue
         if key == "conditions":
-            def states(conds: Any) -> dict[Any, Any]:
-                return {c.get("type"): c.get("status") for c in conds or ()
-                        if isinstance(c, Mapping) and c.get("type") not in MIRRORED}
-            if states((old or {}).get("conditions")) != states(value):
+            if _condition_states((old or {}).get("conditions")) != _condition_states(value):
                 return True
             continue
         return True
