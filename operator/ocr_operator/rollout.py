@@ -105,6 +105,9 @@ class Observed:
     desired_replicas: int
     progress_deadline_exceeded: bool
     pods: tuple[PodView, ...] = ()
+    # The Deployment's own count of Ready pods (None: not known). The pods and the Deployment
+    # come on separate watch streams; the settle period starts only once both say Ready.
+    deployment_ready_replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -434,13 +437,15 @@ def _mark_good(status: RolloutStatus, revision: str) -> RolloutStatus:
 def _settle(
     revision: str, status: RolloutStatus, observed: Observed, policy: Policy, now: datetime
 ) -> tuple[RolloutStatus, bool, float | None]:
-    """Track how long every desired pod of ``revision`` has been Ready.
+    """Track how long every desired pod of ``revision`` has been Ready, in the pods' own
+    reports and in the Deployment's count (both, so Ready and the settle start together).
 
     Returns the status with ready_since kept, set or cleared, whether the settle period is
     over, and the seconds left until it is.
     """
     _, all_ready = _all_ready(revision, observed)
-    if not all_ready:
+    reported = observed.deployment_ready_replicas
+    if not all_ready or (reported is not None and reported < observed.desired_replicas):
         return replace(status, ready_since=None), False, None
     since = status.ready_at
     if since is None:
@@ -692,4 +697,5 @@ def observe(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, An
         progress_deadline_exceeded=progressing.get("status") == "False"
         and progressing.get("reason") == "ProgressDeadlineExceeded",
         pods=tuple(pod_view(p) for p in pods),
+        deployment_ready_replicas=int(status.get("readyReplicas") or 0) if deployment else None,
     )

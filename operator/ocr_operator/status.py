@@ -16,6 +16,7 @@ from . import naming
 from .kube import Kube
 from .plan import parse_quantity
 from .render import service as service_render
+from .rollout import PROGRESSING
 from .spec import OcrServiceSpec
 
 FAILED_PHASES = ("RolledBack", "Failed", "NoGoodRevision")
@@ -136,6 +137,11 @@ def build(
                                   f"revision {decision.target_revision}: {updated}/{desired} pods updated, {ready} Ready")
         elif ready < desired:
             ready_c = C.Condition(C.READY, C.FALSE, "ReplicasNotReady", f"{ready}/{desired} pods Ready")
+        elif phase == PROGRESSING and rstatus.ready_since is None:
+            # The Deployment counts the pods Ready before their own watch events came (or the
+            # other way round): Ready turns True with the settle period's start, in one write.
+            ready_c = C.Condition(C.READY, C.FALSE, "ReplicasNotReady",
+                                  f"{ready}/{desired} pods Ready per the Deployment; waiting for the pods' reports")
         elif desired == 0 and scaled_to_zero_by:
             ready_c = C.Condition(C.READY, C.TRUE, SCALED_TO_ZERO,
                                   f"schedule window {scaled_to_zero_by} scales to zero (spec.autoscaling.schedules); "
@@ -235,7 +241,8 @@ def transition_events(changed: list[tuple[C.Condition, str | None]], *,
     Ready turning True or giving way to RolloutInProgress during a rollout (`rollout_tells`: the
     state machine's RolloutStarted and RolloutSucceeded say it), so a new OcrService or an
     upgrade posts two Normal events, not four. Outside a rollout (pods lost and back, a
-    schedule window) Ready's transitions are told here."""
+    schedule window) Ready's transitions are told here, and ScalingActive turning False after
+    it was True."""
     events = []
     for cond, previous in changed:
         if cond.type == C.READY:
@@ -252,7 +259,11 @@ def transition_events(changed: list[tuple[C.Condition, str | None]], *,
         elif cond.type == C.AVAILABLE and previous == C.TRUE and cond.status != C.TRUE:
             # Scaling to zero on purpose (a schedule window, replicas 0) is routine, not a warning.
             events.append(("Normal" if cond.reason == SCALED_TO_ZERO else "Warning", cond.reason, cond.message))
-        elif cond.type == C.SCALING_ACTIVE and cond.status == C.FALSE and cond.reason != SCALED_TO_ZERO:
+        elif (cond.type == C.SCALING_ACTIVE and cond.status == C.FALSE and cond.reason != SCALED_TO_ZERO
+              and previous == C.TRUE):
+            # Only autoscaling that worked and stopped: a new HPA reports FailedGetPodsMetric or
+            # InvalidSelector until its pods' first metrics are scraped, and the HPA posts its own
+            # Warning Events (same name) while it cannot read them; the condition shows it here.
             events.append(("Warning", cond.reason, cond.message))
     return events
 

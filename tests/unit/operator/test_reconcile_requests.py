@@ -146,9 +146,15 @@ def test_a_held_transition_tells_its_event_once_when_it_is_written():
     body = {**body, "status": kube.status}
     key = ("HorizontalPodAutoscaler", "team-a", body["metadata"]["name"])
     hpa = copy.deepcopy(store.objects[key])
+    hpa["status"] = {"conditions": [{"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound",
+                                     "message": "ok"}]}
+    store.objects[key] = hpa
+    run(reconcile(kube, body, now=NOW, store=store))  # autoscaling worked ...
+    body = {**body, "status": {**body["status"], **kube.status}}  # the patch merged
+    hpa = copy.deepcopy(hpa)
     hpa["status"] = {"conditions": [{"type": "ScalingActive", "status": "False", "reason": "FailedGetPodsMetric",
                                      "message": "no metric"}]}
-    store.objects[key] = hpa
+    store.objects[key] = hpa  # ... and stopped: the metric is gone
     held = run(reconcile(kube, body, now=NOW, store=store, status_hold=1.5))
     assert held.status_held and held.events == []
     written = run(reconcile(kube, body, now=NOW, store=store, status_hold=0.0))

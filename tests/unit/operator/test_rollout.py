@@ -116,6 +116,14 @@ def test_all_desired_new_pods_ready_starts_the_settle_clock_without_declaring_su
     assert d.events == ()
 
 
+def test_the_settle_clock_waits_for_the_deployment_to_count_the_pods_ready_too():
+    pods = (pod("new-0", ready=True), pod("new-1", ready=True, created=1))
+    lagging = dataclasses.replace(seen(*pods), deployment_ready_replicas=1)
+    assert step(PROGRESSING_NEW, lagging, 8).status.ready_at is None
+    caught_up = dataclasses.replace(seen(*pods), deployment_ready_replicas=2)
+    assert step(PROGRESSING_NEW, caught_up, 9).status.ready_at == at(9)
+
+
 def test_a_revision_ready_for_the_whole_settle_period_becomes_the_last_good_revision():
     prior = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:08.000000Z")
     d = step(prior, seen(pod("new-0", ready=True), pod("new-1", ready=True, created=1)), 13)

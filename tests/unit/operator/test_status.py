@@ -62,6 +62,20 @@ def test_pods_still_rolling_are_not_ready_but_the_old_ones_keep_it_available():
     assert cond(st, "Available")["status"] == "True"
 
 
+def test_inside_a_rollout_ready_turns_true_with_the_settle_clock_not_before_it():
+    started = rollout.RolloutStatus(current_revision="abc", phase=rollout.PROGRESSING)
+    waiting = rollout.Decision("abc", started, (), None,
+                               rollout.ConditionSpec("Progressing", "True", "RolloutInProgress", "rolling"),
+                               rollout.ConditionSpec("Degraded", "False", "AsExpected", "fine"))
+    st, _ = build(owner(), decision=waiting)  # the Deployment counts 2/2 Ready, the pods' reports not yet
+    assert (cond(st, "Ready")["status"], cond(st, "Ready")["reason"]) == ("False", "ReplicasNotReady")
+    settling = rollout.Decision("abc", rollout.RolloutStatus(current_revision="abc", phase=rollout.PROGRESSING,
+                                                             ready_since="2026-11-29T12:00:00.000000Z"),
+                                (), 5.0, waiting.progressing, waiting.degraded)
+    st, _ = build(owner(), decision=settling)
+    assert cond(st, "Ready")["status"] == "True"
+
+
 def test_a_rolled_back_service_is_available_but_not_ready_and_degraded():
     d = decision(phase="RolledBack")
     d = rollout.Decision("abc", d.status, (), None, d.progressing,
@@ -118,6 +132,12 @@ def test_events_are_told_for_ready_transitions_and_missing_metrics_only():
     events = St.transition_events([(ready, None), (prog, "False"), (metric, "True")])
     assert [e[:2] for e in events] == [("Normal", "Ready"), ("Warning", "FailedGetPodsMetric")]
     assert St.transition_events([(lost, "True")])[0][0] == "Warning"
+
+
+def test_a_new_hpa_that_has_not_read_its_metric_yet_is_no_warning():
+    metric = C.Condition("ScalingActive", "False", "FailedGetPodsMetric", "no metric")
+    assert St.transition_events([(metric, "Unknown")]) == []
+    assert St.transition_events([(metric, None)]) == []
 
 
 def test_an_upgrade_starting_is_a_normal_event_not_a_warning():
