@@ -41,7 +41,7 @@ def configure_logging(level: str) -> None:
     kopf.configure(debug=level == "debug", log_format=kopf.LogFormat.FULL)
     logging.getLogger().setLevel(LEVELS[level])
     logging.getLogger("ocr_operator").setLevel(LEVELS[level])
-    for noisy in ("httpx2", "httpx", "httpcore", "httpcore2", "hpack", "h2"):
+    for noisy in ("aiohttp", "httpx2", "httpcore2"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, LEVELS[level]))
     if level != "debug":
         # kopf logs every watch event's handler run ("Handler ... succeeded"): one per pod event.

@@ -18,6 +18,13 @@ def run(coro):
     return asyncio.new_event_loop().run_until_complete(coro)
 
 
+async def raised(coro) -> ApiError:
+    """The ApiError that awaiting `coro` raises."""
+    with pytest.raises(ApiError) as err:
+        await coro
+    return err.value
+
+
 def kubeconfig(server: str, user: dict) -> KubeConfig:
     return KubeConfig.from_dict({
         "apiVersion": "v1", "kind": "Config", "current-context": "test",
@@ -86,9 +93,7 @@ def test_a_refused_static_token_is_an_unauthorized_api_error_not_a_loop(tmp_path
         runner, url = await serve({"right"}, seen)
         kube = Kube(kubeconfig(url, {"token": "wrong"}))
         try:
-            with pytest.raises(ApiError) as err:
-                await kube.get("ConfigMap", "ns", "a")
-            return err.value
+            return await raised(kube.get("ConfigMap", "ns", "a"))
         finally:
             await kube.close()
             await runner.cleanup()
@@ -104,9 +109,7 @@ def test_not_found_is_none_and_a_rejected_write_names_the_field():
         kube = Kube(kubeconfig(url, {"token": "t"}))
         try:
             missing = await kube.get("ConfigMap", "ns", "missing")
-            with pytest.raises(ApiError) as err:
-                await kube.merge_patch("ConfigMap", "ns", "a", {"data": {}})
-            return missing, err.value, kube.by_request
+            return missing, await raised(kube.merge_patch("ConfigMap", "ns", "a", {"data": {}})), kube.by_request
         finally:
             await kube.close()
             await runner.cleanup()
@@ -123,9 +126,7 @@ def test_the_api_server_unreachable_is_a_retryable_503():
         await runner.cleanup()  # nothing listens there any more
         kube = Kube(kubeconfig(url, {"token": "t"}))
         try:
-            with pytest.raises(ApiError) as err:
-                await kube.get("ConfigMap", "ns", "a")
-            return err.value
+            return await raised(kube.get("ConfigMap", "ns", "a"))
         finally:
             await kube.close()
 
