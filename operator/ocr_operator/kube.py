@@ -133,7 +133,9 @@ class Kube:
         self._base = str(params["base_url"]).rstrip("/")
         self._ssl = params["verify"] if self._base.startswith("https:") else None
         self._auth = _Authorizer(params.get("auth"), self._base)
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        # Per phase, as httpx had it: a pooled connection (or a new one) within `timeout`, and no
+        # read waits longer than that; a large list may take longer in all.
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
         self._session: aiohttp.ClientSession | None = None  # made on the loop that uses it
         self._headers = {"User-Agent": f"{naming.USER_AGENT}/{__version__}", "Accept": "application/json"}
         self.requests = 0

@@ -44,6 +44,8 @@ async def serve(accepted: set[str], seen: list[str]):
             return web.json_response({"kind": "Status", "reason": "Unauthorized", "message": "Unauthorized"},
                                      status=401)
         name = request.match_info["name"]
+        if name == "slow":
+            await asyncio.sleep(1.5)
         if name == "missing":
             return web.json_response({"kind": "Status", "reason": "NotFound",
                                       "message": f'configmaps "{name}" not found'}, status=404)
@@ -132,3 +134,20 @@ def test_the_api_server_unreachable_is_a_retryable_503():
 
     err = run(scenario())
     assert err.status == 503 and err.retryable
+
+
+def test_an_api_server_that_does_not_answer_in_time_is_a_retryable_503():
+    async def scenario():
+        runner, url = await serve({"t"}, [])
+        kube = Kube(kubeconfig(url, {"token": "t"}), timeout=0.2)
+        try:
+            started = asyncio.get_running_loop().time()
+            err = await raised(kube.get("ConfigMap", "ns", "slow"))
+            return err, asyncio.get_running_loop().time() - started
+        finally:
+            await kube.close()
+            await runner.cleanup()
+
+    err, waited = run(scenario())
+    assert err.status == 503 and err.retryable
+    assert waited < 1.0
