@@ -146,8 +146,9 @@ class Kube:
         if self._session is None or self._session.closed:
             # MAX_CONNECTIONS requests in flight keep a local API server busy; beyond, they wait.
             connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, ssl=self._ssl if self._ssl is not None else True)
+            # trust_env: HTTPS_PROXY / NO_PROXY apply, as they do for client-go and kubectl.
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
-                                                  headers=self._headers, trust_env=False)
+                                                  headers=self._headers, trust_env=True)
         return self._session
 
     async def close(self) -> None:
