@@ -24,6 +24,7 @@ requests, CPU-seconds and RSS per object. `--json FILE` writes everything, inclu
     .venv/bin/python bench/operator_bench.py                 # starts its own local cluster
     .venv/bin/python bench/operator_bench.py --count 20
     .venv/bin/python bench/operator_bench.py --attach DIR    # a running LocalCluster work dir
+    .venv/bin/python bench/operator_bench.py --repeat 3      # 3 rounds of floor + operator, medians
 
 Pods are kwok pods (nothing runs in them): the figures are the operator's and the control
 plane's, not a model's load time. Each OcrService asks for 0 GPUs (the two fake nodes have 16)
@@ -294,30 +295,10 @@ def cpu_between(before: dict[str, float], after: dict[str, float]) -> dict[str, 
     return {k: round(after[k] - before[k], 1) for k in after if k in before}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--count", type=int, default=100)
-    ap.add_argument("--timeout", type=float, default=600)
-    ap.add_argument("--attach", type=Path, help="work dir of a running LocalCluster (else start one)")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
-    ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
-    ap.add_argument("--no-floor", action="store_true", help="skip the direct-apply floor")
-    ap.add_argument("--keep", action="store_true", help="leave the bench namespace in place (to inspect it)")
-    args = ap.parse_args()
-
-    from tests.cluster.cluster import LocalCluster
-
-    own = args.attach is None
-    if own:  # room for the floor's pods and the operator's: 2 x count, plus slack
-        os.environ.setdefault("CAUSALFLOW_KWOK_NODES", str(max(2, -(-3 * args.count // 500))))
-        os.environ.setdefault("CAUSALFLOW_KWOK_PODS", "500")
-    cluster = LocalCluster().start() if own else LocalCluster.attach(args.attach)
-    workdir = Path(tempfile.mkdtemp(prefix="ocr-operator-bench-"))
+def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> tuple[dict, bool]:
+    """The floor, then the operator's phase, on `cluster`; the figures and whether all got Ready."""
     op = None
     try:
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/ocrservices.ocr.causalflow.dev")
-        names = [f"bench-{i:03d}" for i in range(args.count)]
         # A namespace an earlier run left terminating (--attach) would load the floor's phase.
         cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=300s")
         cp0 = control_plane_cpu(cluster)
@@ -328,7 +309,8 @@ def main() -> int:
         cluster.kubectl("create", "namespace", NAMESPACE)
         kubeconfig = getattr(cluster, "operator_kubeconfig", cluster.kubeconfig)
         extra = {"OCR_OPERATOR_WORKERS": str(args.workers)} if args.workers else {}
-        op = OperatorProcess(Path(kubeconfig), [NAMESPACE], workdir / "operator.log", extra_env=extra).start()
+        op = OperatorProcess(Path(kubeconfig), [NAMESPACE], workdir / f"operator-{round_no}.log",
+                             extra_env=extra).start()
         idle_rss, _ = rss_kib(op.pid)
         cpu0 = cpu_seconds(op.pid)
 
@@ -423,12 +405,80 @@ def main() -> int:
         print("control-plane CPU-seconds, operator phase: " + ", ".join(f"{k} {v}" for k, v in control_plane.items()))
         by = sorted(by_request.items(), key=lambda kv: -kv[1])
         print("requests per object by kind: " + ", ".join(f"{k} {v / args.count:.2f}" for k, v in by if v >= args.count / 10))
-        if args.json:
-            args.json.write_text(json.dumps(figures, indent=2))
-        return 0 if len(ready) == len(names) else 1
+        return figures, len(ready) == len(names)
     finally:
         if op is not None:
             op.stop()
+
+
+def median(values: list[float]) -> float | None:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def median_figures(rounds: list[dict]) -> dict:
+    """Several rounds: the median of each round's own ratio (operator against the floor measured
+    just before it), requests and CPU per object, p50/p99; the largest RSS."""
+    keys = [k for k in rounds[0] if k.startswith("ratio_")] + ["requests_per_object", "cpu_seconds_per_object"]
+    out: dict = {"count": rounds[0]["count"], "rounds_measured": len(rounds)}
+    for key in keys:
+        value = median([r.get(key) for r in rounds])
+        out[key] = round(value, 3) if value is not None else None
+    for phase in ("children_created", "ready"):
+        out[phase] = {q: median([r[phase][q] for r in rounds]) for q in ("p50", "p99")}
+        if rounds[0].get("floor"):
+            out[f"floor_{phase}"] = {q: median([r["floor"][phase][q] for r in rounds]) for q in ("p50", "p99")}
+    out["rss_peak_mib"] = max(r["rss_peak_mib"] for r in rounds)
+    out["load_average"] = os.getloadavg()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--count", type=int, default=100)
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--attach", type=Path, help="work dir of a running LocalCluster (else start one)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the direct-apply floor")
+    ap.add_argument("--keep", action="store_true", help="leave the bench namespace in place (to inspect it)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of floor + operator on the same cluster; the JSON's top-level figures are then "
+                         "medians of the rounds' own ratios (the floor moves from run to run)")
+    args = ap.parse_args()
+
+    from tests.cluster.cluster import LocalCluster
+
+    own = args.attach is None
+    if own:  # room for the floor's pods and the operator's: 2 x count, plus slack
+        os.environ.setdefault("CAUSALFLOW_KWOK_NODES", str(max(2, -(-3 * args.count // 500))))
+        os.environ.setdefault("CAUSALFLOW_KWOK_PODS", "500")
+    cluster = LocalCluster().start() if own else LocalCluster.attach(args.attach)
+    workdir = Path(tempfile.mkdtemp(prefix="ocr-operator-bench-"))
+    try:
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/ocrservices.ocr.causalflow.dev")
+        names = [f"bench-{i:03d}" for i in range(args.count)]
+        rounds, all_ready = [], True
+        for round_no in range(args.repeat):
+            if args.repeat > 1:
+                print(f"\n=== round {round_no + 1} of {args.repeat}")
+            figures, ready = one_round(cluster, names, args, workdir, round_no)
+            rounds.append(figures)
+            all_ready = all_ready and ready
+        result = rounds[0]
+        if len(rounds) > 1:
+            result = {**median_figures(rounds), "rounds": rounds}
+            print(f"\nmedian of {len(rounds)} rounds: ratio p99 children {result.get('ratio_p99_children')}x, "
+                  f"Ready {result.get('ratio_p99_ready')}x; {result['requests_per_object']} requests and "
+                  f"{result['cpu_seconds_per_object']} CPU-seconds per object; RSS peak {result['rss_peak_mib']} MiB")
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2))
+        return 0 if all_ready else 1
+    finally:
         try:
             if not args.keep:
                 cluster.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
@@ -437,7 +487,7 @@ def main() -> int:
         if own:
             cluster.stop()
         if args.keep:
-            print(f"operator log kept: {workdir / 'operator.log'}")
+            print(f"operator logs kept: {workdir}/operator-*.log")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
