@@ -14,11 +14,12 @@ all objects at once with the same client concurrency and no operator; "Ready" th
 Deployment's first Ready pod. The floor's namespace is then deleted, and the operator's phase
 starts only once it is gone, so neither phase pays for the other's clean-up. The control
 plane's CPU-seconds (kube-apiserver, etcd, controllers, kwok) are printed for each phase.
-Both clocks start when all N objects are asked for at once, as a user's `kubectl apply -f DIR/` does: the OcrServices' creates, or the floor's child writes, are
-then issued with CLIENT_THREADS in flight, so an object's time includes its wait for a slot
-(the operator's objects also wait for a worker). The floor's time from an object's own first
-write is printed too. The operator's p50/p99 are then printed as ratios to the floor, with API
-requests, CPU-seconds and RSS per object. `--json FILE` writes everything, including
+Both clocks start when all N objects are asked for at once, as a user's `kubectl apply -f DIR/`
+does: the OcrServices' creates, or the floor's child writes, are then issued with
+CLIENT_THREADS in flight, so an object's time includes its wait for a slot (the operator's
+objects also wait for a worker). The floor's time from an object's own first write is printed
+too. The operator's p50/p99 are then printed as ratios to the floor, with API requests,
+CPU-seconds and RSS per object. `--json FILE` writes everything, including
 `ratio_p99_children`, `ratio_p99_ready`, `requests_per_object` and `rss_peak_mib`.
 
     .venv/bin/python bench/operator_bench.py                 # starts its own local cluster
@@ -37,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -411,12 +413,10 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
             op.stop()
 
 
-def median(values: list[float]) -> float | None:
-    values = sorted(v for v in values if v is not None)
-    if not values:
-        return None
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+def median(values: list[float | None]) -> float | None:
+    """The median of the values that were measured (None where a round had no floor)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def median_figures(rounds: list[dict]) -> dict:

@@ -16,10 +16,10 @@ from . import naming
 from .kube import Kube
 from .plan import parse_quantity
 from .render import service as service_render
-from .rollout import PROGRESSING
+from .rollout import FAILED, NO_GOOD_REVISION, PROGRESSING, ROLLED_BACK
 from .spec import OcrServiceSpec
 
-FAILED_PHASES = ("RolledBack", "Failed", "NoGoodRevision")
+FAILED_PHASES = (ROLLED_BACK, FAILED, NO_GOOD_REVISION)
 SCALED_TO_ZERO = "ScaledToZero"
 
 
@@ -217,11 +217,10 @@ def urgent(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> bool:
     Everything is, except counts (COUNTS), conditions mirrored from the HPA (MIRRORED) and the
     reason and message of a condition whose status stays the same: a condition's status, the
     rollout record, the revisions, observedGeneration and the URL are written in the reconcile
-    that found them. A patch of
-    counts, reasons and messages alone may be held back for a moment (the controller's
-    STATUS_COALESCE_SECONDS) and written with whatever comes next: a new Deployment reports its
-    pods created (Ready=False RolloutInProgress -> ReplicasNotReady), then Ready, within
-    seconds, and each report would otherwise cost a status write of its own."""
+    that found them. A patch of counts, reasons and messages alone may be held back for a
+    moment (the controller's STATUS_COALESCE_SECONDS) and written with whatever comes next: a
+    new Deployment reports its pods created (Ready=False RolloutInProgress -> ReplicasNotReady),
+    then Ready, within seconds, and each report would otherwise cost a status write of its own."""
     for key, value in patch.items():
         if key in COUNTS:
             continue
