@@ -14,13 +14,23 @@ all objects at once with the same client concurrency and no operator; "Ready" th
 Deployment's first Ready pod. The floor's namespace is then deleted, and the operator's phase
 starts only once it is gone, so neither phase pays for the other's clean-up. The control
 plane's CPU-seconds (kube-apiserver, etcd, controllers, kwok) are printed for each phase.
+
+Between the two it measures the **API floor** (`measure_api_floor`): the writes any operator of
+this API makes for a new object, issued directly with no reconciling: the OcrService's create,
+its children owned by it, three status patches (at once, when its Deployment has a Ready pod,
+2 s later) and two Events. Its Ready is the OcrService's Ready=True, as in the operator's phase.
+It separates what the operator's own work costs (ratio to the API floor) from what the custom
+resource's writes cost the API server (the API floor against the floor): on a CPU-bound
+machine an OcrService status patch costs kube-apiserver several times a ConfigMap apply
+(bench/apiserver_cost.py).
 Both clocks start when all N objects are asked for at once, as a user's `kubectl apply -f DIR/`
 does: the OcrServices' creates, or the floor's child writes, are then issued with
 CLIENT_THREADS in flight, so an object's time includes its wait for a slot (the operator's
 objects also wait for a worker). The floor's time from an object's own first write is printed
 too. The operator's p50/p99 are then printed as ratios to the floor, with API requests,
 CPU-seconds and RSS per object. `--json FILE` writes everything, including
-`ratio_p99_children`, `ratio_p99_ready`, `requests_per_object` and `rss_peak_mib`.
+`ratio_p99_children`, `ratio_p99_ready`, `requests_per_object` and `rss_peak_mib`, and the
+ratios to the API floor as `ratio_p99_children_api_floor`, `ratio_p99_ready_api_floor`.
 
     .venv/bin/python bench/operator_bench.py                 # starts its own local cluster
     .venv/bin/python bench/operator_bench.py --count 20
@@ -206,19 +216,62 @@ def summary(values: list[float]) -> dict:
             "max": max(values, default=float("nan"))}
 
 
-def floor_children(name: str, namespace: str) -> list[dict]:
-    """What the operator would write for `name`, rendered by its own code, without an owner."""
+def floor_children(name: str, namespace: str, owner: dict | None = None) -> list[dict]:
+    """What the operator would write for `name`, rendered by its own code: without an owner,
+    or owned by `owner` (the stored OcrService: metadata.name, namespace and uid)."""
     from ocr_operator import revisions
     from ocr_operator.render import render_all
     from ocr_operator.spec import parse
 
-    body = {**manifest(name), "metadata": {"name": name, "namespace": namespace, "uid": f"floor-{name}"}}
+    body = owner or {**manifest(name), "metadata": {"name": name, "namespace": namespace, "uid": f"floor-{name}"}}
     desired = render_all(body, parse(body["spec"]), servicemonitor_available=False)
     history = revisions.parse_history(None, limit=3).record(desired.revision, desired.pod_template)
     objs = [o for o in desired.objects.values() if o is not None] + [revisions.render_history(body, history)]
-    for obj in objs:
-        obj["metadata"].pop("ownerReferences", None)
+    if owner is None:
+        for obj in objs:
+            obj["metadata"].pop("ownerReferences", None)
     return objs
+
+
+def stage_status(stage: str, cr: dict, now: float) -> dict:
+    """A status of the operator's shape and size (its keys, its five conditions) for the API
+    floor: "progressing" (first reconcile), "ready" (pods Ready, the settle clock started),
+    "settled". A synthetic body, not the operator's own (status.build needs a reconcile)."""
+    rev = "0123456789"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    precise = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    gen = cr["metadata"]["generation"]
+    ready, settled = stage in ("ready", "settled"), stage == "settled"
+
+    def cond(type_, status, reason, message):
+        return {"type": type_, "status": status, "reason": reason, "message": message,
+                "observedGeneration": gen, "lastTransitionTime": stamp}
+    rollout = {"currentRevision": rev, "phase": "Healthy" if settled else "Progressing",
+               "startedAt": precise}
+    if ready:
+        rollout["readySince"] = precise
+    if settled:
+        rollout["lastGoodRevision"] = rev
+    status = {
+        "observedGeneration": gen, "currentRevision": rev, "desiredRevision": rev, "desiredReplicas": 1,
+        "replicas": int(ready), "readyReplicas": int(ready), "updatedReplicas": int(ready),
+        "replicaSummary": f"{int(ready)}/1", "gpuUtilization": "<unknown>/4", "rollout": rollout,
+        "selector": f"app.kubernetes.io/name=causalflow-ocr,app.kubernetes.io/instance={cr['metadata']['name']}",
+        "url": f"http://{cr['metadata']['name']}.{cr['metadata']['namespace']}.svc:8080",
+        "conditions": [
+            cond("Ready", "True" if ready else "False", "AllReplicasReady" if ready else "RolloutInProgress",
+                 f"{int(ready)}/1 pods of revision {rev} Ready"),
+            cond("Available", "True" if ready else "False",
+                 "MinimumReplicasAvailable" if ready else "NoReplicasReady", f"{int(ready)} pod(s) Ready and serving"),
+            cond("Progressing", "False" if settled else "True", "RolloutComplete" if settled else "RolloutInProgress",
+                 f"revision {rev} is Ready and settled" if settled else f"rolling out revision {rev}"),
+            cond("Degraded", "False", "AsExpected", "no failed revision"),
+            cond("ScalingActive", "Unknown", "WaitingForAutoscaler", "the HorizontalPodAutoscaler has not reported yet"),
+        ],
+    }
+    if settled:
+        status["lastGoodRevision"] = rev
+    return status
 
 
 def measure_floor(cluster, names: list[str], timeout: float) -> dict:
@@ -272,6 +325,81 @@ def measure_floor(cluster, names: list[str], timeout: float) -> dict:
             "ready": summary(ready), "load_average": os.getloadavg()}
 
 
+def measure_api_floor(cluster, names: list[str], timeout: float, settle: float = 2.0, minimal: bool = False) -> dict:
+    """The API floor: the writes any operator of this API makes, issued directly with no
+    reconciling. Per object: create the OcrService (CLIENT_THREADS creates in flight, as in the
+    operator's phase), then, CLIENT_THREADS objects at a time, apply its children owned by it
+    (so the garbage collector tracks them, as the operator's), one status patch and one Event; when
+    its Deployment has a Ready pod, the Ready status patch; `settle` seconds later the settled
+    status patch and an Event (the operator's 3 status patches and 2 Events for a new object).
+    Ready is the OcrService's own Ready=True, as in the operator's phase; both clocks from
+    when all objects were asked for. `minimal`: the least any operator that reports Ready in
+    the status writes: the create, the children and the Ready status patch only."""
+    import asyncio
+
+    from lightkube.config.kubeconfig import KubeConfig
+
+    from ocr_operator.kube import Kube
+
+    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    cluster.kubectl("create", "namespace", FLOOR_NAMESPACE)
+    watcher = Watcher(Path(cluster.kubeconfig), names, FLOOR_NAMESPACE)
+    watcher.start()
+    time.sleep(1.0)
+
+    async def write_all() -> int:
+        kube = Kube(KubeConfig.from_file(str(cluster.kubeconfig)))
+        creates, gate = asyncio.Semaphore(CLIENT_THREADS), asyncio.Semaphore(CLIENT_THREADS)
+        deadline = time.monotonic() + timeout
+
+        async def status(cr: dict, stage: str) -> None:
+            md = cr["metadata"]
+            await kube.merge_patch("OcrService", FLOOR_NAMESPACE, md["name"],
+                                   {"status": stage_status(stage, cr, time.time())}, subresource="status")
+
+        async def event(cr: dict, reason: str) -> None:
+            md = cr["metadata"]
+            await kube.create("Event", FLOOR_NAMESPACE, {
+                "apiVersion": "v1", "kind": "Event", "type": "Normal", "reason": reason, "message": reason,
+                "metadata": {"generateName": f"{md['name']}.", "namespace": FLOOR_NAMESPACE},
+                "involvedObject": {"apiVersion": cr["apiVersion"], "kind": "OcrService", "name": md["name"],
+                                   "namespace": FLOOR_NAMESPACE, "uid": md["uid"]},
+                "source": {"component": "api-floor"}})
+
+        async def one(name: str) -> None:
+            async with creates:  # as the operator's phase creates them: CLIENT_THREADS at a time
+                body = manifest(name)
+                body["metadata"]["namespace"] = FLOOR_NAMESPACE
+                cr = await kube.create("OcrService", FLOOR_NAMESPACE, body)
+            async with gate:  # then its writes, CLIENT_THREADS objects at a time
+                await asyncio.gather(*(kube.apply(o) for o in floor_children(name, FLOOR_NAMESPACE, cr)))
+                if not minimal:
+                    await asyncio.gather(status(cr, "progressing"), event(cr, "RolloutStarted"))
+            while name not in watcher.deployment_ready and time.monotonic() < deadline:
+                await asyncio.sleep(0.25)
+            await status(cr, "ready")
+            if not minimal:
+                await asyncio.sleep(settle)
+                await asyncio.gather(status(cr, "settled"), event(cr, "RolloutSucceeded"))
+        try:
+            await asyncio.gather(*(one(n) for n in names))
+            return kube.requests
+        finally:
+            await kube.close()
+
+    t0 = time.monotonic()
+    requests = asyncio.run(write_all())
+    while time.monotonic() < t0 + timeout:
+        if all(watcher.children_done(n) for n in names) and len(watcher.ready) == len(names):
+            break
+        time.sleep(0.25)
+    watcher.stop.set()
+    children = [watcher.children_done(n) - t0 for n in names if watcher.children_done(n)]
+    ready = [watcher.ready[n] - t0 for n in names if n in watcher.ready]
+    return {"requests": requests, "children_created": summary(children), "ready": summary(ready),
+            "load_average": os.getloadavg()}
+
+
 def delete_floor(cluster, timeout: float) -> float:
     """Delete the floor's namespace and wait until it is gone: otherwise the namespace controller,
     the garbage collector and kwok would still be deleting its objects and pods on the
@@ -308,6 +436,13 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
         if floor:
             floor["control_plane_cpu_seconds"] = cpu_between(cp0, control_plane_cpu(cluster))
             floor["cleanup_seconds"] = delete_floor(cluster, args.timeout)
+        api_floor = None
+        if not args.no_floor and not args.no_api_floor:
+            cp_api = control_plane_cpu(cluster)
+            api_floor = measure_api_floor(cluster, names, args.timeout, minimal=args.api_floor_minimal)
+            api_floor["minimal"] = args.api_floor_minimal
+            api_floor["control_plane_cpu_seconds"] = cpu_between(cp_api, control_plane_cpu(cluster))
+            api_floor["cleanup_seconds"] = delete_floor(cluster, args.timeout)
         cluster.kubectl("create", "namespace", NAMESPACE)
         kubeconfig = getattr(cluster, "operator_kubeconfig", cluster.kubeconfig)
         extra = {"OCR_OPERATOR_WORKERS": str(args.workers)} if args.workers else {}
@@ -375,11 +510,15 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
             "load_average": os.getloadavg(),
             "control_plane_cpu_seconds": control_plane,
             "floor": floor,
+            "api_floor": api_floor,
         }
-        if floor:
+        for base, suffix in ((floor, ""), (api_floor, "_api_floor")):
+            if not base:
+                continue
             for key, label in (("children_created", "children"), ("ready", "ready")):
                 for q in ("p50", "p99"):
-                    figures[f"ratio_{q}_{label}"] = round(figures[key][q] / floor[key][q], 2) if floor[key][q] else None
+                    figures[f"ratio_{q}_{label}{suffix}"] = (round(figures[key][q] / base[key][q], 2)
+                                                           if base[key][q] else None)
         print(f"\nOperator benchmark: {args.count} OcrServices created at once ({CLIENT_THREADS} client threads, all "
               f"created in {applied:.2f}s), local control plane, kwok pods; all Ready {total:.1f}s after the first create")
         print(f"{'':30s}{'n':>5s}{'p50':>9s}{'p90':>9s}{'p99':>9s}{'max':>9s}")
@@ -388,12 +527,20 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
             rows += [("floor: asked -> all children", floor["children_created"]),
                      ("floor: asked -> pod Ready", floor["ready"]),
                      ("floor: 1st write -> children", floor["children_after_first_write"])]
+        if api_floor:
+            rows += [("API floor: asked -> children", api_floor["children_created"]),
+                     ("API floor: asked -> Ready", api_floor["ready"])]
         for label, f in rows:
             print(f"{label:30s}{f['n']:5d}{f['p50']:8.2f}s{f['p90']:8.2f}s{f['p99']:8.2f}s{f['max']:8.2f}s")
         if floor:
             print(f"operator / floor: children p50 {figures['ratio_p50_children']}x p99 {figures['ratio_p99_children']}x; "
                   f"Ready p50 {figures['ratio_p50_ready']}x p99 {figures['ratio_p99_ready']}x "
                   f"(floor: {floor['requests']} requests, load average {floor['load_average'][0]:.1f})")
+        if api_floor:
+            print(f"operator / API floor: children p50 {figures['ratio_p50_children_api_floor']}x "
+                  f"p99 {figures['ratio_p99_children_api_floor']}x; Ready p50 {figures['ratio_p50_ready_api_floor']}x "
+                  f"p99 {figures['ratio_p99_ready_api_floor']}x (API floor: {api_floor['requests']} requests, "
+                  f"load average {api_floor['load_average'][0]:.1f})")
         m = figures["operator_rss_mib"]
         print(f"operator RSS: idle {m['idle']} MiB, peak {figures['rss_peak_mib']} MiB, after {m['final']} MiB")
         print(f"operator: {probe.get('reconciles')} reconciles, {requests} API requests until it went quiet "
@@ -404,6 +551,9 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
         if floor:
             print("control-plane CPU-seconds, floor phase: " + ", ".join(
                 f"{k} {v}" for k, v in floor["control_plane_cpu_seconds"].items()))
+        if api_floor:
+            print("control-plane CPU-seconds, API floor phase: " + ", ".join(
+                f"{k} {v}" for k, v in api_floor["control_plane_cpu_seconds"].items()))
         print("control-plane CPU-seconds, operator phase: " + ", ".join(f"{k} {v}" for k, v in control_plane.items()))
         by = sorted(by_request.items(), key=lambda kv: -kv[1])
         print("requests per object by kind: " + ", ".join(f"{k} {v / args.count:.2f}" for k, v in by if v >= args.count / 10))
@@ -429,8 +579,9 @@ def median_figures(rounds: list[dict]) -> dict:
         out[key] = round(value, 3) if value is not None else None
     for phase in ("children_created", "ready"):
         out[phase] = {q: median([r[phase][q] for r in rounds]) for q in ("p50", "p99")}
-        if rounds[0].get("floor"):
-            out[f"floor_{phase}"] = {q: median([r["floor"][phase][q] for r in rounds]) for q in ("p50", "p99")}
+        for base in ("floor", "api_floor"):
+            if rounds[0].get(base):
+                out[f"{base}_{phase}"] = {q: median([r[base][phase][q] for r in rounds]) for q in ("p50", "p99")}
     out["rss_peak_mib"] = max(r["rss_peak_mib"] for r in rounds)
     out["load_average"] = os.getloadavg()
     return out
@@ -443,7 +594,11 @@ def main() -> int:
     ap.add_argument("--attach", type=Path, help="work dir of a running LocalCluster (else start one)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--workers", type=int, default=None, help="operator reconcile workers (default: its own)")
-    ap.add_argument("--no-floor", action="store_true", help="skip the direct-apply floor")
+    ap.add_argument("--no-floor", action="store_true", help="skip both floors")
+    ap.add_argument("--no-api-floor", action="store_true",
+                    help="skip the API floor (the OcrService, its children, status patches and Events written directly)")
+    ap.add_argument("--api-floor-minimal", action="store_true",
+                    help="the API floor writes only the OcrService, its children and one status patch (Ready)")
     ap.add_argument("--keep", action="store_true", help="leave the bench namespace in place (to inspect it)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of floor + operator on the same cluster; the JSON's top-level figures are then "
