@@ -218,7 +218,10 @@ def test_an_hpa_scale_up_in_the_middle_of_a_rollout_is_not_a_failure(cluster, sv
         svc.wait_phase("Progressing", timeout=20)
         cluster.set_metric(svc.ns, "DCGM_FI_DEV_GPU_UTIL", 100)  # the HPA doubles the size mid-rollout
         wait_for(lambda: svc.deployment()["spec"]["replicas"] == 4, timeout=60, message="the HPA scaled to 4")
-        assert svc.phase() == "Progressing", "the scale-up must land while the rollout is still in progress"
+        status = svc.status()  # on failure, the rollout record and conditions say why it ended
+        assert (status.get("rollout") or {}).get("phase") == "Progressing", (
+            "the scale-up must land while the rollout is still in progress", status.get("rollout"),
+            status.get("conditions"))
         second = svc.wait_healthy(timeout=120)
         assert second != first
         status = svc.status()
