@@ -311,13 +311,15 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
 
 def _lost_readiness(pod: PodView, prior: RolloutStatus) -> bool:
     """A NotReady pod that had been Ready: its Ready condition turned False after the container
-    started, or it existed when every desired pod was Ready (prior.ready_since)."""
+    started, or it was created in a second before every desired pod was Ready (prior.ready_since)."""
     if pod.ready:
         return False
     if pod.started is not None and pod.ready_transition is not None and pod.ready_transition > pod.started:
         return True
     ready_at = prior.ready_at
-    return ready_at is not None and pod.created <= ready_at
+    # creationTimestamp has whole seconds, readySince microseconds: a pod created in the same
+    # second may have come after it (an HPA scale-up right then), so it must be an earlier second.
+    return ready_at is not None and pod.created < ready_at.replace(microsecond=0)
 
 
 def _age(pod: PodView, now: datetime) -> float:

@@ -274,6 +274,16 @@ def test_an_hpa_scale_up_mid_rollout_with_new_pending_pods_of_the_same_revision_
     assert d.target_revision == NEW
 
 
+def test_a_pod_created_in_the_same_second_after_the_settle_clock_started_has_not_lost_readiness():
+    # creationTimestamp has whole seconds, readySince microseconds: a pod the HPA adds at 8.9 s
+    # reads as created at 8 s, before the settle clock started at 8.6 s. It was never Ready.
+    settling = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:08.600000Z")
+    pods = (pod("new-0", ready=True, created=1), pod("new-1", ready=True, created=2), pod("new-2", created=8))
+    d = step(settling, seen(*pods, replicas=3), 9.5)
+    assert d.status.phase == rollout.PROGRESSING and d.status.failed_reason is None
+    assert d.target_revision == NEW
+
+
 def test_a_pod_that_was_ready_when_the_settle_clock_started_and_is_no_longer_ready_fails_the_revision():
     settling = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:08.000000Z")
     pods = (pod("new-0", ready=True, created=1), pod("new-1", ready=False, created=2, ready_transition=at(10)))
