@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import sys
 import time
@@ -65,13 +66,11 @@ def requests_for(kind: str, kube, stored: dict[int, dict]):
     if kind == "ocrservice-status-small":
         return lambda i: kube.merge_patch("OcrService", NAMESPACE, f"cost-{i}",
                                           {"status": {"gpuUtilization": f"{time.time():.6f}/4"}}, subresource="status")
-    if kind == "event":
-        return lambda i: kube.create("Event", NAMESPACE, {
-            "apiVersion": "v1", "kind": "Event", "type": "Normal", "reason": "RolloutStarted", "message": "cost",
-            "metadata": {"generateName": f"cost-{i}.", "namespace": NAMESPACE},
-            "involvedObject": {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
-                               "name": f"cost-{i}", "namespace": NAMESPACE},
-            "source": {"component": "apiserver-cost"}})
+    if kind == "event":  # the body the operator posts
+        from ocr_operator.status import post_event
+
+        return lambda i: post_event(kube, stored.get(i) or {"metadata": {"name": f"cost-{i}", "namespace": NAMESPACE}},
+                                    "Normal", "RolloutStarted", "cost", dt.datetime.now(dt.timezone.utc))
     raise ValueError(kind)
 
 

@@ -274,6 +274,16 @@ def stage_status(stage: str, cr: dict, now: float) -> dict:
     return status
 
 
+def fresh_floor_namespace(cluster, names: list[str]) -> Watcher:
+    """An empty floor namespace, and a started watcher on it."""
+    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
+    cluster.kubectl("create", "namespace", FLOOR_NAMESPACE)
+    watcher = Watcher(Path(cluster.kubeconfig), names, FLOOR_NAMESPACE)
+    watcher.start()
+    time.sleep(1.0)
+    return watcher
+
+
 def measure_floor(cluster, names: list[str], timeout: float) -> dict:
     """The same children written directly (server-side apply, each object's children at once,
     CLIENT_THREADS objects at a time), no operator; when each object's children exist and its
@@ -285,11 +295,7 @@ def measure_floor(cluster, names: list[str], timeout: float) -> dict:
 
     from ocr_operator.kube import Kube
 
-    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
-    cluster.kubectl("create", "namespace", FLOOR_NAMESPACE)
-    watcher = Watcher(Path(cluster.kubeconfig), names, FLOOR_NAMESPACE)
-    watcher.start()
-    time.sleep(1.0)
+    watcher = fresh_floor_namespace(cluster, names)
     started: dict[str, float] = {}  # an object's first write
     rendered = {n: floor_children(n, FLOOR_NAMESPACE) for n in names}
 
@@ -336,16 +342,14 @@ def measure_api_floor(cluster, names: list[str], timeout: float, settle: float =
     when all objects were asked for. `minimal`: the least any operator that reports Ready in
     the status writes: the create, the children and the Ready status patch only."""
     import asyncio
+    import datetime as dt
 
     from lightkube.config.kubeconfig import KubeConfig
 
     from ocr_operator.kube import Kube
+    from ocr_operator.status import post_event
 
-    cluster.kubectl("delete", "namespace", FLOOR_NAMESPACE, "--ignore-not-found", "--wait=true", "--timeout=180s")
-    cluster.kubectl("create", "namespace", FLOOR_NAMESPACE)
-    watcher = Watcher(Path(cluster.kubeconfig), names, FLOOR_NAMESPACE)
-    watcher.start()
-    time.sleep(1.0)
+    watcher = fresh_floor_namespace(cluster, names)
 
     async def write_all() -> int:
         kube = Kube(KubeConfig.from_file(str(cluster.kubeconfig)))
@@ -357,14 +361,8 @@ def measure_api_floor(cluster, names: list[str], timeout: float, settle: float =
             await kube.merge_patch("OcrService", FLOOR_NAMESPACE, md["name"],
                                    {"status": stage_status(stage, cr, time.time())}, subresource="status")
 
-        async def event(cr: dict, reason: str) -> None:
-            md = cr["metadata"]
-            await kube.create("Event", FLOOR_NAMESPACE, {
-                "apiVersion": "v1", "kind": "Event", "type": "Normal", "reason": reason, "message": reason,
-                "metadata": {"generateName": f"{md['name']}.", "namespace": FLOOR_NAMESPACE},
-                "involvedObject": {"apiVersion": cr["apiVersion"], "kind": "OcrService", "name": md["name"],
-                                   "namespace": FLOOR_NAMESPACE, "uid": md["uid"]},
-                "source": {"component": "api-floor"}})
+        async def event(cr: dict, reason: str) -> None:  # the body the operator posts
+            await post_event(kube, cr, "Normal", reason, reason, dt.datetime.now(dt.timezone.utc))
 
         async def one(name: str) -> None:
             async with creates:  # as the operator's phase creates them: CLIENT_THREADS at a time
@@ -512,9 +510,9 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
             "floor": floor,
             "api_floor": api_floor,
         }
-        for base, suffix in ((floor, ""), (api_floor, "_api_floor")):
-            if not base:
-                continue
+        bases = [(label, base, suffix) for label, base, suffix in
+                 (("floor", floor, ""), ("API floor", api_floor, "_api_floor")) if base]
+        for _, base, suffix in bases:
             for key, label in (("children_created", "children"), ("ready", "ready")):
                 for q in ("p50", "p99"):
                     figures[f"ratio_{q}_{label}{suffix}"] = (round(figures[key][q] / base[key][q], 2)
@@ -532,15 +530,11 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
                      ("API floor: asked -> Ready", api_floor["ready"])]
         for label, f in rows:
             print(f"{label:30s}{f['n']:5d}{f['p50']:8.2f}s{f['p90']:8.2f}s{f['p99']:8.2f}s{f['max']:8.2f}s")
-        if floor:
-            print(f"operator / floor: children p50 {figures['ratio_p50_children']}x p99 {figures['ratio_p99_children']}x; "
-                  f"Ready p50 {figures['ratio_p50_ready']}x p99 {figures['ratio_p99_ready']}x "
-                  f"(floor: {floor['requests']} requests, load average {floor['load_average'][0]:.1f})")
-        if api_floor:
-            print(f"operator / API floor: children p50 {figures['ratio_p50_children_api_floor']}x "
-                  f"p99 {figures['ratio_p99_children_api_floor']}x; Ready p50 {figures['ratio_p50_ready_api_floor']}x "
-                  f"p99 {figures['ratio_p99_ready_api_floor']}x (API floor: {api_floor['requests']} requests, "
-                  f"load average {api_floor['load_average'][0]:.1f})")
+        for label, base, suffix in bases:
+            r = {k: figures[f"ratio_{k}{suffix}"] for k in ("p50_children", "p99_children", "p50_ready", "p99_ready")}
+            print(f"operator / {label}: children p50 {r['p50_children']}x p99 {r['p99_children']}x; "
+                  f"Ready p50 {r['p50_ready']}x p99 {r['p99_ready']}x "
+                  f"({label}: {base['requests']} requests, load average {base['load_average'][0]:.1f})")
         m = figures["operator_rss_mib"]
         print(f"operator RSS: idle {m['idle']} MiB, peak {figures['rss_peak_mib']} MiB, after {m['final']} MiB")
         print(f"operator: {probe.get('reconciles')} reconciles, {requests} API requests until it went quiet "
@@ -548,12 +542,9 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
               f"({figures['requests_per_object']} per object, {probe.get('writes')} writes), {cpu:.1f} CPU-seconds "
               f"({figures['cpu_seconds_per_object']} per object); load average "
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-        if floor:
-            print("control-plane CPU-seconds, floor phase: " + ", ".join(
-                f"{k} {v}" for k, v in floor["control_plane_cpu_seconds"].items()))
-        if api_floor:
-            print("control-plane CPU-seconds, API floor phase: " + ", ".join(
-                f"{k} {v}" for k, v in api_floor["control_plane_cpu_seconds"].items()))
+        for label, base, _ in bases:
+            print(f"control-plane CPU-seconds, {label} phase: " + ", ".join(
+                f"{k} {v}" for k, v in base["control_plane_cpu_seconds"].items()))
         print("control-plane CPU-seconds, operator phase: " + ", ".join(f"{k} {v}" for k, v in control_plane.items()))
         by = sorted(by_request.items(), key=lambda kv: -kv[1])
         print("requests per object by kind: " + ", ".join(f"{k} {v / args.count:.2f}" for k, v in by if v >= args.count / 10))
