@@ -1,0 +1,62 @@
+"""Every limit and default the CausalFlow OCR operator and server share, written once.
+
+The operator (its OcrService spec defaults and checks, and through hack/gen-crd.py the CRD's
+defaults, enums and CEL rules) and the server (its configuration defaults and startup checks, the
+crop plan) both import these, so a limit cannot differ between the API server, the operator and a
+running pod. Pure data and pure functions, no dependencies: the operator image imports this without
+torch, and this package imports nothing of the project.
+
+- tokens: the model's visual-token arithmetic (views, crops, 256..1120);
+- engines: what each inference engine can serve, and the defaults that follow the engine;
+- settings: the server settings an OcrService sets by its fields (names, defaults, bounds).
+"""
+
+from .engines import (
+    DEFAULT_ENGINE,
+    ENGINE_LIMITS,
+    ENGINES,
+    TRANSFORMERS,
+    VLLM,
+    EngineLimits,
+    default_max_visual_tokens,
+    engine_limits,
+)
+from .settings import (
+    DEFAULT_CACHE_DIR,
+    DEFAULT_MODEL_NAME,
+    DEFAULT_PORT,
+    FIELD_FOR_ENV,
+    SETTINGS,
+    Setting,
+    setting,
+)
+from .tokens import (
+    BASE_SIZE,
+    CROP_COUNTS,
+    CROP_SIZE,
+    CROP_TOKENS,
+    DOWNSAMPLE,
+    GLOBAL_TOKENS,
+    MAX_CROPS,
+    MIN_CROPS,
+    PATCH_SIZE,
+    TOKEN_CEILING,
+    TOKEN_FLOOR,
+    TOKEN_STEPS,
+    TOKEN_STRIDE,
+    VIEW_SIZES,
+    crops_allowed,
+    crops_required,
+    token_budget_fits,
+    view_tokens,
+    visual_tokens,
+)
+
+__all__ = [
+    "BASE_SIZE", "CROP_COUNTS", "CROP_SIZE", "CROP_TOKENS", "DEFAULT_CACHE_DIR", "DEFAULT_ENGINE",
+    "DEFAULT_MODEL_NAME", "DEFAULT_PORT", "DOWNSAMPLE", "ENGINES", "ENGINE_LIMITS", "EngineLimits",
+    "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SETTINGS", "Setting",
+    "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES", "VLLM",
+    "crops_allowed", "crops_required", "default_max_visual_tokens", "engine_limits", "setting",
+    "token_budget_fits", "view_tokens", "visual_tokens",
+]

@@ -1,0 +1,75 @@
+"""The server settings an OcrService sets through its own fields: names, defaults and bounds.
+
+Each setting has two names: the server's (the environment variable, which also names the key in
+its error messages) and the OcrService field the operator renders into the server's config.yaml.
+Both sides read the default and the bounds from here: the server's dataclass defaults and startup
+checks, the operator's spec defaults, and the CRD's `default`, `minimum`, `maximum` and `enum`
+(written by hack/gen-crd.py). Because the operator renders these from the OcrService's fields,
+`spec.env` may not set them: an env value would silently override the field (the server lets the
+environment win over its file); `FIELD_FOR_ENV` is that list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .engines import DEFAULT_ENGINE, ENGINES
+from .tokens import BASE_SIZE, CROP_SIZE, TOKEN_CEILING, TOKEN_FLOOR, VIEW_SIZES
+
+Scalar = Union[int, str]
+
+DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"
+DEFAULT_CACHE_DIR = "/models"
+DEFAULT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One server setting rendered from an OcrService field."""
+
+    env: str  # the server's name: its environment variable (MAX_VISUAL_TOKENS)
+    field: str  # the OcrService field, a path under spec (inference.maxVisualTokens)
+    default: Scalar | None = None  # None: no fixed default (set by the engine, or unset)
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[Scalar, ...] = ()
+    bounds: str = ""  # what the setting bounds, for the reference table
+
+    @property
+    def spec_path(self) -> str:
+        """The field as users write it in messages: spec.inference.maxVisualTokens."""
+        return f"spec.{self.field}"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("ENGINE", "engine", DEFAULT_ENGINE, choices=ENGINES,
+            bounds="the inference engine; the image must carry it"),
+    Setting("MODEL_NAME", "model.name", DEFAULT_MODEL_NAME, bounds="the weights folder under CACHE_DIR"),
+    Setting("CACHE_DIR", "model.cacheDir", DEFAULT_CACHE_DIR, bounds="where the weights cache is mounted"),
+    Setting("MODEL_PATH", "model.path", bounds="the weights inside the image, instead of CACHE_DIR/MODEL_NAME"),
+    Setting("INPUT_SIZE", "inference.inputSize", CROP_SIZE, choices=VIEW_SIZES,
+            bounds="side of each local crop in px (must be smaller than BASE_SIZE)"),
+    Setting("BASE_SIZE", "inference.baseSize", BASE_SIZE, choices=VIEW_SIZES, bounds="side of the global view in px"),
+    Setting("MIN_VISUAL_TOKENS", "inference.minVisualTokens", TOKEN_FLOOR, TOKEN_FLOOR, TOKEN_CEILING,
+            bounds="the fewest visual tokens a page is shown with"),
+    Setting("MAX_VISUAL_TOKENS", "inference.maxVisualTokens", None, TOKEN_FLOOR, TOKEN_CEILING,
+            bounds="the most visual tokens a page is shown with (its default follows ENGINE)"),
+    Setting("CONCURRENCY", "inference.concurrency", 4, 1, 256, bounds="requests inside the engine at once, per pod"),
+    Setting("BATCH_SIZE", "inference.batchSize", 8, 1, 64,
+            bounds="pages per generate batch (vLLM's max_num_seqs with ENGINE=vllm)"),
+    Setting("TIMEOUT_SEC", "inference.timeoutSeconds", 30, 1, 3600, bounds="the deadline of one request in seconds"),
+    Setting("MAX_NEW_TOKENS", "inference.maxNewTokens", 8192, 1, 8192,
+            bounds="generated tokens per page (the model's context is 8192)"),
+    Setting("PORT", "service.port", DEFAULT_PORT, 1, 65535, bounds="the server's port and the Service's"),
+    Setting("TLS_CERT_FILE", "tls.secretName", bounds="HTTPS: the certificate, mounted from the TLS Secret"),
+    Setting("TLS_KEY_FILE", "tls.secretName", bounds="HTTPS: the private key, mounted from the TLS Secret"),
+)
+SETTING = {s.env: s for s in SETTINGS}
+# Environment names spec.env may not set -> the OcrService field to set instead.
+FIELD_FOR_ENV = {s.env: s.spec_path for s in SETTINGS}
+
+
+def setting(env: str) -> Setting:
+    """The setting the server knows as `env` (KeyError for a name the OcrService has no field for)."""
+    return SETTING[env]
