@@ -8,7 +8,6 @@ config.json is read and before any weight is loaded.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -16,21 +15,39 @@ from typing import Any, Mapping
 
 import yaml
 
-DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"
+# The visual-token arithmetic (global view 256 + 144 per crop, 0 or 2..6 crops: 256..1120), the
+# engines, and the defaults and bounds shared with the operator are written once, in ocr_limits;
+# the server's modules import the names from here.
+from ocr_limits import (
+    CROP_TOKENS,
+    DEFAULT_ENGINE,
+    DEFAULT_MODEL_NAME,
+    ENGINES,
+    EngineLimits,
+    GLOBAL_TOKENS,
+    MAX_CROPS,
+    MIN_CROPS,
+    TOKEN_CEILING,
+    TOKEN_FLOOR,
+    TOKEN_STEPS,
+    TOKEN_STRIDE,
+    crops_allowed,
+    crops_required,
+    default_max_visual_tokens,
+    engine_limits,
+    setting,
+    token_budget_fits,
+)
 
-# Visual token arithmetic of DeepSeek-OCR-2: global view 256 (1024 px, 16 px patches, 4x4
-# downsampling), each crop 144 (768 px), 0 or 2..6 crops, so 256..1120 tokens. The +1 view
-# separator is reported separately.
-GLOBAL_TOKENS = 256
-CROP_TOKENS = 144
-MIN_CROPS, MAX_CROPS = 2, 6
-TOKEN_FLOOR = GLOBAL_TOKENS
-TOKEN_CEILING = GLOBAL_TOKENS + CROP_TOKENS * MAX_CROPS  # 1120
-PATCH = 16
-DOWNSAMPLE = 4
+
+def _default(env: str) -> Any:
+    """A setting's default from the shared table (ocr_limits.SETTINGS)."""
+    return setting(env).default
 
 
-ENGINES = ("transformers", "vllm")
+def _bounds(env: str) -> tuple[int, int]:
+    s = setting(env)
+    return s.minimum, s.maximum
 
 
 class ConfigError(ValueError):
@@ -40,7 +57,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ServiceConfig:
     host: str = "0.0.0.0"
-    port: int = 8080
+    port: int = _default("PORT")
     api_keys: tuple[str, ...] = ()
     max_body_bytes: int = 20 * 1024 * 1024
     max_pages: int = 8
@@ -57,11 +74,13 @@ class ServiceConfig:
 class ModelConfig:
     name: str = DEFAULT_MODEL_NAME
     path: str | None = None
-    cache_dir: str = "/models"
-    input_size: int = 768
-    base_size: int = 1024
-    max_visual_tokens: int = 1024
-    min_visual_tokens: int = 256
+    cache_dir: str = _default("CACHE_DIR")
+    input_size: int = _default("INPUT_SIZE")
+    base_size: int = _default("BASE_SIZE")
+    # None: the engine's own cap (ocr_limits.default_max_visual_tokens: 1024, or 1120 with vLLM),
+    # filled in by ServerConfig, so that ENGINE=vllm alone starts.
+    max_visual_tokens: int | None = None
+    min_visual_tokens: int = _default("MIN_VISUAL_TOKENS")
     revision: str | None = None
 
     @property
@@ -74,15 +93,15 @@ class ModelConfig:
 class RuntimeConfig:
     # transformers: static batches around transformers' generate (engine.py); vllm: vLLM's async
     # engine in-process with continuous batching (vllm_engine.py; needs the .venv-vllm environment).
-    engine: str = "transformers"
+    engine: str = DEFAULT_ENGINE
     gpu_id: int = 0
     device: str = "auto"  # auto | cpu | cuda
-    concurrency: int = 4
-    batch_size: int = 8
+    concurrency: int = _default("CONCURRENCY")
+    batch_size: int = _default("BATCH_SIZE")
     batch_wait_ms: int = 10
     queue_size: int = 64
-    timeout_sec: float = 30.0
-    max_new_tokens: int = 8192
+    timeout_sec: float = float(_default("TIMEOUT_SEC"))
+    max_new_tokens: int = _default("MAX_NEW_TOKENS")
     ngram_size: int = 20
     ngram_window: int = 90
     preprocess_workers: int = 2
@@ -101,6 +120,9 @@ class ServerConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
 
     def __post_init__(self) -> None:
+        if self.model.max_visual_tokens is None:
+            cap = default_max_visual_tokens(self.runtime.engine)
+            object.__setattr__(self, "model", replace(self.model, max_visual_tokens=cap))
         validate(self)
 
 
@@ -145,8 +167,14 @@ def key_name(section: str, name: str) -> str:
     return _KEY_FOR.get((section, name), f"{section}.{name}")
 
 
+# Settings whose default is None until ServerConfig fills it in from another setting, by type.
+_FILLED_IN = {"max_visual_tokens": int}
+
+
 def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
     key = key_name(section, name)
+    if value is None and name in _FILLED_IN:
+        return None
     if name == "api_keys":
         if value is None:
             return ()
@@ -155,7 +183,7 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
         return tuple(str(k) for k in value)
     if name in ("path", "tls_cert_file", "tls_key_file"):
         return str(value) if value not in (None, "") else None
-    target = type(default) if default is not None else str
+    target = type(default) if default is not None else _FILLED_IN.get(name, str)
     try:
         if target is bool:
             word = str(value).strip().lower()
@@ -174,7 +202,8 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
 
 
 def load_config(config_file: str | None = None, env: Mapping[str, str] | None = None) -> ServerConfig:
-    """Defaults <- YAML file (CONFIG_FILE) <- environment. Raises ConfigError."""
+    """Defaults (the dataclasses above: the one place the server's defaults live) <- YAML file
+    (CONFIG_FILE) <- environment. Raises ConfigError."""
     env = os.environ if env is None else env
     config_file = config_file or env.get("CONFIG_FILE")
     raw: dict[str, dict[str, Any]] = {s: {} for s in _SECTIONS}
@@ -209,28 +238,13 @@ def load_config(config_file: str | None = None, env: Mapping[str, str] | None = 
     return ServerConfig(**built)
 
 
-def crops_allowed(max_visual_tokens: int) -> int:
-    """The largest crop count a visual-token cap allows (0, or 2..6: one crop never happens)."""
-    k = (max_visual_tokens - GLOBAL_TOKENS) // CROP_TOKENS
-    k = min(k, MAX_CROPS)
-    return k if k >= MIN_CROPS else 0
-
-
-def crops_required(min_visual_tokens: int) -> int:
-    """The smallest crop count a visual-token floor demands (0, or 2..6)."""
-    if min_visual_tokens <= GLOBAL_TOKENS:
-        return 0
-    return max(MIN_CROPS, math.ceil((min_visual_tokens - GLOBAL_TOKENS) / CROP_TOKENS))
-
-
 def _fail(key: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{key}={value!r} is not allowed: {allowed}")
 
 
 def validate(cfg: ServerConfig) -> None:
     s, m, r = cfg.service, cfg.model, cfg.runtime
-    if not 1 <= s.port <= 65535:
-        _fail("PORT", s.port, "1..65535")
+    _in_range("PORT", s.port)
     if s.max_body_bytes < 1024:
         _fail("MAX_BODY_BYTES", s.max_body_bytes, ">= 1024")
     if not 1 <= s.max_pages <= 200:
@@ -250,41 +264,40 @@ def validate(cfg: ServerConfig) -> None:
     # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the
     # model-specific check (query embeddings 144/256) comes in validate_against_model.
     for key, value in (("INPUT_SIZE", m.input_size), ("BASE_SIZE", m.base_size)):
-        if value <= 0 or value % (PATCH * DOWNSAMPLE):
-            _fail(key, value, f"a positive multiple of {PATCH * DOWNSAMPLE}; DeepSeek-OCR-2 uses INPUT_SIZE 768 and BASE_SIZE 1024")
+        if value <= 0 or value % TOKEN_STRIDE:
+            _fail(key, value, f"a positive multiple of {TOKEN_STRIDE}; DeepSeek-OCR-2 uses INPUT_SIZE {_default('INPUT_SIZE')} "
+                              f"and BASE_SIZE {_default('BASE_SIZE')}")
     for key, value in (("MAX_VISUAL_TOKENS", m.max_visual_tokens), ("MIN_VISUAL_TOKENS", m.min_visual_tokens)):
         if not TOKEN_FLOOR <= value <= TOKEN_CEILING:
-            _fail(key, value, f"{TOKEN_FLOOR}..{TOKEN_CEILING} (global view {GLOBAL_TOKENS} + {CROP_TOKENS} per crop, 2..6 crops)")
+            _fail(key, value, f"{TOKEN_FLOOR}..{TOKEN_CEILING} (global view {GLOBAL_TOKENS} + {CROP_TOKENS} per crop, "
+                  f"{MIN_CROPS}..{MAX_CROPS} crops)")
     if m.max_visual_tokens < m.min_visual_tokens:
         _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens, f">= MIN_VISUAL_TOKENS ({m.min_visual_tokens})")
-    if crops_required(m.min_visual_tokens) > max(crops_allowed(m.max_visual_tokens), 0):
+    if not token_budget_fits(m.min_visual_tokens, m.max_visual_tokens):
         _fail(
             "MIN_VISUAL_TOKENS", m.min_visual_tokens,
             f"needs {crops_required(m.min_visual_tokens)} crops but MAX_VISUAL_TOKENS={m.max_visual_tokens} allows "
-            f"{crops_allowed(m.max_visual_tokens)}; possible counts are 256, 544, 688, 832, 976, 1120",
+            f"{crops_allowed(m.max_visual_tokens)}; possible counts are {', '.join(map(str, TOKEN_STEPS))}",
         )
     if not m.path and not m.name:
         _fail("MODEL_NAME", m.name, "a model name (a folder under CACHE_DIR) or set MODEL_PATH")
     if r.engine not in ENGINES:
         _fail("ENGINE", r.engine, " or ".join(ENGINES))
-    if r.engine == "vllm":
-        _validate_vllm(m)
+    else:
+        _validate_engine(m, engine_limits(r.engine))
     if r.gpu_id < 0:
         _fail("GPU_ID", r.gpu_id, ">= 0")
     if r.device not in ("auto", "cpu", "cuda"):
         _fail("DEVICE", r.device, "auto, cpu or cuda")
-    if not 1 <= r.concurrency <= 256:
-        _fail("CONCURRENCY", r.concurrency, "1..256")
-    if not 1 <= r.batch_size <= 64:
-        _fail("BATCH_SIZE", r.batch_size, "1..64")
+    _in_range("CONCURRENCY", r.concurrency)
+    _in_range("BATCH_SIZE", r.batch_size)
     if not 0 <= r.batch_wait_ms <= 1000:
         _fail("BATCH_WAIT_MS", r.batch_wait_ms, "0..1000")
     if r.queue_size < 1:
         _fail("QUEUE_SIZE", r.queue_size, ">= 1")
-    if not 0 < r.timeout_sec <= 3600:
-        _fail("TIMEOUT_SEC", r.timeout_sec, "0 < value <= 3600 seconds")
-    if not 1 <= r.max_new_tokens <= 8192:
-        _fail("MAX_NEW_TOKENS", r.max_new_tokens, "1..8192 (the model's max_position_embeddings is 8192)")
+    if not 0 < r.timeout_sec <= _bounds("TIMEOUT_SEC")[1]:
+        _fail("TIMEOUT_SEC", r.timeout_sec, f"0 < value <= {_bounds('TIMEOUT_SEC')[1]} seconds")
+    _in_range("MAX_NEW_TOKENS", r.max_new_tokens, "the model's max_position_embeddings")
     if not 0 <= r.load_delay_sec <= 600:
         _fail("LOAD_DELAY_SEC", r.load_delay_sec, "0..600 seconds")
     if not 1 <= r.preprocess_workers <= 64:
@@ -301,20 +314,29 @@ def validate(cfg: ServerConfig) -> None:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 
 
-def _validate_vllm(m: ModelConfig) -> None:
-    """What vLLM's DeepSeek-OCR 2 processor cannot do: it hard-codes 768 px crops beside a 1024 px
-    global view and picks 2..6 crops for every page larger than one crop (its minimum of 2 and
-    maximum of 6 are module constants; its placeholder count assumes them). So the server's caps
-    must be exactly that: MIN_VISUAL_TOKENS at most 544 (2 crops), MAX_VISUAL_TOKENS 1120 (6 crops)."""
-    if m.input_size != 768 or m.base_size != 1024:
-        _fail("INPUT_SIZE" if m.input_size != 768 else "BASE_SIZE", m.input_size if m.input_size != 768 else m.base_size,
-              "ENGINE=vllm serves INPUT_SIZE 768 with BASE_SIZE 1024 only (vLLM's processor fixes them)")
-    if crops_required(m.min_visual_tokens) > MIN_CROPS:
+def _in_range(key: str, value: float, why: str = "") -> None:
+    """A setting shared with the OcrService, within its bounds (ocr_limits.SETTINGS)."""
+    lo, hi = _bounds(key)
+    if not lo <= value <= hi:
+        _fail(key, value, f"{lo}..{hi}" + (f" ({why} is {hi})" if why else ""))
+
+
+def _validate_engine(m: ModelConfig, e: EngineLimits) -> None:
+    """What the engine cannot serve (ocr_limits.engines): vLLM's DeepSeek-OCR 2 processor hard-codes
+    768 px crops beside a 1024 px global view and picks 2..6 crops for every page larger than one
+    crop (module constants its placeholder count assumes), so with ENGINE=vllm MIN_VISUAL_TOKENS is
+    at most 544 (2 crops) and MAX_VISUAL_TOKENS exactly 1120 (6 crops): a lower cap cannot be applied."""
+    if e.fixed_sizes is not None and (m.input_size, m.base_size) != e.fixed_sizes:
+        crop, base = e.fixed_sizes
+        key, value = ("INPUT_SIZE", m.input_size) if m.input_size != crop else ("BASE_SIZE", m.base_size)
+        _fail(key, value, f"ENGINE={e.name} serves INPUT_SIZE {crop} with BASE_SIZE {base} only: {e.why}")
+    if m.min_visual_tokens > e.highest_min_visual_tokens:
         _fail("MIN_VISUAL_TOKENS", m.min_visual_tokens,
-              "<= 544 with ENGINE=vllm: vLLM's processor always allows a 2-crop grid, it cannot demand more crops")
-    if crops_allowed(m.max_visual_tokens) != MAX_CROPS:
+              f"<= {e.highest_min_visual_tokens} with ENGINE={e.name}, which cannot demand more crops: {e.why}")
+    if e.fixed_max_visual_tokens is not None and m.max_visual_tokens != e.fixed_max_visual_tokens:
         _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens,
-              f"{TOKEN_CEILING} with ENGINE=vllm: vLLM's processor always allows up to {MAX_CROPS} crops, a lower cap cannot be applied")
+              f"{e.fixed_max_visual_tokens} with ENGINE={e.name} (leave it unset for that default), since a lower cap "
+              f"cannot be applied: {e.why}")
 
 
 def startup_warnings(cfg: ServerConfig) -> list[str]:
