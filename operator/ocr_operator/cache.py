@@ -14,7 +14,7 @@ coalesces a burst of events of one object into its latest, so the event of a giv
 never arrive. After the operator's own write the store keeps what the API server returned and
 skips watch events that do not carry the applied-hash annotation it just wrote: they were sent
 before the write. The first event with that hash (the write's own, or a later one) ends the
-skipping, as does ``OWN_WRITE_SECONDS``. ``observe`` says whether an event brought news, which is
+skipping, as does ``OWN_WRITE_SECONDS``. ``apply_event`` says whether an event brought news, which is
 what wakes the owner's reconcile: the echo of the operator's own write does not, nor does a
 change of only the status of a kind whose status no reconcile reads (``children.ApiKind.status_read``:
 a PodDisruptionBudget's pod counts move with every pod, and drift is judged on what we render).
@@ -122,12 +122,12 @@ class Store:
         self._pod_groups.add((namespace, instance))
 
     # ------------------------------------------------------------------ feeding
-    def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
+    def apply_event(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
         """One watch event; True when it changed what the store holds (so: wake the owner)."""
         md = obj.get("metadata") or {}
         key = (obj.get("kind") or "", md.get("namespace") or "", md.get("name") or "")
         if key[0] == "Pod":
-            return self._observe_pod(event_type, obj)
+            return self._apply_pod_event(event_type, obj)
         own = self._own.get(key)
         if event_type == "DELETED":
             self._own.pop(key, None)
@@ -145,7 +145,7 @@ class Store:
         self.objects[key] = obj
         return not (key[0] in STATUS_UNREAD and _status_only(current, obj))
 
-    def _observe_pod(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
+    def _apply_pod_event(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
         md = obj.get("metadata") or {}
         instance = (md.get("labels") or {}).get(naming.LABEL_INSTANCE)
         if not instance:
@@ -179,7 +179,7 @@ class Store:
     def mark_listed(self, kind: str, namespace: str | None, items: list[Mapping[str, Any]]) -> None:
         for item in items:
             item = {**item, "kind": item.get("kind") or kind}
-            self.observe(None, item)
+            self.apply_event(None, item)
         self.listed.add((kind, namespace))
 
     def forget(self, namespace: str, instance: str, names: Mapping[str, str], kinds: Mapping[str, str]) -> None:

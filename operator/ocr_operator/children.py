@@ -1,6 +1,6 @@
 """The one table of what the operator reads, watches and writes.
 
-Watches (settings.py, handlers.py), the REST paths (kube.py), the snapshot (observe.py), the
+Watches (settings.py, handlers.py), the REST paths (kube.py), the snapshot (snapshot.py), the
 cache (cache.py) and the chart's RBAC rules (checked by tests/unit/chart/test_rbac_rules.py)
 all follow from it; garbage collection follows from the ownerReference every child in
 ``CHILDREN`` carries (naming.metadata), so removing an OcrService removes exactly these.

@@ -82,7 +82,7 @@ class Controller:
         return self.queue.waiting
 
     # ------------------------------------------------------------------ feeding
-    def observe(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+    def ocrservice_event(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         """An OcrService event from the watch stream: keep the newest body, wake its reconcile."""
         md = obj.get("metadata") or {}
         key = (md.get("namespace"), md.get("name"))
@@ -109,7 +109,7 @@ class Controller:
         """A child or pod event: update the cache; wake the owner if it brought news."""
         self.child_events += 1
         obj = obj if obj.get("kind") == kind else {**obj, "kind": kind}
-        if self.store.observe(event_type, obj):
+        if self.store.apply_event(event_type, obj):
             self.wake_owner(obj)
 
     def wake_owner(self, child: Mapping[str, Any]) -> None:

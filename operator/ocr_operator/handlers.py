@@ -87,7 +87,7 @@ def probe_reconciles(**_):
 @kopf.on.event(GROUP, VERSION, PLURAL)
 async def ocrservice_event(event, **_):
     if STATE.controller is not None:
-        STATE.controller.observe(event.get("type"), event["object"])
+        STATE.controller.ocrservice_event(event.get("type"), event["object"])
 
 
 def _child_handler(kind: str):

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import children, observe, plan, revisions, rollout, status
+from . import children, plan, revisions, rollout, snapshot, status
 from .apply import execute
 from .cache import Store
 from .kube import Kube
@@ -92,16 +92,16 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     try:
         spec = parse(owner.get("spec") or {})
     except SpecError as exc:
-        snap = await observe.snapshot(kube, ns, name, available=frozenset(), store=store)
+        snap = await snapshot.read(kube, ns, name, available=frozenset(), store=store)
         new, changed = status.build(owner, None, now=now, deployment=snap.deployment, spec_error=str(exc))
         await _write_status(kube, owner, new, changed, [], result)
         result.requeue_after = None
         return result
 
-    snap = await observe.snapshot(kube, ns, name, available=available, store=store)
+    snap = await snapshot.read(kube, ns, name, available=available, store=store)
     fresh = render_all(owner, spec, now=now, available=available)
 
-    observed = rollout.observe(snap.deployment, snap.pods)
+    observed = rollout.summarize(snap.deployment, snap.pods)
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
     history = revisions.parse_history(snap.children.get("RevisionHistory"),
                                       limit=spec.rollout.revision_history_limit, last_good=prior.last_good_revision)
@@ -125,7 +125,7 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
 
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
     objects["RevisionHistory"] = revisions.render_history(owner, history)
-    actions = plan.plan(objects, snap.children, uid, observe.child_names(name))
+    actions = plan.plan(objects, snap.children, uid, children.child_names(name))
     result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
     outcome = await execute(kube, actions, namespace=ns)
     result.writes += outcome.writes

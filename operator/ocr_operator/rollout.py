@@ -683,8 +683,8 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
     )
 
 
-def observe(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]]) -> Observed:
-    """Build the snapshot from the live Deployment and its pods (dicts, camelCase)."""
+def summarize(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]]) -> Observed:
+    """What the state machine reads of the live Deployment and its pods (dicts, camelCase)."""
     deployment = deployment or {}
     meta = deployment.get("metadata") or {}
     spec = deployment.get("spec") or {}

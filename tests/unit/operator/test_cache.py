@@ -23,30 +23,30 @@ KEY = ("Service", "a", "web")
 
 def test_a_watch_event_is_news_once_and_its_repeat_is_not():
     s = Store()
-    assert s.observe("ADDED", svc("1")) is True
-    assert s.observe("MODIFIED", svc("1")) is False
-    assert s.observe("MODIFIED", svc("2", 9000)) is True
+    assert s.apply_event("ADDED", svc("1")) is True
+    assert s.apply_event("MODIFIED", svc("1")) is False
+    assert s.apply_event("MODIFIED", svc("2", 9000)) is True
     assert s.get(KEY)["spec"]["ports"][0]["port"] == 9000
 
 
 def test_our_own_write_is_stored_at_once_and_its_echo_is_no_news():
     now = [0.0]
     s = Store(clock=lambda: now[0])
-    s.observe("ADDED", svc("1", applied="old"))
+    s.apply_event("ADDED", svc("1", applied="old"))
     s.wrote("Service", "a", "web", svc("opaque-7", applied="new"))
     # sent before our write (older hash), whatever its opaque version: skipped
-    assert s.observe("MODIFIED", svc("zz-older", applied="old")) is False
+    assert s.apply_event("MODIFIED", svc("zz-older", applied="old")) is False
     assert s.get(KEY)["metadata"]["resourceVersion"] == "opaque-7"
-    assert s.observe("MODIFIED", svc("opaque-7", applied="new")) is False    # the echo
-    assert s.observe("MODIFIED", svc("after", 1, applied="new")) is True     # someone else, after us
+    assert s.apply_event("MODIFIED", svc("opaque-7", applied="new")) is False    # the echo
+    assert s.apply_event("MODIFIED", svc("after", 1, applied="new")) is True     # someone else, after us
 
 
 def test_when_the_echo_is_coalesced_away_the_next_event_with_our_hash_is_taken():
     now = [0.0]
     s = Store(clock=lambda: now[0])
     s.wrote("Service", "a", "web", svc("7", applied="new"))
-    assert s.observe("MODIFIED", svc("9", 1, applied="new")) is True  # the write's own event never came
-    assert s.observe("MODIFIED", svc("10", 2, applied="old-by-someone")) is True  # skipping has ended
+    assert s.apply_event("MODIFIED", svc("9", 1, applied="new")) is True  # the write's own event never came
+    assert s.apply_event("MODIFIED", svc("10", 2, applied="old-by-someone")) is True  # skipping has ended
 
 
 def test_an_expired_own_write_marker_no_longer_hides_events():
@@ -54,7 +54,7 @@ def test_an_expired_own_write_marker_no_longer_hides_events():
     s = Store(clock=lambda: now[0])
     s.wrote("Service", "a", "web", svc("5", applied="new"))
     now[0] += OWN_WRITE_SECONDS + 1
-    assert s.observe("MODIFIED", svc("6", 1, applied="old")) is True
+    assert s.apply_event("MODIFIED", svc("6", 1, applied="old")) is True
 
 
 def test_a_miss_is_unknown_until_listed_or_fetched_and_absence_is_remembered():
@@ -71,26 +71,26 @@ def test_a_miss_is_unknown_until_listed_or_fetched_and_absence_is_remembered():
 
 def test_a_fetch_never_overwrites_what_a_watch_event_brought_first():
     s = Store()
-    s.observe("ADDED", svc("3"))
+    s.apply_event("ADDED", svc("3"))
     s.fetched(KEY, None)
     assert s.get(KEY)["metadata"]["resourceVersion"] == "3"
 
 
 def test_a_deletion_is_news_and_leaves_the_child_known_absent():
     s = Store()
-    s.observe("ADDED", svc("1"))
-    assert s.observe("DELETED", svc("2")) is True
+    s.apply_event("ADDED", svc("1"))
+    assert s.apply_event("DELETED", svc("2")) is True
     assert s.known(KEY) and s.get(KEY) is None
 
 
 def test_pods_are_grouped_by_owner_instance():
     s = Store()
-    assert s.observe("ADDED", pod("web-1", "1")) is True
-    s.observe("ADDED", pod("web-2", "1"))
-    s.observe("ADDED", pod("api-1", "1", instance="api"))
+    assert s.apply_event("ADDED", pod("web-1", "1")) is True
+    s.apply_event("ADDED", pod("web-2", "1"))
+    s.apply_event("ADDED", pod("api-1", "1", instance="api"))
     assert sorted(p["metadata"]["name"] for p in s.pods_of("a", "web")) == ["web-1", "web-2"]
-    assert s.observe("MODIFIED", pod("web-1", "1")) is False
-    assert s.observe("DELETED", pod("web-1", "2")) is True
+    assert s.apply_event("MODIFIED", pod("web-1", "1")) is False
+    assert s.apply_event("DELETED", pod("web-1", "2")) is True
     assert [p["metadata"]["name"] for p in s.pods_of("a", "web")] == ["web-2"]
     assert not s.pods_known("a", "web")
     s.pods_listed("a", "web", [pod("web-2", "0"), pod("web-3", "1")])
@@ -101,8 +101,8 @@ def test_pods_are_grouped_by_owner_instance():
 
 def test_forgetting_an_owner_drops_its_children_and_pods():
     s = Store()
-    s.observe("ADDED", svc("1"))
-    s.observe("ADDED", pod("web-1", "1"))
+    s.apply_event("ADDED", svc("1"))
+    s.apply_event("ADDED", pod("web-1", "1"))
     s.forget("a", "web", {"Service": "web"}, {"Service": "Service"})
     assert not s.known(KEY) and s.pods_of("a", "web") == []
 
@@ -110,12 +110,12 @@ def test_forgetting_an_owner_drops_its_children_and_pods():
 def test_a_slow_write_response_never_replaces_the_newer_events_that_came_before_it():
     s = Store()
     # the Deployment controller's status update (after our write) arrived before our response
-    s.observe("MODIFIED", {**svc("12", applied="new"), "status": {"ready": 1}})
+    s.apply_event("MODIFIED", {**svc("12", applied="new"), "status": {"ready": 1}})
     s.wrote("Service", "a", "web", svc("10", applied="new"))
     assert s.get(KEY)["status"] == {"ready": 1}
     # an event from before the write (old hash) is replaced by the response
     s2 = Store()
-    s2.observe("MODIFIED", svc("8", applied="older"))
+    s2.apply_event("MODIFIED", svc("8", applied="older"))
     s2.wrote("Service", "a", "web", svc("10", applied="new"))
     assert s2.get(KEY)["metadata"]["resourceVersion"] == "10"
 
@@ -130,7 +130,7 @@ def test_cached_children_keep_no_managed_fields():
     dep = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "a", "resourceVersion": "1",
                                               "managedFields": managed("kube-controller-manager", FIELD_MANAGER)},
            "spec": {"replicas": 2}}
-    s.observe("ADDED", dep)
+    s.apply_event("ADDED", dep)
     kept = s.get(("Deployment", "a", "web"))
     assert "managedFields" not in kept["metadata"]
     assert kept["metadata"]["resourceVersion"] == "1"
@@ -143,7 +143,7 @@ def test_cached_pods_keep_metadata_and_status_but_not_their_spec():
     body = {**pod("p1", "1"), "spec": {"containers": [{"name": "server", "image": "x"}]},
             "status": {"phase": "Running", "containerStatuses": [{"name": "server", "restartCount": 2}]}}
     body["metadata"]["managedFields"] = managed("kubelet")
-    s.observe("ADDED", body)
+    s.apply_event("ADDED", body)
     [cached] = s.pods_of("a", "web")
     assert "spec" not in cached and "managedFields" not in cached["metadata"]
     assert cached["status"] == body["status"]
@@ -159,10 +159,10 @@ def pdb(rv: str, healthy: int, labels: dict | None = None) -> dict:
 
 def test_a_status_only_change_of_a_kind_whose_status_is_never_read_is_stored_but_no_news():
     s = Store()
-    assert s.observe("ADDED", pdb("1", 0)) is True
-    assert s.observe("MODIFIED", pdb("2", 1)) is False  # the disruption controller counting pods
+    assert s.apply_event("ADDED", pdb("1", 0)) is True
+    assert s.apply_event("MODIFIED", pdb("2", 1)) is False  # the disruption controller counting pods
     assert s.get(("PodDisruptionBudget", "a", "web"))["status"]["currentHealthy"] == 1
-    assert s.observe("MODIFIED", pdb("3", 1, labels={"app.kubernetes.io/instance": "web", "x": "y"})) is True
+    assert s.apply_event("MODIFIED", pdb("3", 1, labels={"app.kubernetes.io/instance": "web", "x": "y"})) is True
 
 
 def test_a_status_only_change_of_a_deployment_is_news():
@@ -170,5 +170,5 @@ def test_a_status_only_change_of_a_deployment_is_news():
         return {"kind": "Deployment", "metadata": {"name": "web", "namespace": "a", "resourceVersion": rv},
                 "spec": {"replicas": 1}, "status": {"readyReplicas": ready}}
     s = Store()
-    s.observe("ADDED", dep("1", 0))
-    assert s.observe("MODIFIED", dep("2", 1)) is True
+    s.apply_event("ADDED", dep("1", 0))
+    assert s.apply_event("MODIFIED", dep("2", 1)) is True

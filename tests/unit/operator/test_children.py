@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ocr_operator import children, kube, naming, observe, revisions
+from ocr_operator import children, kube, naming, revisions
 from ocr_operator.render import KINDS, render_all
 
 from .helpers import owner, parsed
@@ -38,7 +38,6 @@ def test_every_kind_in_the_table_has_a_rest_path_and_every_child_a_kind():
         assert kube.TYPES[kind.kind].api_version == kind.api_version
     for child in children.CHILDREN:
         assert child.kind in children.KINDS
-    assert observe.child_names("ocr") == children.child_names("ocr")
 
 
 def test_child_names_do_not_collide():

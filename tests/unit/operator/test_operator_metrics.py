@@ -70,9 +70,9 @@ def test_ocrservices_are_counted_by_rollout_phase_and_condition_from_the_control
         c = Controller(kube=None, workers=1)
         m = OperatorMetrics()
         m.state.controller = c
-        c.observe("ADDED", body("a", "Healthy", "True"))
-        c.observe("ADDED", body("b", "Healthy", "True"))
-        c.observe("ADDED", body("c", "RolledBack", "False"))
+        c.ocrservice_event("ADDED", body("a", "Healthy", "True"))
+        c.ocrservice_event("ADDED", body("b", "Healthy", "True"))
+        c.ocrservice_event("ADDED", body("c", "RolledBack", "False"))
         return samples(m)
 
     s = asyncio.run(run())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from ocr_operator import naming, plan as P
-from ocr_operator.observe import child_names
+from ocr_operator.children import child_names
 from ocr_operator.render import render_all
 
 from .helpers import owner, parsed

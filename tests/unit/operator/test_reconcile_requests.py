@@ -76,7 +76,7 @@ def test_the_watch_echo_of_our_own_writes_is_no_news():
     run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=store))
     for key, obj in list(store.objects.items()):
         if obj is not None:
-            assert store.observe("MODIFIED", copy.deepcopy(obj)) is False, key
+            assert store.apply_event("MODIFIED", copy.deepcopy(obj)) is False, key
 
 
 def test_without_a_listed_namespace_each_child_is_read_once_then_remembered():

@@ -15,8 +15,8 @@ from ocr_operator.rollout import (
     Policy,
     RolloutStatus,
     decide,
-    observe,
     pod_view,
+    summarize,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -639,18 +639,18 @@ def test_pod_view_ignores_the_normal_container_creating_wait():
     assert view.waiting_reason is None
 
 
-def test_observe_reads_the_revision_annotation_replicas_and_the_progress_deadline():
+def test_summarize_reads_the_revision_annotation_replicas_and_the_progress_deadline():
     deployment = {
         "metadata": {"annotations": {"ocr.causalflow.dev/revision": NEW}},
         "spec": {"replicas": 3},
         "status": {"conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]},
     }
-    observed = observe(deployment, [k8s_pod(phase="Pending")])
+    observed = summarize(deployment, [k8s_pod(phase="Pending")])
     assert observed.deployment_revision == NEW and observed.desired_replicas == 3
     assert observed.progress_deadline_exceeded
     assert len(observed.pods) == 1 and observed.pods[0].name == "svc-7d9-x"
     fine = dict(deployment, status={"conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]})
-    assert not observe(fine, []).progress_deadline_exceeded
+    assert not summarize(fine, []).progress_deadline_exceeded
 
 
 # --------------------------------------------------------------------------- the Deployment side of the contract

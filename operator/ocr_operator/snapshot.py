@@ -28,10 +28,7 @@ class Snapshot:
         return self.children.get("HorizontalPodAutoscaler")
 
 
-child_names = children.child_names
-
-
-async def snapshot(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool = False,
+async def read(kube: Kube, namespace: str, name: str, *, servicemonitor_available: bool = False,
                    store: Store | None = None, available: frozenset[str] | None = None) -> Snapshot:
     """The children and pods of OcrService `name`: from `store` (fed by the watches), reading
     with a GET or a LIST only what it has never seen; without a store, everything from the API.
