@@ -45,7 +45,6 @@ NAMES = ("ocr_operator_reconciles_total", "ocr_operator_reconcile_errors_total",
          "ocr_operator_reconcile_duration_seconds", "ocr_operator_rollbacks_total",
          "ocr_operator_ocrservices", "ocr_operator_ocrservice_conditions", "ocr_operator_workqueue_depth",
          "ocr_operator_api_requests_total")
-DEFAULT_PORT = 8081
 
 
 class StateCollector(Collector):

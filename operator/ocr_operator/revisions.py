@@ -73,10 +73,6 @@ class History:
             raise KeyError(f"revision {revision} has no stored template")
         return replace(self, last_good=revision)
 
-    def with_limit(self, limit: int) -> "History":
-        """Same history with another bound; trims at the next record()."""
-        return replace(self, limit=max(int(limit), 1))
-
 
 def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMIT,
                   last_good: str | None = None) -> History:

@@ -251,11 +251,6 @@ class Decision:
     degraded: ConditionSpec = field(default=None)  # type: ignore[assignment]
 
     @property
-    def rolling_back(self) -> bool:
-        """True when the target is not the desired revision (rolled back / failed one blocked)."""
-        return self.status.phase == ROLLED_BACK
-
-    @property
     def conditions(self) -> tuple[ConditionSpec, ConditionSpec]:
         return (self.progressing, self.degraded)
 
