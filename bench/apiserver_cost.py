@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from bench.operator_bench import cpu_seconds, manifest, stage_status  # noqa: E402
-from tests.e2e.operator_fixtures import CRD_FILE  # noqa: E402
+from localcluster.operator_process import CRD_FILE  # noqa: E402
 
 NAMESPACE = "ocr-bench-cost"
 IN_FLIGHT = 20
@@ -113,7 +113,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
 
-    from tests.cluster.cluster import LocalCluster
+    from localcluster.cluster import LocalCluster
 
     own = args.attach is None
     cluster = LocalCluster(real_node=False, metric_chain=False).start() if own else LocalCluster.attach(args.attach)

@@ -58,7 +58,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.operator_fixtures import CRD_FILE, OperatorProcess  # noqa: E402
+from localcluster.operator_process import CRD_FILE, OperatorProcess  # noqa: E402
 
 NAMESPACE = "ocr-bench"
 FLOOR_NAMESPACE = "ocr-bench-floor"
@@ -596,7 +596,7 @@ def main() -> int:
                          "medians of the rounds' own ratios (the floor moves from run to run)")
     args = ap.parse_args()
 
-    from tests.cluster.cluster import LocalCluster
+    from localcluster.cluster import LocalCluster
 
     own = args.attach is None
     if own:  # room for the floor's pods and the operator's: 2 x count, plus slack

@@ -3,7 +3,7 @@
     .venv/bin/python bench/rollback_bench.py [--runs 20] [--kinds crashloop,image-pull-error,...]
                                              [--kubeconfig PATH]
 
-Starts the local control plane (tests/cluster, kwok fake GPU nodes) unless --kubeconfig names a
+Starts the local control plane (localcluster, kwok fake GPU nodes) unless --kubeconfig names a
 running one, installs the CRD, runs the operator as a process, creates one healthy OcrService
 and then upgrades it `--runs` times with a failing pod template, cycling through the failure
 kinds. Each upgrade is a new revision (a run-number pod label), so each is attempted, fails and
@@ -31,9 +31,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.operator_fixtures import CRD_FILE, OperatorProcess  # noqa: E402
-from tests.e2e.rollback_watch import RolloutWatch  # noqa: E402
-from tests.e2e.waiting import wait_for  # noqa: E402
+from localcluster.operator_process import CRD_FILE, OperatorProcess  # noqa: E402
+from localcluster.rollout_watch import RolloutWatch  # noqa: E402
+from localcluster.waiting import wait_for  # noqa: E402
 
 NAME = "bench"
 NS = "rollback-bench"
@@ -167,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown kinds {unknown}; choose from {sorted(KINDS)}")
     workdir = Path(tempfile.mkdtemp(prefix="rollback-bench-"))
     if args.kubeconfig:
-        from tests.e2e.conftest import ExternalCluster
+        from localcluster.external import ExternalCluster
 
         return run(ExternalCluster(Path(args.kubeconfig)), args.runs, kinds, workdir)
-    from tests.cluster.cluster import LocalCluster
+    from localcluster.cluster import LocalCluster
 
     with LocalCluster() as cluster:
         print(f"local control plane up in {cluster.started_seconds:.1f}s", flush=True)

@@ -38,7 +38,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.ports import free_port  # noqa: E402 (the repository is put on the path just above)
+from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 
 def pct(values: list[float], q: float) -> float:

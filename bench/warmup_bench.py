@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 from server_bench import page  # noqa: E402  (bench/ and the repository are put on the path just above)
 
-from tests.ports import free_port  # noqa: E402
+from localcluster.ports import free_port  # noqa: E402
 
 
 def run(model: Path, *, warmup: bool, device: str, requests: int, size: tuple[int, int], new_tokens: int,

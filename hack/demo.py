@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make demo`: the whole product on a local cluster, explained step by step.
 
-1. start a local Kubernetes control plane (tests/cluster) with two fake GPU nodes (kwok) and one
+1. start a local Kubernetes control plane (localcluster) with two fake GPU nodes (kwok) and one
    real kubelet node (`real-node-0`: containerd + runc, real containers);
 2. install the OcrService CRD and run the operator (a local process, like `kopf run`);
 3. build the server image from Dockerfile.server with the tiny random model baked in (cached after
@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from tests.cluster.cluster import REPO, LocalCluster, pid_alive  # noqa: E402
-from tests.ports import free_port  # noqa: E402
-from tests.cluster.realnode import NODE_NAME, NODE_SELECTOR, TOLERATION  # noqa: E402
+from localcluster.cluster import REPO, LocalCluster, pid_alive  # noqa: E402
+from localcluster.ports import free_port  # noqa: E402
+from localcluster.realnode import NODE_NAME, NODE_SELECTOR, TOLERATION  # noqa: E402
 
 DEMO_DIR = ROOT / ".demo"
 LOGS = DEMO_DIR / "logs"
@@ -266,7 +266,7 @@ class Demo:
         # `make cluster-up` and the tests do.
         os.environ.setdefault("CAUSALFLOW_METRIC_CHAIN", "0")
         os.environ.setdefault("CAUSALFLOW_HELM", "0")
-        bin_dir = Path(subprocess.run(["bash", str(REPO / "tests" / "cluster" / "build-binaries.sh"), "--print-dir"],
+        bin_dir = Path(subprocess.run(["bash", str(REPO / "localcluster" / "build-binaries.sh"), "--print-dir"],
                                       capture_output=True, text=True, check=True).stdout.strip())
         if not all((bin_dir / name).is_file() for name in CONTROL_PLANE):
             s.note("building the control plane's binaries from the Go module proxy first (once; long)")
@@ -325,7 +325,7 @@ class Demo:
         if self.no_real_node:
             s.note(f"skipped: no real node ({self.no_real_node})")
             return
-        from tests.cluster.images import ensure_images
+        from localcluster.imagebuild import ensure_images
 
         log = LOGS / "images.log"
         with open(log, "a") as out:  # open until the import: Images.stream() logs too

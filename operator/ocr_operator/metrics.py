@@ -6,7 +6,7 @@ whether the operator itself keeps up. These answer "is it reconciling, how fast,
 what did it roll back, in what state are the services it runs" from the operator alone.
 
 Names follow Prometheus's conventions (base units, `_total` counters, `_seconds`); the chart's
-rules and dashboard use them and tests/unit/monitoring checks that every name they use is one
+rules and dashboard use them and tests/monitoring checks that every name they use is one
 declared here (NAMES):
 
   ocr_operator_reconciles_total{result}              reconciles finished: success | error

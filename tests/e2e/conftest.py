@@ -1,9 +1,8 @@
 """Fixtures for the e2e tier: one real control plane per session, one namespace per test.
 
-By default the session starts tests/cluster's LocalCluster (etcd, kube-apiserver, controllers,
-scheduler, kwok GPU nodes, Prometheus + prometheus-adapter behind the custom-metrics APIService)
-on 127.0.0.1; the real kubelet node
-`real-node-0` joins it when the first test marked `realnode` runs, where this machine can run it
+By default the session starts the harness's LocalCluster (`localcluster/`: etcd, kube-apiserver,
+controllers, scheduler, kwok GPU nodes, Prometheus + prometheus-adapter behind the custom-metrics
+APIService) on 127.0.0.1; the real kubelet node `real-node-0` joins it when the first test marked `realnode` runs, where this machine can run it
 (those tests select it by label and toleration, every other pod stays on the kwok nodes). With
 `CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
 (kind, for example); tests that need the harness' own parts (the settable DCGM exporter, the audit
@@ -13,14 +12,14 @@ log, kwok's failure stages, restarting the API server) are skipped there with th
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.cluster import KubectlCommands, LocalCluster
-from tests.e2e.waiting import wait_for
+from localcluster.cluster import LocalCluster
+from localcluster.external import ExternalCluster, NotInExternalCluster
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -32,24 +31,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-class ExternalCluster(KubectlCommands):
-    """The cluster KUBECONFIG names; offers the LocalCluster interface where it can."""
-
-    external = True
-    audit_log = None
-    real_node = None
-    real_node_skipped = "external cluster: the harness's real node is not part of it"
-
-    def __init__(self, kubeconfig: Path) -> None:
-        self.kubeconfig = self.operator_kubeconfig = kubeconfig
-        self.bin_dir = Path(shutil.which("kubectl") or "kubectl").parent
-        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+class ExternalTestCluster(ExternalCluster):
+    """The external cluster, where a part only the local harness has skips the test with its reason."""
 
     def set_metric(self, *args, **kwargs) -> None:
-        pytest.skip("external cluster: the DCGM metrics come from your own dcgm-exporter, not the harness's test exporter")
+        try:
+            super().set_metric(*args, **kwargs)
+        except NotInExternalCluster as missing:
+            pytest.skip(str(missing))
 
     def restart_apiserver(self) -> None:
-        pytest.skip("external cluster: the harness cannot restart its API server")
+        try:
+            super().restart_apiserver()
+        except NotInExternalCluster as missing:
+            pytest.skip(str(missing))
 
 
 def require_local(cluster) -> None:
@@ -64,7 +59,7 @@ def cluster():
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             pytest.exit("CAUSALFLOW_E2E_CLUSTER=external needs KUBECONFIG", returncode=2)
-        yield ExternalCluster(Path(kubeconfig))
+        yield ExternalTestCluster(Path(kubeconfig))
         return
     # The real node joins when a real-node test first asks for it (the `real_node` fixture), so a
     # test worker that runs only kwok tests never claims the machine's one real-node slot.

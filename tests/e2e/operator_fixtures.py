@@ -14,100 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import subprocess
-import sys
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.cluster import metrics_chain
-from tests.e2e.waiting import wait_for
-from tests.ports import free_port
-
-REPO = Path(__file__).resolve().parents[2]
-CRDS = REPO / "crds"
-CRD_FILE = CRDS / "ocr.causalflow.dev_ocrservices.yaml"
-OPERATOR_USER = "causalflow-operator"
-FIELD_MANAGER = "causalflow-ocr-operator"
-
-
-class OperatorProcess:
-    """One `python -m ocr_operator` process; restartable, always stopped by its own PID."""
-
-    def __init__(self, kubeconfig: Path, namespaces: list[str] | None, log_path: Path,
-                 extra_env: dict[str, str] | None = None) -> None:
-        self.kubeconfig = kubeconfig
-        self.namespaces = namespaces
-        self.log_path = log_path
-        self.extra_env = extra_env or {}
-        self.proc: subprocess.Popen | None = None
-        self.port: int | None = None
-        # Its Prometheus metrics: one port for the life of this object, so a restarted operator
-        # is the same scrape target.
-        self.metrics_port = free_port()
-        self.starts = 0
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self, timeout: float = 60) -> "OperatorProcess":
-        self.port = free_port()
-        scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
-        argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
-                "--liveness-port", str(self.port), "--metrics-host", "127.0.0.1",
-                "--metrics-port", str(self.metrics_port), "--log-level", "info"]
-        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
-        log = self.log_path.open("a")
-        log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
-        log.flush()
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        log.close()
-        self.starts += 1
-        wait_for(self._healthy, timeout=timeout, interval=0.3,
-                 message=f"operator liveness on 127.0.0.1:{self.port} (log: {self.log_path})")
-        return self
-
-    def _healthy(self) -> bool:
-        if not self.alive():
-            raise AssertionError(f"operator exited with {self.proc.returncode}:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
-                return resp.status == 200
-        except OSError:
-            return False
-
-    def probe(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as resp:
-            return json.load(resp)
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no graceful shutdown (a crash or an OOM kill)."""
-        if self.alive():
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self, timeout: float = 10) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def log_tail(self, lines: int = 80) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+from localcluster import metrics_chain
+from localcluster.operator_process import CRD_FILE, CRDS, FIELD_MANAGER, OPERATOR_USER, OperatorProcess  # noqa: F401
+from localcluster.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -126,7 +41,7 @@ def ocr_crd(cluster):
     return CRD_FILE
 
 
-def _operator_kubeconfig(cluster) -> Path:
+def operator_kubeconfig(cluster) -> Path:
     path = getattr(cluster, "operator_kubeconfig", None)
     return Path(path) if path and Path(path).exists() else Path(cluster.kubeconfig)
 
@@ -135,7 +50,7 @@ def _operator_kubeconfig(cluster) -> Path:
 def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
     """The operator, watching only this test's namespace; log printed if the test fails."""
     failed_before = request.session.testsfailed
-    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log")
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log")
     op.start()
     target = f"ocr-operator-{namespace}"
     if not cluster.external:  # the local cluster's Prometheus scrapes it like the chart's ServiceMonitor would
@@ -279,7 +194,7 @@ def optional_child_service(cluster, ocr, namespace: str, log_dir: Path, kind: st
     crd = prometheus_operator_crd(kind)
     name = crd["metadata"]["name"]
     had_crd = cluster.kubectl("get", "crd", name, check=False).returncode == 0
-    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], log_dir / "operator.log",
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log_dir / "operator.log",
                          extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()
     try:
         ocr.apply(ocrservice("web", replicas=1, monitoring={field: {"enabled": True, "labels": {"release": "prom"}}}))

@@ -2,7 +2,7 @@
 PersistentVolume, OcrServices whose pods really run, and a client that talks to them.
 
 - `real_node` (session): the cluster's real node, or a skip naming why there is none.
-- `product_images` (session): `tests/cluster/images.py`'s three images (built from the real
+- `product_images` (session): `localcluster/imagebuild.py`'s three images (built from the real
   Dockerfiles, cached), each imported into the node's containerd the first time a test asks for it
   (`product_images.on_node("server")`); containerd's store outlives clusters, so this is once per machine.
 - `tiny_model_volume` (session): the tiny random model (`python -m ocr_server.testing.tiny_model`, the
@@ -33,8 +33,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.cluster.realnode import NODE_SELECTOR, TOLERATION
-from tests.e2e.waiting import wait_for
+from localcluster.realnode import NODE_SELECTOR, TOLERATION
+from localcluster.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME (Dockerfile.server)
@@ -78,7 +78,7 @@ class ProductImages:
 
 @pytest.fixture(scope="session")
 def product_images(cluster, real_node) -> ProductImages:
-    from tests.cluster.images import ensure_images
+    from localcluster.imagebuild import ensure_images
 
     t0 = time.monotonic()
     images = ensure_images(log=lambda line: print(f"images: {line}"))
@@ -92,7 +92,7 @@ def tiny_model_volume(cluster, real_node) -> Path:
     root = Path(cluster.workdir) / "realnode-volume"
     model = root / VOLUME_SUBPATH / DEFAULT_MODEL_NAME
     if not (model / "config.json").exists():
-        from tests.cluster.images import ensure_tiny_model
+        from localcluster.imagebuild import ensure_tiny_model
 
         model.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(REPO / ensure_tiny_model(log=print), model, ignore=shutil.ignore_patterns(".complete"))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.waiting import wait_for
-from tests.ports import free_port
+from localcluster.waiting import wait_for
+from localcluster.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "causalflow-ocr"

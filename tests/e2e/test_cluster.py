@@ -9,9 +9,10 @@ import time
 import pytest
 import yaml
 
-from tests.cluster.cluster import GPU_RESOURCE, ClusterError, LocalCluster, pid_alive
+from localcluster.cluster import GPU_RESOURCE, ClusterError, LocalCluster, pid_alive
 from tests.e2e.conftest import require_local
-from tests.e2e.waiting import wait_for
+from localcluster.versions import K8S_VERSION
+from localcluster.waiting import wait_for
 
 
 def deployment(name: str, gpus: int = 1, replicas: int = 1, labels: dict | None = None) -> dict:
@@ -44,8 +45,9 @@ def apply_ns(cluster, namespace: str, manifest: dict) -> None:
 def test_api_server_reports_the_pinned_kubernetes_version(cluster):
     require_local(cluster)
     version = cluster.api_get("/version")
-    assert version["gitVersion"].startswith("v1.36."), version
-    assert version["major"] == "1" and version["minor"] == "36"
+    assert version["gitVersion"] == K8S_VERSION, version
+    major, minor = K8S_VERSION.removeprefix("v").split(".")[:2]
+    assert version["major"] == major and version["minor"] == minor
 
 
 def test_fake_gpu_nodes_advertise_gpus_and_are_ready(cluster):

@@ -1,4 +1,4 @@
-"""The local cluster's metric chain (tests/cluster/metrics_chain.py) keeps its promises: Prometheus
+"""The local cluster's metric chain (localcluster/metrics_chain.py) keeps its promises: Prometheus
 never scrapes kwok's fake pod addresses, and the operator's own metrics arrive through it (the
 dashboard's operator panels return them).
 
@@ -15,12 +15,12 @@ import time
 import pytest
 import yaml
 
-from tests.cluster.metrics_chain import targets
-from tests.unit.monitoring.common import DASHBOARD
-from tests.cluster.realnode import KWOK_CIDR, POD_CIDR
+from localcluster.metrics_chain import targets
+from tests.monitoring.common import DASHBOARD
+from localcluster.realnode import KWOK_CIDR, POD_CIDR
 from tests.e2e.conftest import require_local
 from tests.e2e.operator_fixtures import ocrservice
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

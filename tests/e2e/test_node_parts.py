@@ -6,8 +6,8 @@ import hashlib
 import json
 import tarfile
 
-from tests.cluster import machine
-from tests.cluster.nodeimage import docker_archive, image_ref
+from localcluster import machine
+from localcluster.nodeimage import docker_archive, image_ref
 
 
 def test_leftovers_names_what_was_added_removed_and_changed():
@@ -51,7 +51,7 @@ def test_docker_archive_is_reproducible_and_names_its_layer_by_content(tmp_path)
 def test_one_real_node_per_machine_a_live_owner_blocks_a_dead_one_does_not(tmp_path, monkeypatch):
     import pytest
 
-    from tests.cluster.realnode import RealNode, RealNodeInUse, owner_file
+    from localcluster.realnode import RealNode, RealNodeInUse, owner_file
 
     monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path / "cache"))
     first, second = RealNode(tmp_path / "a", tmp_path), RealNode(tmp_path / "b", tmp_path)

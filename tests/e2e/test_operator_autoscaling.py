@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.conftest import require_local
 from tests.e2e.operator_fixtures import FIELD_MANAGER, ocrservice
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from tests.e2e.conftest import require_local
-from tests.e2e.operator_fixtures import OperatorProcess, _operator_kubeconfig, ocrservice
-from tests.e2e.waiting import wait_for
+from tests.e2e.operator_fixtures import OperatorProcess, operator_kubeconfig, ocrservice
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -18,7 +18,7 @@ IDLE_SECONDS = 60
 def test_a_minute_without_spec_changes_makes_zero_writes(cluster, ocr, ocr_crd, namespace, tmp_path):
     require_local(cluster)
     # Resync every 3 s, so the idle minute holds ~20 full reconciles, not zero.
-    op = OperatorProcess(_operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log",
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log",
                          extra_env={"OCR_OPERATOR_RESYNC_SECONDS": "3"})
     op.start()
     started = time.time()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.operator_fixtures import optional_child_service
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

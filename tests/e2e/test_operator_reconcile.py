@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.e2e.operator_fixtures import FIELD_MANAGER, ocrservice
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,7 @@
 
 Every test here uses the REAL node: its pods select `causalflow.dev/node-kind=real` and tolerate
 the node's taint. The image is the harness's own `causalflow-nodetest` (a static Go binary built
-from tests/cluster/nodeimages, imported into containerd; no registry). Traffic goes only to
+from localcluster/nodeimages, imported into containerd; no registry). Traffic goes only to
 loopback, the node IP and the node's pod/Service addresses, all on this harness's own bridges.
 """
 
@@ -19,10 +19,11 @@ import urllib.request
 import pytest
 import yaml
 
-from tests.cluster import machine
-from tests.cluster.realnode import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
+from localcluster import machine
+from localcluster.realnode import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
                                     TAINT_KEY, TOLERATION, RealNode)
-from tests.e2e.waiting import wait_for
+from localcluster.versions import K8S_VERSION
+from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.realnode
 
@@ -76,7 +77,7 @@ def test_real_node_is_ready_labelled_tainted_and_advertises_gpus(cluster, node):
     assert real["status"]["allocatable"][GPU_RESOURCE] == "4"
     assert {"type": "InternalIP", "address": NODE_IP} in real["status"]["addresses"]
     info = real["status"]["nodeInfo"]
-    assert info["kubeletVersion"] == "v1.36.3"
+    assert info["kubeletVersion"] == K8S_VERSION
     assert info["containerRuntimeVersion"] == "containerd://2.4.2"
     drop = subprocess.run(["iptables", "-S", FIREWALL_CHAIN], capture_output=True, text=True).stdout
     assert f"-A {FIREWALL_CHAIN} -i cfo-pods ! -o cfo-pods -j DROP" in drop  # no pod packet leaves the machine
@@ -117,7 +118,7 @@ def test_pod_reaches_the_api_server_through_the_kubernetes_service_with_its_toke
 
     status, body = wait_for(lambda: (r := fetch("/version"))[0] == "200" and r, timeout=30,
                             message=f"GET https://{ip}/version from the pod (TLS verified with its CA)")
-    assert json.loads(body)["gitVersion"] == "v1.36.3"
+    assert json.loads(body)["gitVersion"] == K8S_VERSION
     # Authenticated as its ServiceAccount, which may not list nodes: a 403 naming it, not a 401.
     status, body = fetch("/api/v1/nodes")
     assert status == "403" and f"system:serviceaccount:{namespace}:default" in body
@@ -245,7 +246,7 @@ def _restart(cluster, node: RealNode) -> None:
 def test_importing_a_new_tag_removes_the_older_tags_of_its_repository_only(node, tmp_path):
     """The image store persists across clusters; the harness's content-tagged images would pile
     up in it (GBs each for the server) without this."""
-    from tests.cluster.nodeimage import docker_archive
+    from localcluster.nodeimage import docker_archive
 
     binary = node.bin_dir / "causalflow-nodetest"
     repo, other = "localhost/causalflow/prune-test", "localhost/causalflow/prune-test-other"

@@ -1,4 +1,4 @@
-"""The three images built from the real Dockerfiles (tests/cluster/images.py): config and a real run.
+"""The three images built from the real Dockerfiles (localcluster/imagebuild.py): config and a real run.
 
 No node is involved: these read the built images' OCI config with `buildah inspect` and run the
 images' own entry points in throwaway containers under runc, with no network (loopback only).
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ocr_server.config import ENV_KEYS
-from tests.cluster import images as img
+from localcluster import imagebuild as img
 
 # A cold first build (torch, 6 GB of layers) takes well over pytest's default 900 s here.
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -121,13 +121,13 @@ def test_no_working_container_or_its_mount_is_left_behind(built, buildah):
 
 
 def test_preload_fills_the_node_image_store_once_and_leaves_nothing_running(built, tmp_path, monkeypatch):
-    """The set-up's preload (tests/cluster/imagestore.py), on an image store of its own (another
+    """The set-up's preload (localcluster/imagestore.py), on an image store of its own (another
     cache root, so the real node of this run keeps its store and its slot): the operator image is
     imported, a second preload finds it in the store and imports nothing, and no containerd,
     mount or socket of the preload is left."""
-    from tests.cluster import machine
-    from tests.cluster.imagestore import preload
-    from tests.cluster.realnode import node_binaries_dir
+    from localcluster import machine
+    from localcluster.imagebuildtore import preload
+    from localcluster.realnode import node_binaries_dir
 
     bin_dir = node_binaries_dir(build=False)
     monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path))
@@ -141,8 +141,8 @@ def test_preload_fills_the_node_image_store_once_and_leaves_nothing_running(buil
 
 
 def test_preload_leaves_a_store_alone_while_a_cluster_holds_the_real_node(built, tmp_path, monkeypatch):
-    from tests.cluster.imagestore import preload
-    from tests.cluster.realnode import node_binaries_dir
+    from localcluster.imagebuildtore import preload
+    from localcluster.realnode import node_binaries_dir
 
     bin_dir = node_binaries_dir(build=False)
     monkeypatch.setenv("CAUSALFLOW_CACHE", str(tmp_path))

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cluster.realnode import NODE_NAME, NODE_SELECTOR, POD_CIDR, TOLERATION
+from localcluster.realnode import NODE_NAME, NODE_SELECTOR, POD_CIDR, TOLERATION
 from tests.e2e.conftest import require_local
 from tests.e2e.test_chart import CHART, helm
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]

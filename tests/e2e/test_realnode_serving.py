@@ -15,10 +15,10 @@ import time
 import httpx
 import pytest
 
-from tests.cluster.realnode import NODE_NAME, POD_CIDR
+from localcluster.realnode import NODE_NAME, POD_CIDR
 from tests.e2e.realnode_fixtures import (API_KEY, pod_ready, real_ocrservice, server_pods, service_client,
                                          tls_secret)
-from tests.e2e.waiting import wait_for
+from localcluster.waiting import wait_for
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from tests.e2e.conftest import require_local
-from tests.e2e.rollback_watch import RolloutWatch
-from tests.e2e.waiting import wait_for
+from localcluster.rollout_watch import RolloutWatch
+from localcluster.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e]
 

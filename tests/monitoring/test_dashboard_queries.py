@@ -5,7 +5,7 @@
 loaded, a few OCR requests, then each panel query through Prometheus's HTTP API: each returns series.
 
 The operator's panels run against the local cluster's Prometheus scraping a real operator
-(tests/e2e/test_metrics_chain.py). What cannot have a real source here, and is checked by name instead (tests/unit/monitoring,
+(tests/e2e/test_metrics_chain.py). What cannot have a real source here, and is checked by name instead (tests/monitoring,
 promql_names.EXTERNAL and the GPU list of ocr_server.metrics): dcgm-exporter's DCGM_FI_DEV_*
 (no GPU), the server's own GPU families (only with a GPU), the kubelet's prober_probe_total and
 kube-state-metrics' series (no cluster in this test).
@@ -22,12 +22,12 @@ import httpx
 import pytest
 
 from ocr_server.metrics import CPU_METRIC_NAMES
-from tests.cluster.images import ensure_tiny_model
-from tests.ports import free_port
+from localcluster.imagebuild import ensure_tiny_model
+from localcluster.ports import free_port
 from tests.server import samples
 from tests.server.conftest import ROOT, start_server
-from tests.unit.monitoring.common import DASHBOARD, RULES, alert_rules, binary
-from tests.unit.monitoring.promql_names import SERVER_CPU, metric_names
+from tests.monitoring.common import DASHBOARD, RULES, alert_rules, binary
+from tests.monitoring.promql_names import SERVER_CPU, metric_names
 
 NAMESPACE, SERVICE, POD = "ocr-test", "invoices", "invoices-0"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.ports import free_port
+from localcluster.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

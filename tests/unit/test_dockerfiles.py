@@ -4,7 +4,7 @@ Rules: a pinned base image (a version tag or a digest, never `latest`), a non-ro
 no secrets baked in (ENV/ARG values, copied key files), a HEALTHCHECK on the server image, no
 torch in the operator image, and every COPY/ADD source present in the build context (the
 repository root) and not excluded by .dockerignore. The base is `ARG BASE_IMAGE` whose default
-is the pinned production base (the local test harness, tests/cluster/images.py, passes its own
+is the pinned production base (the local test harness, localcluster/imagebuild.py, passes its own
 Debian base), and dependencies install before the source is copied so a code change rebuilds
 only the last layers. `make lint` runs this file.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.images import expand_args as expand  # one ARG expansion for the rules and the builder
+from localcluster.imagebuild import expand_args as expand  # one ARG expansion for the rules and the builder
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]

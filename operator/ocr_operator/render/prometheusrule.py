@@ -16,7 +16,7 @@ thresholds, durations and runbooks, and every series selector narrowed to this O
 
 Groups about the operator itself (ocr_operator_*) are cluster-wide and left to the chart.
 promtool checks the rendered rules and unit-tests that they fire for this OcrService and stay
-silent for another one (tests/unit/monitoring). Use either the chart's rules or these for a
+silent for another one (tests/monitoring). Use either the chart's rules or these for a
 service, not both: each would page once.
 """
 

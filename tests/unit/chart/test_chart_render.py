@@ -7,9 +7,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from localcluster.versions import K8S_VERSION as CLUSTER_K8S_VERSION
 from tests.unit.chart.helm import CHART, by_kind, objects, run_helm, template
 
-K8S_VERSION = "1.36.0"  # the local control plane's minor (tests/cluster/build-binaries.sh)
+# The local control plane's minor (localcluster/versions.env), as `helm template --kube-version` takes it.
+K8S_VERSION = ".".join(CLUSTER_K8S_VERSION.removeprefix("v").split(".")[:2]) + ".0"
 
 VALUE_SETS = {
     "defaults": {},

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ocr_operator.render import prometheusrule, render_all
-from tests.unit.monitoring.common import RULES, alert_rules, binary
+from tests.monitoring.common import RULES, alert_rules, binary
 from tests.unit.operator.helpers import owner, parsed
 
 OPERATOR_COPY = Path(prometheusrule.__file__).with_name(prometheusrule.RULES_FILE)

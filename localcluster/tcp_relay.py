@@ -1,4 +1,4 @@
-"""`python -m tests.cluster.tcp_relay --listen IP:PORT --to IP:PORT`: a plain TCP relay.
+"""`python -m localcluster.tcp_relay --listen IP:PORT --to IP:PORT`: a plain TCP relay.
 
 The API server listens on 127.0.0.1 only, which a pod cannot reach (its loopback is its own). The
 real node's pods reach it the in-cluster way, through the `kubernetes` Service (10.96.0.1:443):

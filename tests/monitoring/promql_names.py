@@ -18,7 +18,7 @@ import yaml
 
 from ocr_operator.metrics import NAMES as OPERATOR_METRIC_NAMES
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES
-from tests.unit.monitoring.common import KSM_CONFIG
+from tests.monitoring.common import KSM_CONFIG
 
 DCGM = ("NVIDIA dcgm-exporter, etc/default-counters.csv "
         "(https://github.com/NVIDIA/dcgm-exporter/blob/main/etc/default-counters.csv); FB in MiB")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.ports import ephemeral_range, free_port
+from localcluster.ports import ephemeral_range, free_port
 
 
 def test_a_free_port_lies_outside_the_ephemeral_range_and_can_be_bound():

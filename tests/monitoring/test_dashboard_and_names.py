@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from ocr_operator.rollout import RolloutStatus
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES, Metrics
 from tests.unit.chart.helm import by_kind, template
-from tests.unit.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, ROOT, alert_rules
-from tests.unit.monitoring.promql_names import (EXTERNAL, KNOWN, OPERATOR, SERVER_CPU, ksm_ocrservice_names,
+from tests.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, ROOT, alert_rules
+from tests.monitoring.promql_names import (EXTERNAL, KNOWN, OPERATOR, SERVER_CPU, ksm_ocrservice_names,
                                                 metric_names)
 
 GUIDE_PANELS = [  # what the deployment guides and issue 11 ask the board to show, by title words

@@ -1,12 +1,12 @@
-"""The image harness's pure parts (tests/cluster/images.py): what an image's content tag covers."""
+"""The image harness's pure parts (localcluster/imagebuild.py): what an image's content tag covers."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cluster import images as img
+from localcluster import imagebuild as img
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 DOCKERFILE = """\
 ARG BASE_IMAGE=python:3.12.8-slim

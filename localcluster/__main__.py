@@ -1,8 +1,8 @@
-"""`python -m tests.cluster up|down|status`: the local control plane outside pytest.
+"""`python -m localcluster up|down|status`: the local control plane outside pytest.
 
 `up` starts it in the background (state in .cluster/ at the repository root) and prints the
 `export KUBECONFIG=...` line; with the real node it also imports the product images
-(tests/cluster/images.py) into the node and prints `export CAUSALFLOW_SERVER_IMAGE=...` and
+(localcluster/imagebuild.py) into the node and prints `export CAUSALFLOW_SERVER_IMAGE=...` and
 `export CAUSALFLOW_OPERATOR_IMAGE=...` (`--no-images` skips that). `down` stops every process it
 started, by PID, undoes what the real node changed on the machine (also after a crashed or killed
 `up`) and removes .cluster/.
@@ -14,8 +14,8 @@ import argparse
 import importlib.util
 import sys
 
-from tests.cluster.cluster import REPO, LocalCluster, pid_alive
-from tests.cluster.realnode import NODE_KIND_LABEL, NODE_NAME, TAINT_KEY, RealNode
+from localcluster.cluster import REPO, LocalCluster, pid_alive
+from localcluster.realnode import NODE_KIND_LABEL, NODE_NAME, TAINT_KEY, RealNode
 
 STATE_DIR = REPO / ".cluster"
 
@@ -23,9 +23,9 @@ STATE_DIR = REPO / ".cluster"
 def image_exports(cluster: LocalCluster, build: bool) -> list[str]:
     """Import the product images into the real node (building them first when `build`) and return
     the export lines for those it holds. Empty without a real node or without images.py."""
-    if not build or cluster.real_node is None or importlib.util.find_spec("tests.cluster.images") is None:
+    if not build or cluster.real_node is None or importlib.util.find_spec("localcluster.imagebuild") is None:
         return []
-    from tests.cluster import images as product_images
+    from localcluster import imagebuild as product_images
 
     print("building the product images and importing them into the real node (long the first time)...")
     imgs = product_images.ensure_images()
@@ -108,7 +108,7 @@ def status() -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.cluster", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m localcluster", description=__doc__.splitlines()[0])
     ap.add_argument("command", choices=["up", "down", "status"])
     ap.add_argument("--no-images", action="store_true", help="up: do not build/import the product images")
     args = ap.parse_args()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "causalflow-ocr"
 RULES = CHART / "files" / "prometheus-rules.yaml"
 RULE_TESTS = Path(__file__).with_name("alert-rules.test.yaml")

@@ -10,7 +10,7 @@
 # CNI plugins bridge, host-local, loopback, portmap.
 # crictl: the CRI client the harness uses to remove pod sandboxes (with CNI DEL) that a killed
 #   kubelet left behind.
-# pause and causalflow-nodetest: the small static programs in tests/cluster/nodeimages/, the
+# pause and causalflow-nodetest: the small static programs in localcluster/nodeimages/, the
 #   sandbox ("pause") image and the real-node tests' image; rebuilt when their source changes.
 # runc, iptables, conntrack and nft come from Debian: installed with apt-get when missing and root.
 #
@@ -18,15 +18,14 @@
 # concurrent callers wait for one build instead of racing.
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
-CNI_VERSION=${CNI_PLUGINS_VERSION:-v1.10.0}
-CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"  # K8S_VERSION, CONTAINERD_VERSION, CNI_PLUGINS_VERSION, CRICTL_VERSION
+CNI_VERSION=$CNI_PLUGINS_VERSION
 CACHE_ROOT=${CAUSALFLOW_CACHE:-$HOME/.cache/causalflow-ocr}
 KEY="node_k8s-${K8S_VERSION}_containerd-${CONTAINERD_VERSION}_cni-${CNI_VERSION}_crictl-${CRICTL_VERSION}"
 DEST="$CACHE_ROOT/$KEY"
 BIN="$DEST/bin"
 SRC_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/nodeimages"
+source "$(dirname "$SRC_DIR")/k8s-module.sh"  # k8s_staging_replaces, k8s_version_ldflags
 DEBIAN_PACKAGES=(runc iptables conntrack nftables)
 DEBIAN_COMMANDS=(runc iptables conntrack nft)
 
@@ -100,7 +99,7 @@ if ! built containerd ctr containerd-shim-runc-v2; then
     -ldflags "-s -w -X $C/version.Version=$CONTAINERD_VERSION -X $C/version.Package=$C" \
     -o "$BIN/" "$C/cmd/containerd" "$C/cmd/ctr" "$C/cmd/containerd-shim-runc-v2"
 fi
-# The image preload (tests/cluster/imagestore.py) starts as soon as containerd and ctr are here.
+# The image preload (localcluster/imagestore.py) starts as soon as containerd and ctr are here.
 touch "$BIN/.containerd-built"
 
 # --- crictl -----------------------------------------------------------------------------------
@@ -118,19 +117,10 @@ if ! built kubelet kube-proxy; then
   log "kubelet + kube-proxy $K8S_VERSION: resolving modules"
   W="$DEST/src/k8s"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   printf 'module local/k8snodebins\n\ngo 1.26.0\n\ngodebug default=go1.26\n' > go.mod
-  STAGING="v0.${K8S_VERSION#v1.}"
-  GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GOLOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*|\1|p' "$GOMOD"); do
-    quiet go mod edit -replace="$m=$m@$STAGING"
-  done
+  k8s_staging_replaces
   quiet go get -tool "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" "k8s.io/kubernetes/cmd/kube-proxy@$K8S_VERSION"
-  MINOR=${K8S_VERSION#v1.}; MINOR=${MINOR%%.*}
-  V=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    V="$V -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$MINOR -X $pkg.gitTreeState=clean"
-  done
   log "kubelet + kube-proxy $K8S_VERSION: compiling"
-  go build -trimpath -ldflags "-s -w $V" -o "$BIN/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
+  go build -trimpath -ldflags "-s -w $(k8s_version_ldflags)" -o "$BIN/" k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 fi
 
 rm -rf "$DEST/src"

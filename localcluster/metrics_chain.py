@@ -42,13 +42,13 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from tests.cluster.pki import self_signed
-from tests.cluster.realnode import NODE_NAME, POD_CIDR
+from localcluster.pki import self_signed
+from localcluster.realnode import NODE_NAME, POD_CIDR
 
 if TYPE_CHECKING:
-    from tests.cluster.cluster import LocalCluster
+    from localcluster.cluster import LocalCluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = Path(__file__).with_name("build-metrics-binaries.sh")
 ADAPTER_VALUES = REPO / "charts" / "causalflow-ocr" / "files" / "prometheus-adapter-values.yaml"
 APISERVICE_VERSIONS = ("v1beta2", "v1beta1")
@@ -141,11 +141,11 @@ def start(cluster: LocalCluster) -> None:
     ca = cluster.workdir / "pki" / "ca.crt"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
-    cluster._component("dcgm-exporter", [
-        sys.executable, "-m", "tests.cluster.fake_dcgm_exporter", f"--port={cluster.ports['dcgm-exporter']}",
+    cluster.start_component("dcgm-exporter", [
+        sys.executable, "-m", "localcluster.fake_dcgm_exporter", f"--port={cluster.ports['dcgm-exporter']}",
         f"--apiserver={cluster.server}", f"--token={cluster.tokens['causalflow-dcgm-exporter']}", f"--ca={ca}",
     ], env=env)
-    cluster._wait_ready("dcgm-exporter", lambda: _http_ok(f"http://127.0.0.1:{cluster.ports['dcgm-exporter']}/"), 30)
+    cluster.wait_ready("dcgm-exporter", lambda: _http_ok(f"http://127.0.0.1:{cluster.ports['dcgm-exporter']}/"), 30)
 
     token_file = w / "prometheus.token"
     token_file.write_text(cluster.tokens["causalflow-prometheus"])
@@ -153,19 +153,19 @@ def start(cluster: LocalCluster) -> None:
     config = w / "prometheus.yml"
     config.write_text(yaml.safe_dump(prometheus_config(cluster, token_file, w / "targets"), sort_keys=False))
     prom_url = f"http://127.0.0.1:{cluster.ports['prometheus']}"
-    cluster._component("prometheus", [
+    cluster.start_component("prometheus", [
         str(built_binary("prometheus")), f"--config.file={config}", f"--storage.tsdb.path={w / 'tsdb'}",
         f"--web.listen-address=127.0.0.1:{cluster.ports['prometheus']}",
         "--storage.tsdb.retention.time=2h", "--log.level=warn",
     ])
-    cluster._wait_ready("prometheus", lambda: _http_ok(prom_url + "/-/ready"), 60)
+    cluster.wait_ready("prometheus", lambda: _http_ok(prom_url + "/-/ready"), 60)
 
     rules = w / "adapter-rules.yaml"
     rules.write_text(yaml.safe_dump(adapter_rules(), sort_keys=False))
     cert, key = self_signed(cluster.workdir / "pki", "prometheus-adapter")
     kubeconfig = cluster.workdir / "metrics.kubeconfig"
     port = cluster.ports["prometheus-adapter"]
-    cluster._component("prometheus-adapter", [
+    cluster.start_component("prometheus-adapter", [
         str(built_binary("prometheus-adapter", build=False)), f"--prometheus-url={prom_url}/", f"--config={rules}",
         # Re-discover series every 2 s, among those seen in the last 30 s (the default window is the
         # relist interval: with 2 s scrapes a series could drop out between two looks).
@@ -174,7 +174,7 @@ def start(cluster: LocalCluster) -> None:
         "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={w / 'adapter-certs'}",
         f"--tls-cert-file={cert}", f"--tls-private-key-file={key}", "--v=1",
     ])
-    cluster._wait_ready("prometheus-adapter", lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), 60)
+    cluster.wait_ready("prometheus-adapter", lambda: _https_ok(f"https://127.0.0.1:{port}/healthz"), 60)
     docs: list[dict] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "causalflow-system"}},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "prometheus-adapter", "namespace": "causalflow-system"},
@@ -199,7 +199,7 @@ def start(cluster: LocalCluster) -> None:
             cluster.api_get(f"/apis/custom.metrics.k8s.io/{v}")
         return True
 
-    cluster._wait_ready("custom-metrics APIServices", available, 60)
+    cluster.wait_ready("custom-metrics APIServices", available, 60)
 
 
 def _http_ok(url: str) -> bool:

@@ -9,7 +9,7 @@ of a kubelet) and the GPU itself (fake_dcgm_exporter.py serves the DCGM series a
 in for hardware, and kwok's pods get fake 10.x addresses that nothing ever connects to.
 
 Three ways in: the `cluster` pytest fixture (tests/e2e/conftest.py), `make cluster-up` /
-`make cluster-down` (python -m tests.cluster), and this context manager:
+`make cluster-down` (python -m localcluster), and this context manager:
 
     with LocalCluster() as cluster:
         cluster.kubectl("get", "nodes")
@@ -36,14 +36,14 @@ from typing import IO
 
 import yaml
 
-from tests.cluster import metrics_chain
-from tests.cluster.pki import Pki, make_pki
-from tests.cluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
+from localcluster import metrics_chain
+from localcluster.pki import Pki, make_pki
+from localcluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
                                     disabled_by_env, missing_prerequisites, node_binaries_dir)
-from tests.ports import free_port
+from localcluster.ports import free_port
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "tests" / "cluster" / "build-binaries.sh"
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "localcluster" / "build-binaries.sh"
 STAGES_FILE = Path(__file__).with_name("stages.yaml")
 SIMULATE_LABEL = "causalflow.dev/simulate"
 SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error", "oom-killed", "create-config-error")
@@ -92,6 +92,7 @@ class Component:
     _proc: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self) -> None:
+        """Start the process (again, after `stop`), its output appended to its log."""
         with open(self.log, "ab") as log:
             self._proc = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -125,6 +126,7 @@ class Component:
         else:
             while pid_alive(self.pid) and time.monotonic() < deadline + 5:
                 time.sleep(0.05)
+        self._proc = None
 
     def tail(self, lines: int = 30) -> str:
         try:
@@ -321,9 +323,8 @@ class LocalCluster(KubectlCommands):
         """Kill and restart kube-apiserver with the same flags (a fault the operator must survive)."""
         comp = self.components["apiserver"]
         comp.stop()
-        comp._proc = None
         comp.start()
-        self._wait_ready("apiserver", self._apiserver_ready, 60)
+        self.wait_ready("apiserver", self._apiserver_ready, 60)
 
     # -- state for `make cluster-up` / `make cluster-down` -----------------------------------
     def save_state(self) -> None:
@@ -397,14 +398,16 @@ class LocalCluster(KubectlCommands):
         if not self.quiet:
             print(f"  cluster: {msg}", flush=True)
 
-    def _component(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
+    def start_component(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Component:
+        """Start one process of the cluster, logged to logs/<name>.log and stopped with the cluster."""
         comp = Component(name, argv, self.workdir / "logs" / f"{name}.log", env=env)
         self.components[name] = comp
         comp.start()
         self.save_state()  # `make cluster-down` finds every started process even if start-up dies
         return comp
 
-    def _wait_ready(self, name: str, probe, timeout: float) -> None:
+    def wait_ready(self, name: str, probe, timeout: float) -> None:
+        """Poll `probe` until it is true; fail with the component's last log lines if it exits or times out."""
         comp = self.components.get(name)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -438,7 +441,7 @@ class LocalCluster(KubectlCommands):
 
     def _start_etcd(self) -> None:
         p, pp = self.ports["etcd"], self.ports["etcd-peer"]
-        self._component("etcd", [
+        self.start_component("etcd", [
             str(self.bin_dir / "etcd"), "--name=default", f"--data-dir={self.workdir / 'etcd'}",
             f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
             f"--listen-peer-urls=http://127.0.0.1:{pp}", f"--initial-advertise-peer-urls=http://127.0.0.1:{pp}",
@@ -450,7 +453,7 @@ class LocalCluster(KubectlCommands):
             with urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=2) as r:
                 return json.load(r).get("health") == "true"
 
-        self._wait_ready("etcd", healthy, 30)
+        self.wait_ready("etcd", healthy, 30)
 
     def _apiserver_argv(self) -> list[str]:
         w, pki = self.workdir, self.workdir / "pki"
@@ -488,10 +491,11 @@ class LocalCluster(KubectlCommands):
             return r.status == 200
 
     def _start_apiserver(self) -> None:
-        self._component("apiserver", self._apiserver_argv())
-        self._wait_ready("apiserver", self._apiserver_ready, 90)
+        self.start_component("apiserver", self._apiserver_argv())
+        self.wait_ready("apiserver", self._apiserver_ready, 90)
 
-    def _kubeconfig_for(self, user: str) -> str:
+    def kubeconfig_for(self, user: str) -> str:
+        """A kubeconfig (YAML text) for one of the cluster's token users."""
         ca = base64.b64encode((self.workdir / "pki" / "ca.crt").read_bytes()).decode()
         return yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "causalflow-local",
@@ -502,19 +506,19 @@ class LocalCluster(KubectlCommands):
         })
 
     def _write_kubeconfigs(self) -> None:
-        self.kubeconfig.write_text(self._kubeconfig_for("causalflow-admin"))
-        self.operator_kubeconfig.write_text(self._kubeconfig_for("causalflow-operator"))
+        self.kubeconfig.write_text(self.kubeconfig_for("causalflow-admin"))
+        self.operator_kubeconfig.write_text(self.kubeconfig_for("causalflow-operator"))
         for user, fname in (("system:kube-controller-manager", "controller-manager"),
                             ("system:kube-scheduler", "scheduler"), ("kwok-controller", "kwok"),
                             ("causalflow-metrics-adapter", "metrics")):
-            (self.workdir / f"{fname}.kubeconfig").write_text(self._kubeconfig_for(user))
+            (self.workdir / f"{fname}.kubeconfig").write_text(self.kubeconfig_for(user))
         for f in self.workdir.glob("*.kubeconfig"):
             f.chmod(0o600)
 
     def _start_controllers(self) -> None:
         w, pki = self.workdir, self.workdir / "pki"
         kcm_kc, sch_kc = w / "controller-manager.kubeconfig", w / "scheduler.kubeconfig"
-        self._component("controller-manager", [
+        self.start_component("controller-manager", [
             str(self.bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm_kc}",
             f"--authentication-kubeconfig={kcm_kc}", f"--authorization-kubeconfig={kcm_kc}",
             "--leader-elect=false", "--bind-address=127.0.0.1",
@@ -526,7 +530,7 @@ class LocalCluster(KubectlCommands):
             "--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-deployment-syncs=10",
             "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=20", "--v=1",
         ])
-        self._component("scheduler", [
+        self.start_component("scheduler", [
             str(self.bin_dir / "kube-scheduler"), f"--kubeconfig={sch_kc}",
             f"--authentication-kubeconfig={sch_kc}", f"--authorization-kubeconfig={sch_kc}",
             "--leader-elect=false", "--bind-address=127.0.0.1",
@@ -538,11 +542,11 @@ class LocalCluster(KubectlCommands):
             with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=ctx, timeout=2) as r:
                 return r.status == 200
 
-        self._wait_ready("controller-manager", lambda: healthz(self.ports["controller-manager"]), 60)
-        self._wait_ready("scheduler", lambda: healthz(self.ports["scheduler"]), 60)
+        self.wait_ready("controller-manager", lambda: healthz(self.ports["controller-manager"]), 60)
+        self.wait_ready("scheduler", lambda: healthz(self.ports["scheduler"]), 60)
 
     def _start_kwok(self) -> None:
-        self._component("kwok", [
+        self.start_component("kwok", [
             str(self.bin_dir / "kwok"), f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
             f"--config={self.workdir / 'kwok.yaml'}",
             # Only the fake nodes: with --manage-all-nodes kwok would also take over the real node.
@@ -555,7 +559,7 @@ class LocalCluster(KubectlCommands):
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['kwok']}/healthz", timeout=2) as r:
                 return r.status == 200
 
-        self._wait_ready("kwok", healthz, 30)
+        self.wait_ready("kwok", healthz, 30)
 
     def _create_nodes(self) -> None:
         nodes = []
@@ -584,7 +588,7 @@ class LocalCluster(KubectlCommands):
                 any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
                 for n in items)
 
-        self._wait_ready("nodes", ready, 60)
+        self.wait_ready("nodes", ready, 60)
 
 
 def _upstream_stages(stage_dir: Path) -> list[dict]:

@@ -13,10 +13,7 @@
 # tests need it): the build then stamps nothing, and the next run without it builds helm alone.
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.36.3}
-ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
-HELM_VERSION=${HELM_VERSION:-v4.3.1}
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"  # K8S_VERSION, ETCD_VERSION, KWOK_VERSION, HELM_VERSION
 CACHE_ROOT=${CAUSALFLOW_CACHE:-$HOME/.cache/causalflow-ocr}
 KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}"
 DEST="$CACHE_ROOT/$KEY"
@@ -36,7 +33,7 @@ metrics_binaries() {
 if [[ -f "$DEST/.complete" ]]; then echo "cluster binaries: cached at $BIN"; node_binaries; metrics_binaries; exit 0; fi
 
 # The node's binaries first: containerd is then ready early for the image preload of the set-up
-# (tests/cluster/imagestore.py), and the control plane reuses the packages kubelet compiled.
+# (localcluster/imagestore.py), and the control plane reuses the packages kubelet compiled.
 node_binaries
 mkdir -p "$BIN" "$DEST/src"
 # -dwarf=false: the binaries are stripped (-s -w) anyway, so the compiler need not write DWARF at
@@ -50,33 +47,20 @@ built() { for b in "$@"; do [[ -x "$BIN/$b" ]] || return 1; done; }
 GOLOG="$DEST/go.log"; : > "$GOLOG"
 quiet() { "$@" >>"$GOLOG" 2>&1 || { tail -40 "$GOLOG"; log "failed: $*"; exit 1; }; }
 
-# k8s.io/kubernetes replaces its staging modules (k8s.io/api, client-go, ...) with local paths;
-# the module in the current directory gets them at their published versions, v0.<minor>.<patch>.
-staging_replaces() {
-  local staging="v0.${K8S_VERSION#v1.}" gomod m
-  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" 2>>"$GOLOG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  for m in $(sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => \./staging/.*|\1|p' "$gomod"); do
-    quiet go mod edit -replace="$m=$m@$staging"
-  done
-}
+source "$HERE/k8s-module.sh"  # k8s_staging_replaces, k8s_version_ldflags
 
 # --- Kubernetes: apiserver, controller-manager, scheduler, kubectl ---------------------------
 if ! built kube-apiserver kube-controller-manager kube-scheduler kubectl; then
   log "kubernetes $K8S_VERSION: resolving modules"
   W="$DEST/src/k8s"; rm -rf "$W"; mkdir -p "$W"; cd "$W"
   printf 'module local/k8sbins\n\ngo 1.26.0\n\ngodebug default=go1.26\n' > go.mod
-  staging_replaces
+  k8s_staging_replaces
   # Every path carries the version: a bare `go get -tool` path means @latest, another release.
   quiet go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION"
-  MINOR=${K8S_VERSION#v1.}; MINOR=${MINOR%%.*}
-  V=""
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    V="$V -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$MINOR -X $pkg.gitTreeState=clean"
-  done
   log "kubernetes $K8S_VERSION: compiling (the long part on 2 cores)"
-  go build -trimpath -ldflags "-s -w $V" -o "$BIN/" \
+  go build -trimpath -ldflags "-s -w $(k8s_version_ldflags)" -o "$BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 fi

@@ -13,7 +13,7 @@ One containerd at a time may use the root, so `preload` holds the machine's real
 (`realnode.owner`) while it runs; when a running cluster holds the slot it does nothing, and that
 cluster's node imports on demand as before.
 
-    python -m tests.cluster.images --build-only --preload server,operator
+    python -m localcluster.imagebuild --build-only --preload server,operator
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from tests.cluster import machine
-from tests.cluster.realnode import NO_NRI_NO_TRACING, RealNode, RealNodeInUse, containerd_core_config, owner_file
+from localcluster import machine
+from localcluster.realnode import NO_NRI_NO_TRACING, RealNode, RealNodeInUse, containerd_core_config, owner_file
 
 if TYPE_CHECKING:
-    from tests.cluster.images import Images
+    from localcluster.imagebuild import Images
 
 Log = Callable[[str], None]
 # The CRI side of containerd (and what it would start or listen on) is not needed to import.

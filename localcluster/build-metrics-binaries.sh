@@ -18,8 +18,8 @@
 # `--print-bin NAME` prints where NAME is (built or not).
 set -euo pipefail
 
-ADAPTER_VERSION=${PROMETHEUS_ADAPTER_VERSION:-v0.12.0}
-PROMETHEUS_MODULE_VERSION=${PROMETHEUS_MODULE_VERSION:-v0.310.0}  # Prometheus 3.10.0 (the module's v0.3MM.P)
+source "$(dirname "${BASH_SOURCE[0]}")/versions.sh"  # PROMETHEUS_ADAPTER_VERSION, PROMETHEUS_MODULE_VERSION
+ADAPTER_VERSION=$PROMETHEUS_ADAPTER_VERSION
 PROMETHEUS_TAGS="remove_all_sd,enable_kubernetes_sd"
 CACHE_ROOT=${CAUSALFLOW_CACHE:-$HOME/.cache/causalflow-ocr}
 ADAPTER_DEST="$CACHE_ROOT/prometheus-adapter-${ADAPTER_VERSION}"

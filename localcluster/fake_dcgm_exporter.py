@@ -17,7 +17,7 @@ through the kubelet's pod-resources API; this reads the pods from the API server
 scrape, so scaled-up pods get their series as they appear). A null value removes the setting.
 Only DCGM_FI_* names are accepted: the server's own metrics come from real server pods.
 
-Run: python -m tests.cluster.fake_dcgm_exporter --port P --apiserver URL --token T --ca CA
+Run: python -m localcluster.fake_dcgm_exporter --port P --apiserver URL --token T --ca CA
 """
 
 from __future__ import annotations

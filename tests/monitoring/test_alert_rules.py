@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.unit.chart.helm import by_kind, template
-from tests.unit.monitoring.common import CHART, README, RULE_TESTS, RULES, alert_rules, binary
+from tests.monitoring.common import CHART, README, RULE_TESTS, RULES, alert_rules, binary
 
 EXPECTED_ALERTS = {
     "OcrGPUMemoryHigh", "OcrLatencyP95High", "OcrErrorRateHigh", "OcrHealthChecksFailing",

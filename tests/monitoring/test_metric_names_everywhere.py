@@ -12,8 +12,8 @@ import yaml
 
 from ocr_operator import spec
 from ocr_operator.metrics import NAMES as OPERATOR_NAMES
-from tests.unit.monitoring.common import CHART, ROOT
-from tests.unit.monitoring.promql_names import KNOWN, metric_names
+from tests.monitoring.common import CHART, ROOT
+from tests.monitoring.promql_names import KNOWN, metric_names
 
 ADAPTER_VALUES = CHART / "files" / "prometheus-adapter-values.yaml"
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"

@@ -86,7 +86,8 @@ def links() -> set[str]:
     return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if line.strip()}
 
 
-def _lines(*argv: str) -> set[str]:
+def command_lines(*argv: str) -> set[str]:
+    """The output lines of a command, whitespace-normalised, as a set (for before/after comparisons)."""
     return {re.sub(r"\s+", " ", line).strip() for line in _run(*argv).stdout.splitlines() if line.strip()}
 
 
@@ -110,7 +111,7 @@ def iptables_rules() -> set[str]:
 def nft_tables() -> set[str]:
     if not shutil.which("nft"):
         return set()
-    return _lines("nft", "list", "tables")
+    return command_lines("nft", "list", "tables")
 
 
 def cgroup_dirs(depth: int = 3) -> set[str]:
@@ -169,8 +170,8 @@ def snapshot(mount_roots: tuple[str, ...] = ()) -> dict[str, object]:
     return {
         "mounts": node_mounts(mount_roots),
         "links": links(),
-        "addresses": _lines("ip", "-o", "addr", "show"),
-        "routes": _lines("ip", "route", "show", "table", "all") | _lines("ip", "-6", "route", "show", "table", "all"),
+        "addresses": command_lines("ip", "-o", "addr", "show"),
+        "routes": command_lines("ip", "route", "show", "table", "all") | command_lines("ip", "-6", "route", "show", "table", "all"),
         "iptables": iptables_rules(),
         "nft": nft_tables(),
         "cgroups": cgroup_dirs(),

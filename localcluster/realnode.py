@@ -59,7 +59,7 @@ Network:
   anywhere but the pod bridge (the bridge plugin turns on ip_forward): no pod packet leaves the
   machine, even from a pod that tries.
 - the API server listens on 127.0.0.1 only, which pods cannot reach: a TCP relay on the node IP
-  (tests/cluster/tcp_relay.py) behind an EndpointSlice of the `kubernetes` Service gives pods the
+  (localcluster/tcp_relay.py) behind an EndpointSlice of the `kubernetes` Service gives pods the
   in-cluster way in (10.96.0.1:443, the serving cert names it).
 
 ## What a running node changes on the machine (measured with one pod running)
@@ -95,12 +95,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import yaml
 
-from tests.cluster import machine
-from tests.cluster.nodeimage import docker_archive, image_ref
-from tests.ports import free_port
+from localcluster import machine
+from localcluster.nodeimage import docker_archive, image_ref
+from localcluster.ports import free_port
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tests.cluster.cluster import LocalCluster
+    from localcluster.cluster import LocalCluster
 
 NODE_NAME = "real-node-0"
 NODE_KIND_LABEL = "causalflow.dev/node-kind"
@@ -329,7 +329,7 @@ class RealNode:
 
     @property
     def test_image(self) -> str:
-        """The tests' image (tests/cluster/nodeimages/nodetest): serve | echo | crash | oom."""
+        """The tests' image (localcluster/nodeimages/nodetest): serve | echo | crash | oom."""
         return self.state["test_image"]
 
     @classmethod
@@ -436,7 +436,7 @@ class RealNode:
             node = json.loads(cluster.kubectl("get", "node", NODE_NAME, "-o", "json", timeout=10).stdout)
             return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
 
-        cluster._wait_ready(f"{NODE_NAME} Ready", ready, 90)
+        cluster.wait_ready(f"{NODE_NAME} Ready", ready, 90)
 
     def claim(self) -> None:
         """Take the machine's one real-node slot for this work dir (from the cluster's __init__ on,
@@ -470,7 +470,7 @@ class RealNode:
         return False
 
     def _network(self) -> None:
-        conflicts = [a for a in machine._lines("ip", "-o", "addr", "show") if "172.30." in a]
+        conflicts = [a for a in machine.command_lines("ip", "-o", "addr", "show") if "172.30." in a]
         if conflicts:
             raise RealNodeError(f"172.30.0.0/16 is already in use on this machine: {conflicts}")
         self._save(links=[NODE_BRIDGE, POD_BRIDGE],
@@ -493,7 +493,7 @@ class RealNode:
         self.containerd_root.mkdir(parents=True, exist_ok=True)
         for user, name in zip(NODE_USERS, ("kubelet", "kube-proxy")):
             path = d / f"{name}.kubeconfig"
-            path.write_text(cluster._kubeconfig_for(user))
+            path.write_text(cluster.kubeconfig_for(user))
             path.chmod(0o600)
         ports = {"kubelet": free_port(), "kubelet-healthz": free_port(),
                  "kube-proxy-healthz": free_port(), "kube-proxy-metrics": free_port()}
@@ -513,10 +513,10 @@ class RealNode:
             containerd_config(self.dir, self.containerd_root, self.bin_dir, runc, sandbox))
         self._save(shim_dir_existed=os.path.lexists("/run/containerd"))
         env = {**os.environ, "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-        cluster._component("containerd", [str(self.bin_dir / "containerd"), "--config",
+        cluster.start_component("containerd", [str(self.bin_dir / "containerd"), "--config",
                                           str(self.dir / "containerd.toml")], env=env)
         self._pids(cluster)
-        cluster._wait_ready("containerd", lambda: self.ctr("version", timeout=5, check=False).returncode == 0, 60)
+        cluster.wait_ready("containerd", lambda: self.ctr("version", timeout=5, check=False).returncode == 0, 60)
         self._remove_stale_pods()
 
     def _remove_stale_pods(self) -> None:
@@ -529,7 +529,7 @@ class RealNode:
     def _start_kubelet(self, cluster: LocalCluster) -> None:
         d = self.dir
         labels = ",".join(f"{k}={v}" for k, v in node_labels().items())
-        cluster._component("kubelet", [
+        cluster.start_component("kubelet", [
             str(self.bin_dir / "kubelet"), f"--config={d / 'kubelet.yaml'}", f"--kubeconfig={d / 'kubelet.kubeconfig'}",
             f"--root-dir={d / 'kubelet'}", f"--cert-dir={d / 'kubelet-pki'}", f"--hostname-override={NODE_NAME}",
             f"--node-ip={NODE_IP}", f"--node-labels={labels}",
@@ -539,7 +539,7 @@ class RealNode:
         def registered() -> bool:
             return cluster.kubectl("get", "node", NODE_NAME, check=False, timeout=10).returncode == 0
 
-        cluster._wait_ready("kubelet", registered, 90)
+        cluster.wait_ready("kubelet", registered, 90)
 
     def _advertise_gpus(self, cluster: LocalCluster) -> None:
         patch = {"status": {"capacity": {GPU_RESOURCE: str(GPUS)}}}
@@ -549,15 +549,15 @@ class RealNode:
             node = json.loads(cluster.kubectl("get", "node", NODE_NAME, "-o", "json", timeout=10).stdout)
             return node["status"].get("allocatable", {}).get(GPU_RESOURCE) == str(GPUS)
 
-        cluster._wait_ready(f"{GPU_RESOURCE} on {NODE_NAME}", advertised, 60)
+        cluster.wait_ready(f"{GPU_RESOURCE} on {NODE_NAME}", advertised, 60)
 
     def _in_cluster_api(self, cluster: LocalCluster) -> None:
         """Pods reach the API server the in-cluster way: the `kubernetes` Service (10.96.0.1:443)
-        -> an EndpointSlice on the node IP -> tests/cluster/tcp_relay.py -> 127.0.0.1."""
+        -> an EndpointSlice on the node IP -> localcluster/tcp_relay.py -> 127.0.0.1."""
         port = cluster.ports["apiserver"]  # free on the node IP: the API server binds 127.0.0.1 only
-        cluster._component("apiserver-relay", [sys.executable, "-m", "tests.cluster.tcp_relay",
+        cluster.start_component("apiserver-relay", [sys.executable, "-m", "localcluster.tcp_relay",
                                                f"--listen={NODE_IP}:{port}", f"--to=127.0.0.1:{port}"],
-                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
         self._pids(cluster)
         cluster.apply({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -572,7 +572,7 @@ class RealNode:
             with socket.create_connection((NODE_IP, port), timeout=2):
                 return True
 
-        cluster._wait_ready("apiserver-relay", relaying, 30)
+        cluster.wait_ready("apiserver-relay", relaying, 30)
 
     def _firewall(self) -> None:
         """Pod traffic may go to the host and to other pods, never through the host to elsewhere."""
@@ -584,7 +584,7 @@ class RealNode:
                 raise RealNodeError(f"iptables {' '.join(argv)}: {proc.stderr.strip()}")
 
     def _start_kube_proxy(self, cluster: LocalCluster) -> None:
-        cluster._component("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}"],
+        cluster.start_component("kube-proxy", [str(self.bin_dir / "kube-proxy"), f"--config={self.dir / 'kube-proxy.yaml'}"],
                            env={**os.environ, "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"})
         self._pids(cluster)
         port = self.state["ports"]["kube-proxy-healthz"]
@@ -594,7 +594,7 @@ class RealNode:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
                 return r.status == 200
 
-        cluster._wait_ready("kube-proxy", healthy, 60)
+        cluster.wait_ready("kube-proxy", healthy, 60)
 
     # -- stop ----------------------------------------------------------------------------------------
     def drain(self, cluster: LocalCluster | None, timeout: float = 90) -> None:

@@ -34,7 +34,7 @@ changed. State lives in
         cluster.import_image(pipe, images.operator)
     images.archive(images.operator)    # or as a file: Path of its docker-archive
 
-`python -m tests.cluster.images [--json]` builds and exports them and prints refs, sizes and timings.
+`python -m localcluster.imagebuild [--json]` builds and exports them and prints refs, sizes and timings.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Callable, Iterator, Mapping
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PYPI = "https://pypi.org/simple"
@@ -588,8 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     if images is None:
         return 0
     if kinds:
-        from tests.cluster.imagestore import preload
-        from tests.cluster.realnode import node_binaries_dir
+        from localcluster.imagebuildtore import preload
+        from localcluster.realnode import node_binaries_dir
 
         try:
             preload(images, kinds, node_binaries_dir(build=False), log=lambda m: print(m, file=sys.stderr, flush=True))

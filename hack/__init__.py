@@ -1,0 +1,1 @@
+"""Developer scripts: generators, sync checks and the demo (run each as a script; see docs)."""
