@@ -66,6 +66,14 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest -q tests/unit/test_dockerfiles.py
 
+# The documentation site (mkdocs.yml, docs/): built strictly into site/ (a broken link, anchor or
+# nav entry fails; tests/docs runs the same build), or served with live reload on 127.0.0.1:8000.
+.PHONY: docs docs-serve
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
 # promtool and prometheus (Debian's prometheus package) for the alert-rule and dashboard tests.
 monitoring-tools:
 	bash tests/monitoring/ensure-prometheus.sh
