@@ -2,13 +2,13 @@
 """Render the OcrService reference (markdown tables) from the CRD's openAPIV3Schema.
 
 Every row comes from the schema in crds/ocr.causalflow.dev_ocrservices.yaml: field path, type
-with its constraints, default, and description. README.md carries the output between
-`<!-- BEGIN OCRSERVICE REFERENCE -->` and `<!-- END OCRSERVICE REFERENCE -->`;
-tests/unit/chart/test_readme_reference.py fails when the two drift apart.
+with its constraints, default, and description. The documentation page
+docs/reference/ocrservice.md carries the output between `<!-- BEGIN OCRSERVICE REFERENCE -->` and
+`<!-- END OCRSERVICE REFERENCE -->`; tests/docs/test_docs.py fails when the two drift apart.
 
     hack/gen-crd-reference.py            print the reference
-    hack/gen-crd-reference.py --write    update README.md in place
-    hack/gen-crd-reference.py --check    exit 1 when README.md is stale
+    hack/gen-crd-reference.py --write    update docs/reference/ocrservice.md in place
+    hack/gen-crd-reference.py --check    exit 1 when docs/reference/ocrservice.md is stale
 """
 
 import argparse
@@ -20,7 +20,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "reference" / "ocrservice.md"
 BEGIN = "<!-- BEGIN OCRSERVICE REFERENCE -->"
 END = "<!-- END OCRSERVICE REFERENCE -->"
 
@@ -91,7 +91,7 @@ def _rows(schema: dict, path: str, required: bool, out: list) -> None:
 
 
 def render(crd: dict) -> str:
-    """The markdown between the README markers (markers excluded), one table per top-level part."""
+    """The markdown between the page's markers (markers excluded), one table per top-level part."""
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
     root = version["schema"]["openAPIV3Schema"]
     group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
@@ -103,7 +103,7 @@ def render(crd: dict) -> str:
     ]
     for part in ("spec", "status"):
         schema = root["properties"][part]
-        lines += ["", f"#### `{part}`", "", _cell(schema.get("description", "")), ""]
+        lines += ["", f"## `{part}`", "", _cell(schema.get("description", "")), ""]
         lines += ["| Field | Type | Default | Description |", "|---|---|---|---|"]
         for top_rule in schema.get("x-kubernetes-validations", []):
             lines.append(f"| `{part}` | rule | | {_cell(top_rule.get('message', top_rule['rule']))} |")
@@ -118,32 +118,33 @@ def load_crd(path: Path = CRD) -> dict:
     return yaml.safe_load(path.read_text())
 
 
-def splice(readme: str, reference: str) -> str:
-    """README text with the part between the markers replaced by `reference`."""
-    start, end = readme.index(BEGIN) + len(BEGIN), readme.index(END)
-    return readme[:start] + "\n" + reference + readme[end:]
+def splice(page: str, reference: str) -> str:
+    """The page's text with the part between the markers replaced by `reference`."""
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    return page[:start] + "\n" + reference + page[end:]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help="update README.md in place")
-    group.add_argument("--check", action="store_true", help="exit 1 when README.md is stale")
+    group.add_argument("--write", action="store_true", help=f"update {PAGE.relative_to(ROOT)} in place")
+    group.add_argument("--check", action="store_true", help=f"exit 1 when {PAGE.relative_to(ROOT)} is stale")
     args = parser.parse_args()
     reference = render(load_crd())
     if not (args.write or args.check):
         sys.stdout.write(reference)
         return 0
-    readme = README.read_text()
-    updated = splice(readme, reference)
+    page = PAGE.read_text()
+    updated = splice(page, reference)
+    where = PAGE.relative_to(ROOT)
     if args.check:
-        if updated != readme:
-            print("README.md's OcrService reference is stale: run hack/gen-crd-reference.py --write")
+        if updated != page:
+            print(f"{where}: the OcrService reference is stale: run hack/gen-crd-reference.py --write")
             return 1
-        print("README.md's OcrService reference is up to date")
+        print(f"{where}: the OcrService reference is up to date")
         return 0
-    README.write_text(updated)
-    print("README.md: OcrService reference updated")
+    PAGE.write_text(updated)
+    print(f"{where}: OcrService reference updated")
     return 0
 
 
