@@ -23,7 +23,7 @@ from .config import ServerConfig
 from .metrics import Metrics
 from .openai_routes import router as openai_router
 from .routes import router
-from .service import OcrService
+from .service import OcrServing
 from .warmup import run_warmup
 
 log = logging.getLogger("ocr_server")
@@ -42,7 +42,7 @@ def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
 
 def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -> FastAPI:
     metrics = Metrics()
-    service = OcrService(cfg, engine, metrics)
+    service = OcrServing(cfg, engine, metrics)
 
     async def load_in_background() -> None:
         loop = asyncio.get_running_loop()

@@ -55,7 +55,10 @@ class PageJob:
     split: SplitPlan | None = None
 
 
-class OcrService:
+class OcrServing:
+    """The server's request path and its state: result cache, preprocessing pool, admission and
+    the batcher; ready once the engine is loaded and warmed up."""
+
     def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics) -> None:
         self.cfg, self.engine, self.metrics = cfg, engine, metrics
         self.cache = ResultCache(cfg.service.cache_entries)
