@@ -20,11 +20,11 @@ help:
 	@echo "make cluster-down      stop it"
 	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
 
-# One virtual environment for everything: both packages editable, plus test tools.
-$(VENV)/.installed: server/pyproject.toml operator/pyproject.toml requirements-dev.txt
+# One virtual environment for everything: the packages editable (the server's test helpers too), plus test tools.
+$(VENV)/.installed: server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e ./server -e ./operator -r requirements-dev.txt
+	$(VPY) -m pip install -q -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed

@@ -13,7 +13,7 @@ For each engine (transformers here; vLLM in .venv-vllm, run as a worker process 
 It prints pages/s and generated tokens/s of each, and the server's overhead over the raw engine.
 
 Both engines load the same weights: random, in the official layout vLLM reads (the tiny model of
-`python -m ocr_server.testing.tiny_model --for-vllm`: the real vision tower, a tiny language model;
+`python -m ocr_server_testing.tiny_model --for-vllm`: the real vision tower, a tiny language model;
 --full-size: the real architecture, about 3.4B parameters in bf16). The figures measure serving,
 not OCR quality. Generation runs for exactly --new-tokens tokens everywhere (EOS suppressed with
 min_new_tokens / min_tokens, the n-gram guard off), so every path does the same work.
@@ -70,15 +70,16 @@ REAL_LANGUAGE = {"vocab_size": 129280, "hidden_size": 1280, "intermediate_size":
 
 def write_model(out: Path, full_size: bool, layout: str = "native") -> Path:
     """Random weights: tiny (native), the --for-vllm tiny model (official), or full size (native or official)."""
-    from ocr_server.testing.tiny_model import write_tiny_model
+    from ocr_server_testing.tiny_model import write_tiny_model
 
     if not full_size:
         return write_tiny_model(out, for_vllm=True) if layout == "official" else write_tiny_model(out, "native")
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, DeepseekOcr2Processor
 
-    from ocr_server.convert import native_to_official_state_dict, translate_official_config
-    from ocr_server.testing.tiny_model import TINY_NOTICE, build_tokenizer, tiny_official_config
+    from ocr_server.convert import translate_official_config
+    from ocr_server_testing.official_layout import native_to_official_state_dict
+    from ocr_server_testing.tiny_model import TINY_NOTICE, build_tokenizer, tiny_official_config
 
     official = tiny_official_config(for_vllm=True)  # the real vision tower ...
     lang = {**official["language_config"], **REAL_LANGUAGE, "num_key_value_heads": 10, "torch_dtype": "bfloat16"}

@@ -389,15 +389,17 @@ def ensure_tiny_model(log: Log, python: str = sys.executable) -> str:
     named by its generator's hash: regenerated only when the generator changes (it is seeded), and
     a new generator gives a new build argument, so no cached layer holds the old weights (a RUN's
     bind mount is not part of buildah's layer cache key, its build arguments are)."""
-    source = REPO / "server" / "ocr_server" / "testing" / "tiny_model.py"
-    rel = TINY_MODEL_PREFIX + _sha(source.read_bytes())[:12]
+    # The generator and the server's marker it writes into the model's README.md.
+    sources = (REPO / "server_testing" / "ocr_server_testing" / "tiny_model.py",
+               REPO / "server" / "ocr_server" / "tiny_marker.py")
+    rel = TINY_MODEL_PREFIX + _sha(b"".join(p.read_bytes() for p in sources))[:12]
     out = REPO / rel
     if (out / ".complete").exists():
         return rel
     t0 = time.monotonic()
     for old in (REPO / "models").glob(Path(TINY_MODEL_PREFIX).name + "*"):
         shutil.rmtree(old, ignore_errors=True)
-    r = subprocess.run([python, "-m", "ocr_server.testing.tiny_model", str(out)], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run([python, "-m", "ocr_server_testing.tiny_model", str(out)], capture_output=True, text=True, cwd=REPO)
     if r.returncode:
         raise ImageBuildError(f"tiny model generation failed:\n{(r.stdout + r.stderr)[-3000:]}")
     (out / ".complete").write_text("")

@@ -32,6 +32,7 @@ from .config import ConfigError, ServerConfig, crops_allowed, crops_required, va
 from .convert import is_official_layout, read_config_json, translate_official_config
 from .images import CropPlan, plan_crops
 from .streaming import IncrementalDecoder
+from .tiny_marker import TINY_MARKER, TINY_REVISION, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.engine")
 
@@ -40,7 +41,6 @@ PROMPTS = {
     "free": "<image>\nFree OCR.",
 }
 TD_TOKENS = ("<td>", "</td>")
-TINY_MARKER = "TINY RANDOM MODEL"
 
 
 class StartupError(RuntimeError):
@@ -189,8 +189,6 @@ def _revision(model_dir: Path, configured: str | None, tiny: bool) -> str:
     if configured:
         return configured
     if tiny:
-        from .testing.tiny_model import TINY_REVISION
-
         return TINY_REVISION
     for name in ("revision", ".revision"):
         if (model_dir / name).is_file():
@@ -248,8 +246,7 @@ class Engine:
             query_sizes[side * 64] = emb.num_embeddings
         del skeleton
         validate_against_model(cfg, query_sizes)
-        readme = model_dir / "README.md"
-        tiny = readme.is_file() and TINY_MARKER in readme.read_text(errors="ignore")
+        tiny = is_tiny(model_dir)
         layout = "official (deepseek-ai, translated at load)" if official else "transformers-native"
         self._inspected = (model_dir, config, layout, tiny)
 
@@ -301,9 +298,7 @@ class Engine:
         self.image_token_id = config.image_token_id
         name = cfg.model.name
         if tiny:
-            from .testing.tiny_model import TINY_MODEL_NAME
-
-            name = f"{TINY_MODEL_NAME} (TINY RANDOM MODEL, meaningless output)"
+            name = TINY_SERVED_NAME
         self.info = ModelInfo(
             name=name, revision=_revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
             device=str(device), dtype=str(dtype).replace("torch.", ""),

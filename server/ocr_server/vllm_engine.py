@@ -32,11 +32,12 @@ from PIL import Image
 
 from .config import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, ConfigError, ServerConfig, validate_model_dir
 from .convert import is_official_layout, read_config_json
-from .engine import PROMPTS, TD_TOKENS, TINY_MARKER, Generated, ModelInfo, NGramSettings, StartupError, _revision
+from .engine import PROMPTS, TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
 from .errors import BadInput, DeadlineExceeded, EngineFailure
 from .images import CropPlan
 from .metrics import Metrics
 from .streaming import IncrementalDecoder
+from .tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.vllm_engine")
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
@@ -124,9 +125,7 @@ class VllmEngine:
         if not is_official_layout(raw):
             raise ConfigError(f"MODEL_PATH: ENGINE=vllm reads the official deepseek-ai layout (DeepseekOCR2ForCausalLM); "
                               f"{model_dir} is transformers-native. Serve it with ENGINE=transformers, or use the original upload")
-        readme = model_dir / "README.md"
-        tiny = readme.is_file() and TINY_MARKER in readme.read_text(errors="ignore")
-        self._inspected = (model_dir, tiny)
+        self._inspected = (model_dir, is_tiny(model_dir))
 
     def device(self) -> str:
         r = self.cfg.runtime
@@ -188,9 +187,7 @@ class VllmEngine:
         self.whitelist = sorted(self.tokenizer.convert_tokens_to_ids(t) for t in TD_TOKENS)
         name = self.cfg.model.name
         if tiny:
-            from .testing.tiny_model import TINY_MODEL_NAME
-
-            name = f"{TINY_MODEL_NAME} (TINY RANDOM MODEL, meaningless output)"
+            name = TINY_SERVED_NAME
         # "cuda:GPU_ID": the GPU metrics read that (physical) device, as for the transformers engine.
         shown = device if device == "cpu" else f"cuda:{r.gpu_id}"
         self.info = ModelInfo(name=name, revision=_revision(model_dir, self.cfg.model.revision, tiny),

@@ -5,7 +5,7 @@ PersistentVolume, OcrServices whose pods really run, and a client that talks to 
 - `product_images` (session): `localcluster/imagebuild.py`'s three images (built from the real
   Dockerfiles, cached), each imported into the node's containerd the first time a test asks for it
   (`product_images.on_node("server")`); containerd's store outlives clusters, so this is once per machine.
-- `tiny_model_volume` (session): the tiny random model (`python -m ocr_server.testing.tiny_model`, the
+- `tiny_model_volume` (session): the tiny random model (`python -m ocr_server_testing.tiny_model`, the
   copy images.py keeps per generator version) in `<cluster workdir>/realnode-volume/weights/<MODEL_NAME>`,
   the layout of a weights cache.
 - `model_pvc` (function): a hostPath PersistentVolume of that directory bound (claimRef) to a

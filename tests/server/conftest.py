@@ -86,14 +86,14 @@ def wait_for(server: ServerProcess, status: int, timeout: float = 120) -> httpx.
 
 @pytest.fixture(scope="session")
 def tiny_native(tmp_path_factory) -> Path:
-    from ocr_server.testing.tiny_model import write_tiny_model
+    from ocr_server_testing.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny-native"), layout="native")
 
 
 @pytest.fixture(scope="session")
 def tiny_official(tmp_path_factory) -> Path:
-    from ocr_server.testing.tiny_model import write_tiny_model
+    from ocr_server_testing.tiny_model import write_tiny_model
 
     return write_tiny_model(tmp_path_factory.mktemp("tiny-official"), layout="official")
 
@@ -148,10 +148,11 @@ def tiny_vllm_model_dir() -> Path:
     import hashlib
     import shutil
 
-    from ocr_server import convert
-    from ocr_server.testing import tiny_model
+    from ocr_server import convert, tiny_marker
+    from ocr_server_testing import official_layout, tiny_model
 
-    digest = hashlib.sha256(Path(tiny_model.__file__).read_bytes() + Path(convert.__file__).read_bytes()).hexdigest()[:16]
+    digest = hashlib.sha256(b"".join(Path(m.__file__).read_bytes()
+                                     for m in (tiny_model, official_layout, convert, tiny_marker))).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalflow-ocr"
     cache.mkdir(parents=True, exist_ok=True)
     final = cache / f"tiny-vllm-{digest}"

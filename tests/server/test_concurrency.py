@@ -51,7 +51,7 @@ def stand_in(tmp_path_factory):
     server = start_server(tmp_path_factory.mktemp("stand-in"), {
         "CONCURRENCY": "1", "QUEUE_SIZE": "1", "BATCH_SIZE": "4", "BATCH_WAIT_MS": "0",
         "STAND_IN_GENERATE_SEC": "1.5", "TIMEOUT_SEC": "30",
-    }, module="ocr_server.testing.stand_in", timeout=60)
+    }, module="ocr_server_testing.stand_in", timeout=60)
     yield server
     server.stop()
 

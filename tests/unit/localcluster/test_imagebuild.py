@@ -78,7 +78,7 @@ def test_the_ca_bundle_is_the_one_pip_uses_here(tmp_path):
 def test_the_tiny_model_written_in_two_folders_has_the_same_bytes(tmp_path):
     """The baked-model image is keyed by the model folder's bytes: a folder-dependent byte (an
     absolute path in its README, say) would make every fresh checkout rebuild and re-import it."""
-    from ocr_server.testing.tiny_model import write_tiny_model
+    from ocr_server_testing.tiny_model import write_tiny_model
 
     a, b = write_tiny_model(tmp_path / "one", layout="official"), write_tiny_model(tmp_path / "elsewhere" / "two", layout="official")
     files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())

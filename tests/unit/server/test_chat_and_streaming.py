@@ -106,7 +106,7 @@ def test_conversation_shape_is_checked():
 
 
 def test_incremental_decoder_deltas_add_up_to_the_whole_text_and_never_split_a_character():
-    from ocr_server.testing.tiny_model import build_tokenizer
+    from ocr_server_testing.tiny_model import build_tokenizer
 
     tok = build_tokenizer()
     text = "Grüße, 漢字 and <|ref|>title<|/ref|> ✓ done"

@@ -1,6 +1,6 @@
 """A stand-in engine for tests that must control timing (queue full, deadlines). Not a model.
 
-`python -m ocr_server.testing.stand_in` serves the real app (routes, admission, batcher, errors)
+`python -m ocr_server_testing.stand_in` serves the real app (routes, admission, batcher, errors)
 around an engine whose generate sleeps STAND_IN_GENERATE_SEC per batch and counts the pages it
 was given, exposed at GET /stand-in/stats. Everything else in the tests uses the real engine.
 """
@@ -14,9 +14,9 @@ import time
 import torch
 from fastapi.responses import JSONResponse
 
-from ..config import ServerConfig, crops_allowed, load_config
-from ..engine import Generated, ModelInfo, Prepared
-from ..images import plan_crops
+from ocr_server.config import ServerConfig, crops_allowed, load_config
+from ocr_server.engine import Generated, ModelInfo, Prepared
+from ocr_server.images import plan_crops
 
 
 class StandInEngine:
@@ -47,7 +47,7 @@ class StandInEngine:
 def main() -> int:
     import uvicorn
 
-    from ..app import build_app
+    from ocr_server.app import build_app
 
     cfg = load_config()
     engine = StandInEngine(cfg, float(os.environ.get("STAND_IN_GENERATE_SEC", "1.0")))

@@ -1,13 +1,14 @@
 """Write a complete, tiny, randomly initialised DeepSeek-OCR-2 model directory.
 
-`python -m ocr_server.testing.tiny_model DIR [--layout native|official]`
+`python -m ocr_server_testing.tiny_model DIR [--layout native|official] [--for-vllm]`
 
 The model is transformers' real `DeepseekOcr2ForConditionalGeneration` (same modules, same key
 names, same 144/256 query embeddings, so the same visual token counts as the real model) with tiny
 widths and 2 layers per stack. The tokenizer keeps the real special tokens at their real ids
 (BOS 0, EOS 1, PAD 2, <image> 128815 ... <|Assistant|> 128826) and the real embedding size 129280;
 ordinary text is byte-level, and the ids in between are filler entries. Its OUTPUT TEXT IS
-MEANINGLESS: the weights are random. Everything that serves it says so.
+MEANINGLESS: the weights are random. Everything that serves it says so: its README.md carries the
+server's marker (ocr_server.tiny_marker), which the server reads at load.
 
 `--layout official` writes the layout of the `deepseek-ai/DeepSeek-OCR-2` upload instead: a
 remote-code style `config.json` (model_type deepseek_vl_v2, language_config/vision_config) and
@@ -33,10 +34,12 @@ import string
 import sys
 from pathlib import Path
 
-TINY_MODEL_NAME = "causalflow/tiny-random-deepseek-ocr2"
-TINY_REVISION = "tiny-random (MEANINGLESS OUTPUT)"
+from ocr_server.tiny_marker import TINY_MARKER, TINY_MODEL_NAME
+
+from .official_layout import native_to_official_state_dict
+
 TINY_NOTICE = (
-    "TINY RANDOM MODEL: randomly initialised weights with the real DeepSeek-OCR-2 architecture "
+    f"{TINY_MARKER}: randomly initialised weights with the real DeepSeek-OCR-2 architecture "
     "and key names but tiny widths. Its output text is meaningless. For tests and demos only."
 )
 
@@ -263,7 +266,7 @@ def write_readme(out: Path, layout: str) -> None:
         f"# {TINY_MODEL_NAME} ({layout} layout)\n\n{TINY_NOTICE}\n\n{extra}"
         # No absolute path here: the folder's bytes must not depend on where it was written (the
         # image harness keys the baked-model image by them, so every checkout would re-import it).
-        "Written by `python -m ocr_server.testing.tiny_model`. Serve it with "
+        "Written by `python -m ocr_server_testing.tiny_model`. Serve it with "
         "`MODEL_PATH=<this folder> python -m ocr_server`.\n"
     )
 
@@ -287,8 +290,6 @@ def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0,
         processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=tokenizer)
         processor.save_pretrained(out)
     elif layout == "official":
-        from ocr_server.convert import native_to_official_state_dict
-
         from safetensors.torch import save_file
 
         import torch
