@@ -10,9 +10,9 @@ rule this module reads for the reported layout), and the official n-gram guard
 (`NGramPerReqLogitsProcessor`, given the same ngram_size / window_size / whitelist as the
 transformers engine's guard).
 
-Settings as a user of the guides expects them: CONCURRENCY is still the number of requests
-admitted at once (service.Admission); BATCH_SIZE is vLLM's `max_num_seqs`, the pages decoded
-together. Deadlines and client disconnects cancel the request's generator, which aborts it in
+The settings mean what they mean with the transformers engine: CONCURRENCY is the number of
+requests admitted at once (service.Admission); BATCH_SIZE, the pages decoded together, is vLLM's
+`max_num_seqs`. Deadlines and client disconnects cancel the request's generator, which aborts it in
 vLLM (its `generate` aborts on cancellation), so no step is spent on an answer nobody waits for.
 """
 

@@ -1,5 +1,6 @@
 """The chart's alert rules: valid for promtool, unit-tested by promtool for every alert, pinned to
-the guides' thresholds, linked to a README runbook, and shipped unchanged in the PrometheusRule."""
+their thresholds (MUTATIONS below), linked to a README runbook, and shipped unchanged in the
+PrometheusRule."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_every_alert_has_a_firing_and_a_silent_case():
         assert any(not case["exp_alerts"] for case in mine), f"{alert}: no case where it stays silent"
 
 
-# A threshold or duration moved away from the guides' value must make promtool's unit tests fail:
+# A threshold or duration moved away from its value here must make promtool's unit tests fail:
 # the tests pin the numbers, they do not merely run.
 MUTATIONS = [
     ("OcrGPUMemoryHigh", "DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > 0.9", "DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE) > 0.92"),

@@ -14,7 +14,7 @@ at their bounds, each also left out so the schema default applies):
    `validate_against_model` with the real model's query embeddings (768 px -> 144, 1024 px -> 256).
 
 It also pins that the defaults agree: an OcrService without `spec.inference` runs the server's own
-defaults (MAX_VISUAL_TOKENS 1024, as in the model's guides), so the two cannot drift apart.
+defaults (MAX_VISUAL_TOKENS 1024), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ FIELD_TO_SERVER = {
 }
 
 SIZES = (None, 768, 1024)
-# 256 + 144k and its neighbours (k crops: 0, 2..6), the range ends and the guides' default.
+# 256 + 144k and its neighbours (k crops: 0, 2..6), the range ends and the default 1024.
 TOKENS = (None, 256, 257, 543, 544, 545, 687, 688, 689, 831, 832, 833, 975, 976, 977, 1024, 1119, 1120)
 RUNTIME = {
     "concurrency": (None, 1, 256),

@@ -7,7 +7,9 @@ import pytest
 from ocr_server.config import ConfigError, crops_allowed, crops_required, load_config, validate_against_model
 
 
-def test_defaults_follow_the_deployment_guides():
+def test_built_in_defaults():
+    """No file, no environment: the model's 1024 px global view with 768 px crops, at most 1024
+    visual tokens, 4 requests at once in batches of 8, 30 s per request, port 8080."""
     cfg = load_config(env={})
     assert (cfg.model.input_size, cfg.model.base_size, cfg.model.max_visual_tokens) == (768, 1024, 1024)
     assert (cfg.runtime.concurrency, cfg.runtime.batch_size, cfg.runtime.timeout_sec) == (4, 8, 30.0)
