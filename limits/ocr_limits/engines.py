@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tokens import BASE_SIZE, CROP_SIZE, MIN_CROPS, TOKEN_CEILING, visual_tokens
+from .tokens import BASE_SIZE, CROP_SIZE, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, visual_tokens
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,8 @@ VLLM = EngineLimits(
     fixed_max_visual_tokens=TOKEN_CEILING,
     highest_min_visual_tokens=visual_tokens(MIN_CROPS),
     fixed_sizes=(CROP_SIZE, BASE_SIZE),
-    why="vLLM's DeepSeek-OCR 2 processor always picks 2..6 crops for a page larger than one crop (fixed in vLLM)",
+    why=f"vLLM's DeepSeek-OCR 2 processor fixes its crop rule: {CROP_SIZE} px crops beside a {BASE_SIZE} px global "
+        f"view, {MIN_CROPS}..{MAX_CROPS} crops for every page larger than one crop",
 )
 ENGINE_LIMITS = {e.name: e for e in (TRANSFORMERS, VLLM)}
 ENGINES = tuple(ENGINE_LIMITS)  # ("transformers", "vllm")

@@ -3,18 +3,41 @@
 The API server already applies the CRD's schema defaults; this module applies the same defaults
 once more so that a spec coming from anywhere (a unit test, an old object stored before a default
 was added) reads the same. `tests/unit/operator/test_spec.py` checks that every default here equals
-the CRD schema's default, so the two cannot drift apart.
+the CRD schema's default, so the two cannot drift apart. The defaults and bounds shared with the
+server come from ocr_limits (hack/gen-crd.py writes them into the CRD). One default depends on
+another field and so is not in the schema: spec.inference.maxVisualTokens follows spec.engine.
 
 Cross-field rules live in the CRD as CEL. `validate()` repeats them as plain Python for objects
-that never went through the API server (and for a clear error in the operator log).
+that never went through the API server (and for a clear error in the operator log); the messages
+of the rules hack/gen-crd.py writes are the ones below, so both say the same.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo
+
+from ocr_limits import (
+    CROP_TOKENS,
+    DEFAULT_CACHE_DIR,
+    DEFAULT_ENGINE,
+    DEFAULT_MODEL_NAME,
+    DEFAULT_PORT,
+    ENGINES,
+    FIELD_FOR_ENV,
+    GLOBAL_TOKENS,
+    MAX_CROPS,
+    MIN_CROPS,
+    TOKEN_STEPS,
+    EngineLimits,
+    Setting,
+    default_max_visual_tokens,
+    engine_limits,
+    setting,
+    token_budget_fits,
+)
 
 GROUP = "ocr.causalflow.dev"
 VERSION = "v1alpha1"
@@ -32,6 +55,37 @@ class SpecError(ValueError):
     """A spec the operator cannot render; the message names the field."""
 
 
+def _default(env: str) -> Any:
+    """The default of a setting shared with the server (ocr_limits.SETTINGS)."""
+    return setting(env).default
+
+
+# The messages of the cross-field rules, in validate() and (through hack/gen-crd.py) in the CRD.
+TOKEN_ORDER_ERROR = ("spec.inference.minVisualTokens must be <= spec.inference.maxVisualTokens (when unset, "
+                     "maxVisualTokens is the engine's default: " + ", ".join(
+                         f"{e} {default_max_visual_tokens(e)}" for e in ENGINES) + ")")
+TOKEN_BUDGET_ERROR = ("spec.inference.minVisualTokens needs more crops than spec.inference.maxVisualTokens allows: "
+                      f"token counts are {GLOBAL_TOKENS} (global view) + {CROP_TOKENS} per crop with "
+                      f"{MIN_CROPS}..{MAX_CROPS} crops ({', '.join(map(str, TOKEN_STEPS))})")
+
+
+def engine_error(e: EngineLimits) -> str:
+    """What spec.engine `e` cannot serve, naming the fields to change."""
+    needs = []
+    if e.fixed_max_visual_tokens is not None:
+        needs.append(f"spec.inference.maxVisualTokens {e.fixed_max_visual_tokens} (its default, when unset)")
+    if e.highest_min_visual_tokens < setting("MIN_VISUAL_TOKENS").maximum:
+        needs.append(f"spec.inference.minVisualTokens <= {e.highest_min_visual_tokens}")
+    return (f"spec.engine {e.name} needs " + " and ".join(needs) + f": {e.why}, so a lower cap or a higher floor "
+            "cannot be applied")
+
+
+def env_override_error(env: str) -> str:
+    """Why spec.env may not set `env`: the operator sets it from an OcrService field."""
+    return (f"spec.env must not set {env}: set {FIELD_FOR_ENV[env]} instead (the operator sets {env} from that "
+            "field, and an env value would override it)")
+
+
 def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((value or {}).items()))
 
@@ -45,9 +99,9 @@ class PvcSource:
 
 @dataclass(frozen=True)
 class Model:
-    name: str = "deepseek-ai/DeepSeek-OCR-2"
+    name: str = DEFAULT_MODEL_NAME
     revision: str | None = None
-    cache_dir: str = "/models"
+    cache_dir: str = DEFAULT_CACHE_DIR
     path: str | None = None
     pvc: PvcSource | None = None
     checksums: tuple[tuple[str, str], ...] = ()
@@ -61,16 +115,17 @@ class Inference:
     tests/unit/test_config_contract.py: whatever the CRD (and `validate`) accepts renders a
     config.yaml the server starts with, and each default here is the server's own default.
     The model fixes the layout: 768 px crops (144 tokens) beside one 1024 px global view (256),
-    so inputSize < baseSize; visual tokens are 256 + 144 per crop with 0 or 2..6 crops."""
+    so inputSize < baseSize; visual tokens are 256 + 144 per crop with 0 or 2..6 crops (ocr_limits)."""
 
-    input_size: int = 768
-    base_size: int = 1024
-    min_visual_tokens: int = 256
-    max_visual_tokens: int = 1024  # the server's and the model guides' default
-    concurrency: int = 4
-    batch_size: int = 8
-    timeout_seconds: int = 30
-    max_new_tokens: int = 8192
+    input_size: int = _default("INPUT_SIZE")
+    base_size: int = _default("BASE_SIZE")
+    min_visual_tokens: int = _default("MIN_VISUAL_TOKENS")
+    # None: the engine's default (1024, or 1120 with vLLM), filled in by OcrServiceSpec.
+    max_visual_tokens: int | None = None
+    concurrency: int = _default("CONCURRENCY")
+    batch_size: int = _default("BATCH_SIZE")
+    timeout_seconds: int = _default("TIMEOUT_SEC")
+    max_new_tokens: int = _default("MAX_NEW_TOKENS")
 
 
 @dataclass(frozen=True)
@@ -174,7 +229,7 @@ class Rollout:
 @dataclass(frozen=True)
 class ServiceSpec:
     type: str = "ClusterIP"
-    port: int = 8080
+    port: int = DEFAULT_PORT
     annotations: tuple[tuple[str, str], ...] = ()
 
 
@@ -215,7 +270,7 @@ class PrometheusRuleSpec:
 @dataclass(frozen=True)
 class OcrServiceSpec:
     image: str
-    engine: str = "transformers"  # ENGINE of the server: transformers | vllm
+    engine: str = DEFAULT_ENGINE  # ENGINE of the server: transformers | vllm
     image_pull_policy: str = "IfNotPresent"
     image_pull_secrets: tuple[str, ...] = ()
     model: Model = field(default_factory=Model)
@@ -241,6 +296,13 @@ class OcrServiceSpec:
     service_monitor: ServiceMonitorSpec = field(default_factory=ServiceMonitorSpec)
     prometheus_rule: PrometheusRuleSpec = field(default_factory=PrometheusRuleSpec)
 
+    def __post_init__(self) -> None:
+        """An unset spec.inference.maxVisualTokens is the engine's default, so that choosing the
+        engine alone works (the CRD cannot default one field from another)."""
+        if self.inference.max_visual_tokens is None:
+            cap = default_max_visual_tokens(self.engine)
+            object.__setattr__(self, "inference", replace(self.inference, max_visual_tokens=cap))
+
     def deployment_replicas(self, min_replicas: int | None = None) -> int:
         """The Deployment's size: spec.replicas, which with autoscaling on is the HPA's choice
         (it targets the OcrService's scale subresource), kept within [min_replicas, maxReplicas]
@@ -259,7 +321,7 @@ class OcrServiceSpec:
         return self.replicas
 
 
-def _int(section: Mapping[str, Any], key: str, default: int, where: str) -> int:
+def _int(section: Mapping[str, Any], key: str, default: int | None, where: str) -> int:
     value = section.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int):
         raise SpecError(f"{where}.{key} must be an integer, got {value!r}")
@@ -320,7 +382,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         input_size=_int(i, "inputSize", Inference.input_size, w),
         base_size=_int(i, "baseSize", Inference.base_size, w),
         min_visual_tokens=_int(i, "minVisualTokens", Inference.min_visual_tokens, w),
-        max_visual_tokens=_int(i, "maxVisualTokens", Inference.max_visual_tokens, w),
+        max_visual_tokens=None if i.get("maxVisualTokens") is None else _int(i, "maxVisualTokens", None, w),
         concurrency=_int(i, "concurrency", Inference.concurrency, w),
         batch_size=_int(i, "batchSize", Inference.batch_size, w),
         timeout_seconds=_int(i, "timeoutSeconds", Inference.timeout_seconds, w),
@@ -462,48 +524,42 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
     return parsed
 
 
-def _crops_required(min_tokens: int) -> int:
-    return max(2, -(-(min_tokens - 256) // 144))
+def engine_serves(e: EngineLimits, inf: Inference) -> bool:
+    """Whether the engine can apply these visual-token settings (ocr_limits.engines)."""
+    if e.fixed_max_visual_tokens is not None and inf.max_visual_tokens != e.fixed_max_visual_tokens:
+        return False
+    return inf.min_visual_tokens <= e.highest_min_visual_tokens
 
 
-def _crops_allowed(max_tokens: int) -> int:
-    return min(6, (max_tokens - 256) // 144)
+def _out_of_bounds(s: Setting, value: Any) -> str | None:
+    """The error of a value outside a shared setting's choices or range, else None."""
+    if s.choices and value not in s.choices:
+        return f"{s.spec_path} must be one of {', '.join(map(str, s.choices))}, got {value!r}"
+    if s.minimum is not None and not s.minimum <= value <= s.maximum:
+        return f"{s.spec_path} must be within {s.minimum}..{s.maximum}, got {value}"
+    return None
 
 
 def validate(s: OcrServiceSpec) -> None:
     """The CRD's CEL and range rules, in Python; raise SpecError naming the field."""
     errors: list[str] = []
     inf = s.inference
-    if s.engine not in ("transformers", "vllm"):
-        errors.append(f"spec.engine must be transformers or vllm, got {s.engine!r}")
-    if s.engine == "vllm" and (inf.min_visual_tokens > 544 or inf.max_visual_tokens != 1120):
-        errors.append("spec.engine vllm needs spec.inference.maxVisualTokens 1120 and "
-                      "spec.inference.minVisualTokens <= 544 (vLLM's processor always picks 2..6 crops)")
-    for name, value in (("minVisualTokens", inf.min_visual_tokens), ("maxVisualTokens", inf.max_visual_tokens)):
-        if not 256 <= value <= 1120:
-            errors.append(f"spec.inference.{name} must be within 256..1120, got {value}")
+    shared = (
+        ("ENGINE", s.engine), ("INPUT_SIZE", inf.input_size), ("BASE_SIZE", inf.base_size),
+        ("MIN_VISUAL_TOKENS", inf.min_visual_tokens), ("MAX_VISUAL_TOKENS", inf.max_visual_tokens),
+        ("CONCURRENCY", inf.concurrency), ("BATCH_SIZE", inf.batch_size), ("TIMEOUT_SEC", inf.timeout_seconds),
+        ("MAX_NEW_TOKENS", inf.max_new_tokens), ("PORT", s.service.port),
+    )
+    errors += [e for e in (_out_of_bounds(setting(env), value) for env, value in shared) if e]
+    if s.engine in ENGINES and not engine_serves(engine_limits(s.engine), inf):
+        errors.append(engine_error(engine_limits(s.engine)))
     if inf.min_visual_tokens > inf.max_visual_tokens:
-        errors.append("spec.inference.minVisualTokens must be <= spec.inference.maxVisualTokens")
-    if inf.min_visual_tokens > 256 and _crops_required(inf.min_visual_tokens) > _crops_allowed(inf.max_visual_tokens):
-        errors.append("spec.inference.minVisualTokens needs more crops than spec.inference.maxVisualTokens allows "
-                      "(256 + 144 per crop, 2..6 crops)")
-    if inf.batch_size > 64:
-        errors.append(f"spec.inference.batchSize must be <= 64, got {inf.batch_size}")
-    if inf.max_new_tokens > 8192:
-        errors.append(f"spec.inference.maxNewTokens must be <= 8192, got {inf.max_new_tokens}")
-    for name, value in (("inputSize", inf.input_size), ("baseSize", inf.base_size)):
-        if value not in (768, 1024):
-            errors.append(f"spec.inference.{name} must be 768 or 1024, got {value}")
+        errors.append(TOKEN_ORDER_ERROR)
+    if not token_budget_fits(inf.min_visual_tokens, inf.max_visual_tokens):
+        errors.append(TOKEN_BUDGET_ERROR)
+    errors += [env_override_error(e.get("name")) for e in s.env if e.get("name") in FIELD_FOR_ENV]
     if inf.input_size >= inf.base_size:
         errors.append("spec.inference.inputSize (local crop) must be smaller than spec.inference.baseSize (global view)")
-    for name, value in (
-        ("concurrency", inf.concurrency),
-        ("batchSize", inf.batch_size),
-        ("timeoutSeconds", inf.timeout_seconds),
-        ("maxNewTokens", inf.max_new_tokens),
-    ):
-        if value < 1:
-            errors.append(f"spec.inference.{name} must be positive, got {value}")
     if s.resources.gpus < 0:
         errors.append(f"spec.resources.gpus must be >= 0, got {s.resources.gpus}")
     if s.replicas < 0:

@@ -14,7 +14,8 @@ at their bounds, each also left out so the schema default applies):
    `validate_against_model` with the real model's query embeddings (768 px -> 144, 1024 px -> 256).
 
 It also pins that the defaults agree: an OcrService without `spec.inference` runs the server's own
-defaults (MAX_VISUAL_TOKENS 1024), so the two cannot drift apart.
+defaults for its engine (MAX_VISUAL_TOKENS 1024, or 1120 with vLLM: the CRD has no default for it,
+the operator and the server both take the engine's), so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import jsonschema
 import pytest
 import yaml
 
+from ocr_limits import FIELD_FOR_ENV
 from ocr_operator import spec as spec_mod
 from ocr_operator.render import configmap, deployment
 from ocr_server.config import CROP_TOKENS, GLOBAL_TOKENS, ConfigError, load_config, validate_against_model
@@ -202,8 +204,8 @@ def test_every_crd_valid_inference_spec_starts_the_server(engine, tmp_path):
     assert accepted >= (10 if engine == "vllm" else 300), f"only {accepted} generated specs passed the CRD: the generator lost its coverage"
 
 
-@pytest.mark.parametrize("inference", [{"minVisualTokens": 545, "maxVisualTokens": 1120}, {}, {"maxVisualTokens": 1119},
-                                       {"minVisualTokens": 256, "maxVisualTokens": 256}])
+@pytest.mark.parametrize("inference", [{"minVisualTokens": 545, "maxVisualTokens": 1120}, {"minVisualTokens": 545},
+                                       {"maxVisualTokens": 1119}, {"minVisualTokens": 256, "maxVisualTokens": 256}])
 def test_the_crd_refuses_what_the_vllm_engine_cannot_serve(inference, tmp_path):
     """The other direction: what ENGINE=vllm refuses at startup, the CRD and the operator refuse first,
     and the same inference with the transformers engine starts."""
@@ -213,11 +215,22 @@ def test_the_crd_refuses_what_the_vllm_engine_cannot_serve(inference, tmp_path):
     with pytest.raises(spec_mod.SpecError, match="spec.engine"):
         spec_mod.parse(spec)
     broken = tmp_path / "vllm.yaml"
-    broken.write_text(yaml.safe_dump({"runtime": {"engine": "vllm"}, "model": {
-        "min_visual_tokens": inference.get("minVisualTokens", 256), "max_visual_tokens": inference.get("maxVisualTokens", 1024)}}))
+    model = {key: inference[field] for field, (_, key) in FIELD_TO_SERVER.items() if field in inference}
+    broken.write_text(yaml.safe_dump({"runtime": {"engine": "vllm"}, "model": model}))
     with pytest.raises(ConfigError, match="VISUAL_TOKENS"):
         load_config(str(broken), env={})
     assert server_startup_check(ocrservice_spec(inference, "transformers"), tmp_path).runtime.engine == "transformers"
+
+
+def test_choosing_the_vllm_engine_alone_is_accepted_and_starts_the_server(tmp_path):
+    """spec.engine: vllm with nothing else: the CRD has no static token cap that vLLM would refuse,
+    the operator fills in the engine's (1120) and the server starts with it; ENGINE=vllm alone too."""
+    spec = ocrservice_spec({}, "vllm")
+    assert "maxVisualTokens" not in spec["inference"]
+    assert crd_errors(spec) == []
+    cfg = server_startup_check(spec, tmp_path)
+    assert (cfg.runtime.engine, cfg.model.max_visual_tokens) == ("vllm", 1120)
+    assert load_config(env={"ENGINE": "vllm"}).model.max_visual_tokens == 1120
 
 
 def test_the_crd_refuses_an_unknown_engine_and_the_server_names_the_key():
@@ -262,6 +275,28 @@ def test_the_operator_accepts_exactly_what_the_crd_accepts(engine):
     assert disagree == [], "\n".join(disagree[:10])
 
 
+def env_item_errors(item: dict[str, Any]) -> list[str]:
+    """What the API server says about one spec.env item: its CEL rules."""
+    rules = SPEC_SCHEMA["properties"]["env"]["items"]["x-kubernetes-validations"]
+    return [r["message"] for r in rules if not _holds(r["rule"], json.dumps(item, sort_keys=True))]
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_FOR_ENV))
+def test_the_crd_and_the_operator_refuse_spec_env_setting_a_field_naming_the_field(name):
+    item = {"name": name, "value": "1"}
+    assert env_item_errors(item) == [spec_mod.env_override_error(name)]
+    assert FIELD_FOR_ENV[name] in env_item_errors(item)[0]
+    with pytest.raises(spec_mod.SpecError, match=re.escape(spec_mod.env_override_error(name))):
+        spec_mod.parse(ocrservice_spec({}) | {"env": [item]})
+
+
+def test_spec_env_may_set_what_the_ocrservice_has_no_field_for(tmp_path):
+    env = [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "WARMUP", "value": "0"}]
+    assert [env_item_errors(e) for e in env] == [[], []]
+    cfg = server_startup_check(ocrservice_spec({}) | {"env": env}, tmp_path)
+    assert (cfg.service.log_level, cfg.runtime.warmup) == ("debug", False)
+
+
 def test_a_crop_as_large_as_the_global_view_is_rejected_by_the_crd_naming_the_field():
     """The model's token layout is 144-token 768 px crops + one 256-token 1024 px global view: a
     crop size equal to (or above) the global view is refused by the server, so the CRD refuses it."""
@@ -293,13 +328,17 @@ def test_the_crd_defaults_are_the_server_defaults(tmp_path):
     server = load_config(env={})
     props = INFERENCE_SCHEMA["properties"]
     for field, (section, key) in FIELD_TO_SERVER.items():
-        assert props[field]["default"] == getattr(getattr(server, section), key), f"spec.inference.{field}"
-    assert props["maxVisualTokens"]["default"] == 1024 == server.model.max_visual_tokens
+        if field != "maxVisualTokens":  # it follows the engine: below
+            assert props[field]["default"] == getattr(getattr(server, section), key), f"spec.inference.{field}"
+    assert "default" not in props["maxVisualTokens"]
     assert SPEC_SCHEMA["properties"]["engine"]["default"] == "transformers" == server.runtime.engine
-    # And what a pod of an OcrService without spec.inference really runs with:
-    rendered = server_startup_check(ocrservice_spec({}), tmp_path)
-    for section, key in FIELD_TO_SERVER.values():
-        assert getattr(getattr(rendered, section), key) == getattr(getattr(server, section), key), f"{section}.{key}"
+    # And what a pod of an OcrService without spec.inference really runs with, for each engine:
+    for engine in ENGINES:
+        own = load_config(env={"ENGINE": engine} if engine else {})
+        rendered = server_startup_check(ocrservice_spec({}, engine), tmp_path)
+        for section, key in FIELD_TO_SERVER.values():
+            assert getattr(getattr(rendered, section), key) == getattr(getattr(own, section), key), (engine, section, key)
+    assert server.model.max_visual_tokens == 1024
 
 
 def test_a_rule_is_narrowed_to_the_fields_it_reads_only_when_it_reads_nothing_else():

@@ -52,8 +52,9 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     """The server's environment: where its configuration file is, and the API keys (a Secret).
 
     One channel for the configuration: every setting is in config.yaml (the ConfigMap), none
-    repeated as an environment override, so the two can never disagree. `spec.env` can still
-    override a key on purpose (the server lets the environment win over the file)."""
+    repeated as an environment override, so the two can never disagree. `spec.env` may not set a
+    setting the OcrService has a field for (the server lets the environment win over the file):
+    the CRD and spec.validate refuse those names (ocr_limits.FIELD_FOR_ENV)."""
     out: list[dict[str, Any]] = [{"name": "CONFIG_FILE", "value": CONFIG_PATH}]
     if spec.auth is not None:
         out.append({"name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": spec.auth.secret_name, "key": spec.auth.key}}})

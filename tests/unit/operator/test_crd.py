@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from pathlib import Path
 
 import yaml
+
+from ocr_limits import FIELD_FOR_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())
@@ -72,3 +76,46 @@ def test_the_token_range_is_enforced_by_the_schema():
     inf = SCHEMA["properties"]["spec"]["properties"]["inference"]["properties"]
     for key in ("minVisualTokens", "maxVisualTokens"):
         assert (inf[key]["minimum"], inf[key]["maximum"]) == (256, 1120)
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_crd", ROOT / "hack" / "gen-crd.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_limits_and_defaults_in_the_crd_are_the_ones_ocr_limits_writes():
+    text = (ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text()
+    assert _generator().render(text) == text, (
+        "crds/ocr.causalflow.dev_ocrservices.yaml is stale: run .venv/bin/python hack/gen-crd.py")
+
+
+def test_the_generator_rewrites_a_stale_default_bound_and_rule_and_leaves_the_rest():
+    gen = _generator()
+    text = (ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text()
+    stale = (text.replace("                      maximum: 64\n", "                      maximum: 65\n", 1)
+                 .replace("self.name != 'ENGINE'", "self.name != 'ENGINES'", 1)
+                 .replace("                  default: transformers\n", ""))
+    assert stale != text and gen.render(stale) == text
+
+
+def test_the_generator_reads_key_paths_through_sequences_and_block_scalars():
+    lines = ["a:", "  - name: x", "    b: >-", "      c: not a key", "    d: 1", "  - name: y", "    e: 2"]
+    assert _generator().key_lines(lines) == {("a",): 0, ("a", "0", "name"): 1, ("a", "0", "b"): 2,
+                                              ("a", "0", "d"): 4, ("a", "1", "name"): 5, ("a", "1", "e"): 6}
+
+
+def test_the_token_cap_has_no_schema_default_since_it_follows_the_engine():
+    inf = SCHEMA["properties"]["spec"]["properties"]["inference"]["properties"]
+    assert "default" not in inf["maxVisualTokens"]
+    assert "spec.engine" in inf["maxVisualTokens"]["description"]
+
+
+def test_spec_env_refuses_every_setting_the_ocrservice_has_a_field_for():
+    env_rules = SCHEMA["properties"]["spec"]["properties"]["env"]["items"]["x-kubernetes-validations"]
+    refused = {re.fullmatch(r"self\.name != '(\w+)'", r["rule"]).group(1): r["message"]
+               for r in env_rules if re.fullmatch(r"self\.name != '(\w+)'", r["rule"])}
+    assert set(refused) == set(FIELD_FOR_ENV)
+    for name, message in refused.items():
+        assert name in message and FIELD_FOR_ENV[name] in message

@@ -98,11 +98,13 @@ def test_api_keys_come_from_the_secret_never_from_the_configmap():
 
 
 def test_user_env_overrides_an_operator_value_and_adds_its_own():
-    dep = children({"env": [{"name": "BATCH_SIZE", "value": "2"}, {"name": "LOG_LEVEL", "value": "debug"}]}
+    """A variable the operator sets without an OcrService field (HF_HUB_OFFLINE); a setting that
+    has a field (BATCH_SIZE: spec.inference.batchSize) is refused by spec validation instead."""
+    dep = children({"env": [{"name": "HF_HUB_OFFLINE", "value": "0"}, {"name": "LOG_LEVEL", "value": "debug"}]}
                    ).objects["Deployment"]
     names = [e["name"] for e in container(dep)["env"]]
-    assert names.count("BATCH_SIZE") == 1
-    assert env_of(dep)["BATCH_SIZE"]["value"] == "2"
+    assert names.count("HF_HUB_OFFLINE") == 1
+    assert env_of(dep)["HF_HUB_OFFLINE"]["value"] == "0"
     assert names[-1] == "LOG_LEVEL"
 
 

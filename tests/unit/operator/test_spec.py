@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ocr_limits import FIELD_FOR_ENV
 from ocr_operator import spec as S
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
@@ -32,7 +33,6 @@ def default_of(*path: str):
     (("inference", "inputSize"), lambda s: s.inference.input_size),
     (("inference", "baseSize"), lambda s: s.inference.base_size),
     (("inference", "minVisualTokens"), lambda s: s.inference.min_visual_tokens),
-    (("inference", "maxVisualTokens"), lambda s: s.inference.max_visual_tokens),
     (("inference", "concurrency"), lambda s: s.inference.concurrency),
     (("inference", "batchSize"), lambda s: s.inference.batch_size),
     (("inference", "timeoutSeconds"), lambda s: s.inference.timeout_seconds),
@@ -121,11 +121,50 @@ def test_with_autoscaling_replicas_is_the_hpas_choice_kept_within_min_and_max():
     ({"rollout": {"modelLoadTimeoutSeconds": 600, "progressDeadlineSeconds": 300}}, "spec.rollout.progressDeadlineSeconds"),
     ({"inference": {"batchSize": "eight"}}, "spec.inference.batchSize"),
     ({"model": {"pvc": {"claimName": "w"}, "path": "/w"}}, "spec.model.pvc"),
+    ({"inference": {"concurrency": 257}}, "spec.inference.concurrency"),
+    ({"inference": {"timeoutSeconds": 3601}}, "spec.inference.timeoutSeconds"),
+    ({"service": {"port": 70000}}, "spec.service.port"),
+    ({"engine": "tensorrt"}, "spec.engine"),
+    ({"engine": "vllm", "inference": {"maxVisualTokens": 1024}}, "spec.engine vllm"),
+    ({"engine": "vllm", "inference": {"minVisualTokens": 545}}, "spec.engine vllm"),
+    ({"inference": {"minVisualTokens": 1100}}, "spec.inference.minVisualTokens must be <="),
 ])
 def test_an_invalid_spec_is_rejected_naming_the_field(spec, field):
     with pytest.raises(S.SpecError) as err:
         S.parse({"image": "img", **spec})
     assert field in str(err.value)
+
+
+def test_an_unset_token_cap_is_the_engines_default():
+    assert S.parse({"image": "img"}).inference.max_visual_tokens == 1024
+    assert S.parse({"image": "img", "engine": "transformers"}).inference.max_visual_tokens == 1024
+    assert S.parse({"image": "img", "engine": "vllm"}).inference.max_visual_tokens == 1120
+
+
+def test_choosing_the_vllm_engine_alone_is_a_valid_spec():
+    s = S.parse({"image": "img", "engine": "vllm", "inference": {"concurrency": 64}})
+    assert (s.engine, s.inference.max_visual_tokens, s.inference.min_visual_tokens) == ("vllm", 1120, 256)
+
+
+def test_a_token_cap_that_is_set_is_kept_whatever_the_engine():
+    assert S.parse({"image": "img", "inference": {"maxVisualTokens": 1120}}).inference.max_visual_tokens == 1120
+    assert S.parse({"image": "img", "inference": {"maxVisualTokens": 544}}).inference.max_visual_tokens == 544
+
+
+def test_a_spec_built_in_code_gets_the_engines_token_cap_too():
+    assert S.OcrServiceSpec(image="img", engine="vllm").inference.max_visual_tokens == 1120
+
+
+@pytest.mark.parametrize("name", sorted(FIELD_FOR_ENV))
+def test_spec_env_may_not_set_a_setting_the_ocrservice_has_a_field_for(name):
+    with pytest.raises(S.SpecError) as err:
+        S.parse({"image": "img", "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": name, "value": "1"}]})
+    assert f"spec.env must not set {name}: set {FIELD_FOR_ENV[name]} instead" in str(err.value)
+
+
+def test_spec_env_may_set_a_variable_the_ocrservice_has_no_field_for():
+    env = [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "HF_HUB_OFFLINE", "value": "0"}]
+    assert S.parse({"image": "img", "env": env}).env == tuple(env)
 
 
 def test_a_missing_image_is_rejected():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_server.config import ConfigError, crops_allowed, crops_required, load_config, validate_against_model
+from ocr_limits import SETTINGS
+from ocr_server.config import ENV_KEYS, ConfigError, crops_allowed, crops_required, load_config, validate_against_model
 
 
 def test_built_in_defaults():
@@ -14,6 +15,37 @@ def test_built_in_defaults():
     assert (cfg.model.input_size, cfg.model.base_size, cfg.model.max_visual_tokens) == (768, 1024, 1024)
     assert (cfg.runtime.concurrency, cfg.runtime.batch_size, cfg.runtime.timeout_sec) == (4, 8, 30.0)
     assert (cfg.service.port, str(cfg.model.model_dir)) == (8080, "/models/deepseek-ai/DeepSeek-OCR-2")
+
+
+def test_an_unset_token_cap_follows_the_engine():
+    assert load_config(env={}).model.max_visual_tokens == 1024
+    assert load_config(env={"ENGINE": "transformers"}).model.max_visual_tokens == 1024
+    assert load_config(env={"ENGINE": "vllm"}).model.max_visual_tokens == 1120
+
+
+def test_a_null_token_cap_in_the_file_is_unset(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("runtime: {engine: vllm}\nmodel: {max_visual_tokens: null}\n")
+    assert load_config(env={"CONFIG_FILE": str(f)}).model.max_visual_tokens == 1120
+
+
+def test_a_token_cap_that_is_set_is_kept_or_refused_naming_the_key():
+    assert load_config(env={"MAX_VISUAL_TOKENS": "544"}).model.max_visual_tokens == 544
+    with pytest.raises(ConfigError, match="MAX_VISUAL_TOKENS=1024 is not allowed: 1120 with ENGINE=vllm"):
+        load_config(env={"ENGINE": "vllm", "MAX_VISUAL_TOKENS": "1024"})
+
+
+def test_vllm_refuses_a_token_floor_above_two_crops_naming_the_key():
+    with pytest.raises(ConfigError, match="MIN_VISUAL_TOKENS=545 is not allowed: <= 544 with ENGINE=vllm"):
+        load_config(env={"ENGINE": "vllm", "MIN_VISUAL_TOKENS": "545"})
+
+
+def test_the_shared_defaults_are_ocr_limits():
+    cfg = load_config(env={})
+    for s in SETTINGS:
+        if s.default is not None and s.env in ENV_KEYS:
+            section, key = ENV_KEYS[s.env]
+            assert getattr(getattr(cfg, section), key) == s.default, s.env
 
 
 def test_environment_overrides_the_yaml_file(tmp_path):
