@@ -5,7 +5,8 @@ pure-Python CEL) so it can check thousands of specs in seconds. Here a sample of
 specs (every inputSize/baseSize pair, the visual-token values on and next to each crop step) goes
 to the local control plane's kube-apiserver with `kubectl apply --dry-run=server`, in one request
 stream, and each verdict must match: CEL's integer division, `has()` on defaulted fields and the
-schema defaults behave the same in both. Uses the kwok cluster's API server only; nothing runs.
+schema defaults behave the same in both, with the default engine and with vllm (whose unset token
+cap the rules read as 1120). Uses the kwok cluster's API server only; nothing runs.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ def sample() -> list[dict]:
     return out
 
 
-def test_the_api_server_accepts_exactly_the_specs_the_python_crd_check_accepts(cluster, contract_ns):
+@pytest.mark.parametrize("engine", (None, "vllm"), ids=lambda e: e or "engine-defaulted")
+def test_the_api_server_accepts_exactly_the_specs_the_python_crd_check_accepts(cluster, contract_ns, engine):
     specs = {f"c-{i:03d}": inference for i, inference in enumerate(sample())}
+    engine_field = {"engine": engine} if engine else {}
     docs = [{"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
              "metadata": {"name": name, "namespace": contract_ns},
-             "spec": {"image": "registry.invalid/causalflow/ocr-server:1.0", "inference": inference}}
+             "spec": {"image": "registry.invalid/causalflow/ocr-server:1.0", **engine_field, "inference": inference}}
             for name, inference in specs.items()]
     proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump_all(docs), check=False,
                            timeout=120)
@@ -56,10 +59,24 @@ def test_the_api_server_accepts_exactly_the_specs_the_python_crd_check_accepts(c
     assert accepted | rejected == set(specs), f"unparsed kubectl output:\n{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}"
     disagree = []
     for name, inference in specs.items():
-        python_ok = not crd_errors(ocrservice_spec(inference))
+        python_ok = not crd_errors(ocrservice_spec(inference, engine))
         if python_ok != (name in accepted):
             disagree.append(f"{inference}: API server {'accepts' if name in accepted else 'rejects'}, "
                             f"Python check {'accepts' if python_ok else 'rejects'}")
     assert disagree == [], "\n".join(disagree)
     assert accepted and rejected, "the sample must hold both verdicts"
     assert all(specs[n].get("inputSize", 768) < specs[n].get("baseSize", 1024) for n in accepted)
+
+
+def test_the_api_server_accepts_an_ocrservice_that_only_chooses_the_vllm_engine(cluster, contract_ns):
+    """spec.engine: vllm beside the required image and nothing else: the schema sets no token cap that
+    vLLM refuses (maxVisualTokens has no schema default; the operator fills in 1120), so it is accepted."""
+    doc = {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
+           "metadata": {"name": "vllm-alone", "namespace": contract_ns},
+           "spec": {"image": "registry.invalid/causalflow/ocr-server-vllm:1.0", "engine": "vllm"}}
+    proc = cluster.kubectl("apply", "--dry-run=server", "-o", "yaml", "-f", "-", input=yaml.safe_dump(doc),
+                           check=False)
+    assert proc.returncode == 0, f"spec.engine: vllm alone was refused: {proc.stderr}"
+    defaulted = yaml.safe_load(proc.stdout)["spec"]
+    assert defaulted["engine"] == "vllm" and "maxVisualTokens" not in defaulted["inference"]
+    assert crd_errors(ocrservice_spec({}, "vllm")) == [], "the Python check agrees"

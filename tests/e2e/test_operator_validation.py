@@ -53,6 +53,10 @@ INVALID = [
     ("queue target not a quantity", {"autoscaling": {"targetQueueDepth": "four"}}, "spec.autoscaling.targetQueueDepth"),
     ("API_KEYS in env with auth", {"auth": {"secretName": "k"}, "env": [{"name": "API_KEYS", "value": "x"}]},
      "spec.env must not set API_KEYS"),
+    ("a setting the OcrService has a field for, in env", {"env": [{"name": "MAX_VISUAL_TOKENS", "value": "800"}]},
+     "spec.env must not set MAX_VISUAL_TOKENS: set spec.inference.maxVisualTokens instead"),
+    ("vllm with a token cap it cannot apply", {"engine": "vllm", "inference": {"maxVisualTokens": 1024}},
+     "spec.engine vllm needs spec.inference.maxVisualTokens 1120"),
 ]
 
 
@@ -88,7 +92,8 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
     obj = wait_for(lambda: yaml.safe_load(cluster.kubectl("get", "ocrs", "good", "-n", validation_ns, "-o", "yaml").stdout),
                    timeout=10, message="the OcrService")
     spec = obj["spec"]
-    assert spec["inference"]["maxVisualTokens"] == 1024
+    assert spec["engine"] == "transformers" and spec["inference"]["minVisualTokens"] == 256
+    assert "maxVisualTokens" not in spec["inference"]  # it follows the engine: the operator fills it in
     assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
     assert spec["resources"]["gpus"] == 1
