@@ -14,7 +14,7 @@ RULES = CHART / "files" / "prometheus-rules.yaml"
 RULE_TESTS = Path(__file__).with_name("alert-rules.test.yaml")
 DASHBOARD = CHART / "files" / "grafana-dashboard.json"
 KSM_CONFIG = CHART / "files" / "kube-state-metrics-ocrservice.yaml"
-README = ROOT / "README.md"
+RUNBOOKS = ROOT / "docs" / "operations" / "runbooks.md"
 ENSURE = Path(__file__).with_name("ensure-prometheus.sh")
 
 

@@ -1,5 +1,5 @@
 """The chart's alert rules: valid for promtool, unit-tested by promtool for every alert, pinned to
-their thresholds (MUTATIONS below), linked to a README runbook, and shipped unchanged in the
+their thresholds (MUTATIONS below), linked to their runbook in the docs, and shipped unchanged in the
 PrometheusRule."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.unit.chart.helm import by_kind, template
-from tests.monitoring.common import CHART, README, RULE_TESTS, RULES, alert_rules, binary
+from tests.monitoring.common import CHART, RULE_TESTS, RULES, RUNBOOKS, alert_rules, binary
 
 EXPECTED_ALERTS = {
     "OcrGPUMemoryHigh", "OcrLatencyP95High", "OcrErrorRateHigh", "OcrHealthChecksFailing",
@@ -88,14 +88,14 @@ def github_anchor(heading: str) -> str:
     return slug.replace(" ", "-")
 
 
-def test_every_runbook_url_points_at_a_readme_runbook_section():
-    anchors = {github_anchor(line.lstrip("#")) for line in README.read_text().splitlines() if line.startswith("#")}
+def test_every_runbook_url_points_at_the_alerts_runbook_section_in_the_docs():
+    anchors = {github_anchor(line.lstrip("#")) for line in RUNBOOKS.read_text().splitlines() if line.startswith("#")}
     for rule in alert_rules():
         url = rule["annotations"]["runbook_url"]
         base, _, anchor = url.partition("#")
-        assert base == "https://github.com/causalflow/causalflow-ocr/blob/main/README.md", url
-        assert anchor == f"runbook-{rule['alert'].lower()}", url
-        assert anchor in anchors, f"README.md has no heading 'Runbook: {rule['alert']}'"
+        assert base == "https://github.com/causalflow/causalflow-ocr/blob/main/docs/operations/runbooks.md", url
+        assert anchor == rule["alert"].lower(), url
+        assert anchor in anchors, f"docs/operations/runbooks.md has no heading '{rule['alert']}'"
         for key in ("summary", "description"):
             assert rule["annotations"].get(key), f"{rule['alert']} lacks {key}"
         assert rule["labels"]["severity"] in {"warning", "critical"}
@@ -109,7 +109,7 @@ def test_the_chart_ships_the_same_rules_as_a_prometheusrule():
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     expected = yaml.safe_load(RULES.read_text().replace(
-        "https://github.com/causalflow/causalflow-ocr/blob/main/README.md", "https://wiki.example/ocr.md"))
+        "https://github.com/causalflow/causalflow-ocr/blob/main/docs/operations/runbooks.md", "https://wiki.example/ocr.md"))
     assert rule["spec"] == {"groups": expected["groups"]}
     assert "{{ $labels.namespace }}" in rule["spec"]["groups"][0]["rules"][1]["annotations"]["description"]
 
