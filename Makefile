@@ -10,7 +10,7 @@ BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools test test-unit test-server test-monitoring test-e2e \
-        lint demo bench bench-server bench-operator tiny-model clean
+        lint demo bench bench-server bench-operator clean
 
 help:
 	@echo "make demo              run the whole product on a local cluster (no Docker, no GPU)"

@@ -4,7 +4,7 @@ The operator writes the expected digests into its ConfigMap as ``model-checksums
 ``config.yaml``; the server checks every listed file before it loads anything and exits with a
 message naming the first file that is missing or differs, so the pod fails its startup and the
 operator's rollback takes over. Files are hashed in parallel threads (hashlib releases the GIL
-on large reads), so the cost is disk-bound: see the README for a measured figure.
+on large reads), so the cost is disk-bound: docs/development/benchmarks.md ("Model checksums") has a measured figure.
 
 ``python -m ocr_server.checksums DIR`` writes the list for a model directory, in the shape
 ``spec.model.checksums`` takes (``--json`` for the ConfigMap file's shape).
