@@ -28,6 +28,8 @@ from typing import Any, Callable
 import torch
 from PIL import Image
 
+from ocr_limits import MIN_CROPS, TOKEN_STRIDE
+
 from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
 from .convert import is_official_layout, read_config_json, translate_official_config
 from .images import CropPlan, plan_crops
@@ -243,7 +245,7 @@ class Engine:
         query_sizes = {}
         for emb in (skeleton.query_768_resolution, skeleton.query_1024_resolution):
             side = int(math.isqrt(emb.num_embeddings))
-            query_sizes[side * 64] = emb.num_embeddings
+            query_sizes[side * TOKEN_STRIDE] = emb.num_embeddings
         del skeleton
         validate_against_model(cfg, query_sizes)
         tiny = is_tiny(model_dir)
@@ -327,7 +329,7 @@ class Engine:
     def crop_bounds(self, max_visual_tokens: int | None) -> tuple[int, int]:
         """(min, max) crop count for a request: server caps, narrowed by the request's cap."""
         cap = self.max_crops if max_visual_tokens is None else min(self.max_crops, crops_allowed(max_visual_tokens))
-        lo = max(2, min(self.min_crops, cap)) if cap else 0
+        lo = max(MIN_CROPS, min(self.min_crops, cap)) if cap else 0
         return lo, cap
 
     def plan(self, image: Image.Image, max_visual_tokens: int | None = None) -> CropPlan:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
-from .config import CROP_TOKENS, GLOBAL_TOKENS, MIN_CROPS
+from ocr_limits import MIN_CROPS, visual_tokens
+
 from .errors import BadInput, PayloadTooLarge, UnsupportedMedia
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated upload is an error, not a grey half-page
@@ -152,7 +153,7 @@ class CropPlan:
     @property
     def visual_tokens(self) -> int:
         """Tokens the LLM sees for this page, not counting the one view separator."""
-        return GLOBAL_TOKENS + CROP_TOKENS * self.crops
+        return visual_tokens(self.crops)
 
     def as_layout(self) -> dict:
         return {

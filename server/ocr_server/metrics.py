@@ -16,11 +16,13 @@ import logging
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from ocr_limits import TOKEN_STEPS
+
 log = logging.getLogger("ocr_server.metrics")
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 30, 60, 120)
 BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
-VISUAL_BUCKETS = (256, 544, 688, 832, 976, 1120)
+VISUAL_BUCKETS = TOKEN_STEPS  # 256, 544, 688, 832, 976, 1120: one bucket per crop count
 GENERATED_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 SPLIT_BUCKETS = (2, 3, 4, 6, 8, 12, 16)
 

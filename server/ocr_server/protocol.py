@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ocr_limits import TOKEN_CEILING, TOKEN_FLOOR, setting
+
 
 class OcrOptions(BaseModel):
     """Per-request options; unknown keys are rejected (422), never ignored."""
@@ -13,10 +15,11 @@ class OcrOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt_mode: Literal["markdown", "free"] = Field("markdown", description="markdown: grounded layout; free: plain OCR")
-    max_visual_tokens: int | None = Field(None, ge=256, le=1120, description="caps the crop count for this request")
+    max_visual_tokens: int | None = Field(None, ge=TOKEN_FLOOR, le=TOKEN_CEILING, description="caps the crop count for this request")
     pages: str | None = Field(None, description='1-based pages of a PDF/TIFF, e.g. "1-3,5"')
-    max_new_tokens: int | None = Field(None, ge=1, le=8192)
-    timeout_sec: float | None = Field(None, gt=0, le=3600, description="deadline, at most the server's TIMEOUT_SEC")
+    max_new_tokens: int | None = Field(None, ge=1, le=setting("MAX_NEW_TOKENS").maximum)
+    timeout_sec: float | None = Field(None, gt=0, le=setting("TIMEOUT_SEC").maximum,
+                                      description="deadline, at most the server's TIMEOUT_SEC")
     split: Literal["auto", "off"] | None = Field(
         None, description="auto: cut a page the crop grid cannot show well into overlapping parts; default SPLIT_PAGES")
     stream: bool = Field(False, description="server-sent events: text deltas as generated, then the whole result")

@@ -30,7 +30,9 @@ from typing import Any, Callable
 
 from PIL import Image
 
-from .config import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, ConfigError, ServerConfig, validate_model_dir
+from ocr_limits import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, VLLM
+
+from .config import ConfigError, ServerConfig, validate_model_dir
 from .convert import is_official_layout, read_config_json
 from .engine import PROMPTS, TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
 from .errors import BadInput, DeadlineExceeded, EngineFailure
@@ -41,7 +43,7 @@ from .tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.vllm_engine")
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-VLLM_CROP_SIZE, VLLM_BASE_SIZE = 768, 1024  # fixed in vLLM's DeepSeek-OCR 2 processor
+VLLM_CROP_SIZE, VLLM_BASE_SIZE = VLLM.fixed_sizes  # 768, 1024: fixed in vLLM's DeepSeek-OCR 2 processor
 
 
 @dataclass
@@ -214,7 +216,8 @@ class VllmEngine:
             raise BadInput(
                 f"max_visual_tokens={max_visual_tokens} cannot be applied by ENGINE=vllm: vLLM's processor shows this "
                 f"{image.width}x{image.height} page with {plan.crops} crops ({plan.visual_tokens} tokens; "
-                f"{CROP_TOKENS} per crop, 2..6 crops, fixed in vLLM); send a smaller page or leave max_visual_tokens out",
+                f"{CROP_TOKENS} per crop, {MIN_CROPS}..{MAX_CROPS} crops, fixed in vLLM); send a smaller page or leave "
+                "max_visual_tokens out",
                 param="max_visual_tokens")
         return plan
 
