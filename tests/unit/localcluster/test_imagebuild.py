@@ -55,9 +55,10 @@ def test_the_content_hash_follows_copied_files_args_and_base_but_not_other_files
 
 def test_the_repository_dockerfiles_hash_their_sources(tmp_path):
     server = img.copy_sources((ROOT / "Dockerfile.server").read_text(), {"BAKE_MODEL_FROM": "models/x"})
-    assert {"server/pyproject.toml", "server/ocr_server", "models/x"} <= set(server)
+    assert {"server/pyproject.toml", "limits", "server/ocr_server", "models/x"} <= set(server)
+    assert not [src for src in server if "testing" in src]  # the production image holds no test helper
     operator = img.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
-    assert operator == ["operator/pyproject.toml", "operator/ocr_operator"]
+    assert operator == ["operator/pyproject.toml", "limits", "operator/ocr_operator"]
 
 
 def test_archive_names_and_base_tags():
