@@ -425,6 +425,11 @@ def _finish(
     return Decision(target, status, tuple(events), requeue_after, progressing, degraded)
 
 
+def _promote(revision: str, status: RolloutStatus, observed: Observed, reason: str, message: str) -> Decision:
+    """The revision has settled: it becomes the last good one, told by one Normal Event."""
+    return _finish(revision, _mark_good(status, revision), observed, (EventSpec("Normal", reason, message),))
+
+
 def _mark_good(status: RolloutStatus, revision: str) -> RolloutStatus:
     """`revision` settled: it is the last good one and no failure is pending any more."""
     return replace(status, phase=HEALTHY, last_good_revision=revision, failed_revision=None,
@@ -525,14 +530,9 @@ def _progress(
 
     status, settled, settle_left = _settle(revision, prior, observed, policy, now)
     if settled:
-        healthy = _mark_good(status, revision)
-        event = EventSpec(
-            "Normal",
-            "RolloutSucceeded",
-            f"revision {revision} is Ready on {observed.desired_replicas} pods for "
-            f"{policy.settle_seconds}s: it is the last good revision",
-        )
-        return _finish(revision, healthy, observed, (event,))
+        return _promote(revision, status, observed, "RolloutSucceeded",
+                        f"revision {revision} is Ready on {observed.desired_replicas} pods for "
+                        f"{policy.settle_seconds}s: it is the last good revision")
 
     deadlines = [settle_left]
     for pod in observed.pods:
@@ -604,14 +604,9 @@ def _stay_failed(
     # and stay Ready (a node with GPUs joined, an image got pushed), it has recovered.
     status, settled, settle_left = _settle(desired, prior, observed, policy, now)
     if settled:
-        healthy = _mark_good(status, desired)
-        event = EventSpec(
-            "Normal",
-            "RolloutRecovered",
-            f"revision {desired} failed earlier ({prior.failed_reason}) but is now Ready on "
-            f"{observed.desired_replicas} pods for {policy.settle_seconds}s: it is the last good revision",
-        )
-        return _finish(desired, healthy, observed, (event,))
+        return _promote(desired, status, observed, "RolloutRecovered",
+                        f"revision {desired} failed earlier ({prior.failed_reason}) but is now Ready on "
+                        f"{observed.desired_replicas} pods for {policy.settle_seconds}s: it is the last good revision")
     return _finish(desired, status, observed, (), settle_left)
 
 
