@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import children
 from .kube import ApiError, Kube, retrying
 from .plan import CONFLICT, CREATE, DELETE, UPDATE, Action
 
@@ -70,10 +71,14 @@ async def execute(kube: Kube, actions: list[Action], *, namespace: str) -> Outco
     out = Outcome()
     writes: list[Action] = []
     for action in actions:
-        out.live[action.kind] = action.observed
         if action.verb == CONFLICT:
-            out.conflicts.append(f"{action.kind} {action.name} {action.reason}")
-        elif action.writes:
+            # Someone else's object: never written, and never read as ours (status, rollout).
+            out.live[action.kind] = None
+            kind = children.BY_KEY[action.kind].kind if action.kind in children.BY_KEY else action.kind
+            out.conflicts.append(f"{kind} {action.name} {action.reason}")
+            continue
+        out.live[action.kind] = action.observed
+        if action.writes:
             writes.append(action)
     results = await asyncio.gather(*(_one(kube, a, namespace, out) for a in writes), return_exceptions=True)
     failures = [r for r in results if isinstance(r, BaseException)]

@@ -46,6 +46,12 @@ def applied_hash(obj: Mapping[str, Any] | None) -> str | None:
 
 
 
+def watched(obj: Mapping[str, Any]) -> bool:
+    """Whether the label-filtered watches (and the start-up list) see `obj`."""
+    labels = ((obj.get("metadata") or {}).get("labels") or {})
+    return labels.get(naming.LABEL_MANAGED_BY) == naming.FIELD_MANAGER
+
+
 def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `obj` holding what a reconcile reads: no managedFields (often most of an
     object's size; drift is found by comparing values, server-side apply tracks ownership);
@@ -172,9 +178,15 @@ class Store:
         self._own[key] = (applied_hash(result) or "", self.clock())
 
     def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:
-        """A GET on a miss: remember the answer unless a watch event got there first."""
-        if key not in self.objects:
-            self.objects[key] = slim(obj) if obj is not None else None
+        """A GET on a miss: remember the answer unless a watch event got there first. An object
+        without the managed-by label (someone else's, with a child's name) is not remembered:
+        the label-filtered watch would never tell its change or removal."""
+        if key in self.objects:
+            return
+        if obj is None:
+            self.objects[key] = None
+        elif watched(obj):
+            self.objects[key] = slim(obj)
 
     def mark_listed(self, kind: str, namespace: str | None, items: list[Mapping[str, Any]]) -> None:
         for item in items:

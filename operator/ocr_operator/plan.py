@@ -18,6 +18,8 @@ from typing import Any, Mapping
 from . import naming
 
 CREATE, UPDATE, DELETE, SKIP, CONFLICT = "create", "update", "delete", "skip", "conflict"
+CONFLICT_REASON = ("exists and is not controlled by this OcrService: it is left untouched; "
+                   "rename or remove it, or rename the OcrService")
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,11 @@ def stamp(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def owned_by(observed: Mapping[str, Any], owner_uid: str) -> bool:
-    return any(ref.get("uid") == owner_uid for ref in observed.get("metadata", {}).get("ownerReferences") or ())
+def controlled_by(observed: Mapping[str, Any], owner_uid: str) -> bool:
+    """Whether `observed` names the OcrService `owner_uid` as its controller: only such an
+    object is ours to change or delete (any other is someone else's, whatever its name)."""
+    return any(ref.get("uid") == owner_uid and ref.get("controller") is True
+               for ref in (observed.get("metadata") or {}).get("ownerReferences") or ())
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
@@ -140,7 +145,7 @@ def plan_one(kind: str, desired: dict[str, Any] | None, observed: dict[str, Any]
     if desired is None:
         if observed is None:
             return Action(SKIP, kind, name, "absent, as wanted")
-        if not owned_by(observed, owner_uid):
+        if not controlled_by(observed, owner_uid):
             return Action(SKIP, kind, name, "not wanted, but not ours: left alone")
         return Action(DELETE, kind, name, "disabled in the spec", observed=observed)
     body = stamp(desired)
@@ -148,8 +153,8 @@ def plan_one(kind: str, desired: dict[str, Any] | None, observed: dict[str, Any]
         return Action(CREATE, kind, name, "missing", body=body)
     if observed.get("metadata", {}).get("deletionTimestamp"):
         return Action(SKIP, kind, name, "being deleted; recreated once gone", observed=observed)
-    if not owned_by(observed, owner_uid):
-        return Action(CONFLICT, kind, name, "exists and is not owned by this OcrService", observed=observed)
+    if not controlled_by(observed, owner_uid):
+        return Action(CONFLICT, kind, name, CONFLICT_REASON, observed=observed)
     live_hash = (observed["metadata"].get("annotations") or {}).get(naming.APPLIED_HASH_KEY)
     want_hash = body["metadata"]["annotations"][naming.APPLIED_HASH_KEY]
     if live_hash != want_hash:

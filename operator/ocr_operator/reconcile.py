@@ -7,6 +7,7 @@ that finds everything in shape makes no write at all.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import os
@@ -75,6 +76,29 @@ async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any
     result.events = [*events, *status.transition_events(changed, rollout_tells=rollout_tells)]
 
 
+async def _confirm_creates(kube: Kube, actions: list[plan.Action], objects: Mapping[str, dict[str, Any] | None],
+                           snap: snapshot.Snapshot, uid: str, namespace: str,
+                           store: Store | None) -> list[plan.Action]:
+    """A create the cache cannot vouch for is checked by name first, and planned again with
+    what the GET finds. The start-up list and the watches select children by the managed-by
+    label, so a same-named object of someone else looks absent to the cache; a forced apply
+    would take it over (an ownerReference added: deleting the OcrService would then delete
+    it). An apply without force is no check: it conflicts only on a field both set to other
+    values, and merges into an object that shares none. One GET per create, none otherwise."""
+    unsure = [a for a in actions if a.verb == plan.CREATE and a.kind not in snap.fetched]
+    if not unsure:
+        return actions
+    found = await asyncio.gather(*(kube.get(children.BY_KEY[a.kind].kind, namespace, a.name) for a in unsure))
+    again: dict[str, plan.Action] = {}
+    for action, obj in zip(unsure, found):
+        if obj is None:
+            continue
+        if store is not None:
+            store.fetched((children.BY_KEY[action.kind].kind, namespace, action.name), obj)
+        again[action.kind] = plan.plan_one(action.kind, objects[action.kind], obj, uid, action.name)
+    return [again.get(a.kind, a) for a in actions]
+
+
 async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
                     servicemonitor_available: bool = False, store: Store | None = None,
                     available: frozenset[str] | None = None, status_hold: float = 0.0) -> Result:
@@ -100,10 +124,13 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
 
     snap = await snapshot.read(kube, ns, name, available=available, store=store)
     fresh = render_all(owner, spec, now=now, available=available)
+    # Only what this OcrService controls is read as its own: a same-named Deployment or
+    # revisions ConfigMap of someone else never feeds the rollout or a rollback.
+    mine = {k: v if v is not None and plan.controlled_by(v, uid) else None for k, v in snap.children.items()}
 
-    observed = rollout.summarize(snap.deployment, snap.pods)
+    observed = rollout.summarize(mine.get("Deployment"), snap.pods)
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
-    history = revisions.parse_history(snap.children.get("RevisionHistory"),
+    history = revisions.parse_history(mine.get("RevisionHistory"),
                                       limit=spec.rollout.revision_history_limit, last_good=prior.last_good_revision)
     decision = rollout.decide(fresh.revision, prior, observed, policy(spec), now)
 
@@ -126,6 +153,7 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
     objects["RevisionHistory"] = revisions.render_history(owner, history)
     actions = plan.plan(objects, snap.children, uid, children.child_names(name))
+    actions = await _confirm_creates(kube, actions, objects, snap, uid, ns, store)
     result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
     outcome = await execute(kube, actions, namespace=ns)
     result.writes += outcome.writes
@@ -141,6 +169,8 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         active_schedule=desired.active_schedule, scaled_to_zero_by=desired.scaled_to_zero_by,
     )
     events = [(e.type, e.reason, e.message) for e in decision.events]
+    # Told each time a reconcile finds it (the recorder aggregates repeats): the user must act.
+    events += [("Warning", status.CHILD_CONFLICT, conflict) for conflict in outcome.conflicts]
     rolling_out = rollout.PROGRESSING in (prior.phase, decision.status.phase)
     await _write_status(kube, owner, new, changed, events, result, hold=status_hold, rollout_tells=rolling_out)
 

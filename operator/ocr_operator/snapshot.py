@@ -18,6 +18,9 @@ CHILDREN: dict[str, tuple[str, Any]] = {c.key: (c.kind, c.name) for c in childre
 class Snapshot:
     children: dict[str, dict[str, Any] | None]
     pods: list[dict[str, Any]]
+    # Plan keys this snapshot read from the API (a GET by name): their absence is a fact, not
+    # the cache's belief (the cache sees only labelled objects, see reconcile._confirm_creates).
+    fetched: frozenset[str] = frozenset()
 
     @property
     def deployment(self) -> dict[str, Any] | None:
@@ -39,13 +42,20 @@ async def read(kube: Kube, namespace: str, name: str, *, servicemonitor_availabl
     optional = children.optional_kinds()
     keys = [k for k in CHILDREN if CHILDREN[k][0] not in optional or CHILDREN[k][0] in available]
 
+    fetched: set[str] = set()
+
     async def one(key: str) -> dict[str, Any] | None:
         kind, fn = CHILDREN[key]
         if store is None:
+            fetched.add(key)
             return await kube.get(kind, namespace, fn(name))
         obj_key = (kind, namespace, fn(name))
         if not store.known(obj_key):
-            store.fetched(obj_key, await kube.get(kind, namespace, fn(name)))
+            fetched.add(key)
+            obj = await kube.get(kind, namespace, fn(name))
+            store.fetched(obj_key, obj)
+            if not store.known(obj_key):
+                return obj  # someone else's object: seen now, not cached (no watch event would update it)
         return store.get(obj_key)
 
     async def pods() -> list[dict[str, Any]]:
@@ -60,4 +70,4 @@ async def read(kube: Kube, namespace: str, name: str, *, servicemonitor_availabl
     for key, (kind, _) in CHILDREN.items():
         if kind in optional:
             found.setdefault(key, None)
-    return Snapshot(children=found, pods=list(results[-1]))
+    return Snapshot(children=found, pods=list(results[-1]), fetched=frozenset(fetched))

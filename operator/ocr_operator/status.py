@@ -21,6 +21,8 @@ from .spec import OcrServiceSpec
 
 FAILED_PHASES = (ROLLED_BACK, FAILED, NO_GOOD_REVISION)
 SCALED_TO_ZERO = "ScaledToZero"
+# An object with a child's name that this OcrService does not control: left untouched.
+CHILD_CONFLICT = "ChildConflict"
 
 
 def iso(now: dt.datetime) -> str:
@@ -127,7 +129,7 @@ def build(
         if apply_errors:
             ready_c = C.Condition(C.READY, C.FALSE, "ApplyFailed", "; ".join(apply_errors))
         elif conflicts:
-            ready_c = C.Condition(C.READY, C.FALSE, "ChildConflict", "; ".join(conflicts))
+            ready_c = C.Condition(C.READY, C.FALSE, CHILD_CONFLICT, "; ".join(conflicts))
         elif phase in FAILED_PHASES:
             ready_c = C.Condition(C.READY, C.FALSE, phase, decision.degraded.message)
         elif not dep:
@@ -156,7 +158,7 @@ def build(
         conds.append(C.Condition(C.PROGRESSING, prog.status, prog.reason, prog.message))
         deg = decision.degraded
         if deg.status != C.TRUE and problems:
-            conds.append(C.Condition(C.DEGRADED, C.TRUE, "ApplyFailed" if apply_errors else "ChildConflict",
+            conds.append(C.Condition(C.DEGRADED, C.TRUE, "ApplyFailed" if apply_errors else CHILD_CONFLICT,
                                      "; ".join(problems)))
         else:
             conds.append(C.Condition(C.DEGRADED, deg.status, deg.reason, deg.message))
@@ -252,7 +254,9 @@ def transition_events(changed: list[tuple[C.Condition, str | None]], *,
                 # An upgrade starting is routine: the old pods keep serving (maxUnavailable 0).
                 if not rollout_tells:
                     events.append(("Normal", cond.reason, cond.message))
-            elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed", "ChildConflict"):
+            elif cond.reason == CHILD_CONFLICT:
+                pass  # the reconcile tells each conflict, naming the object, whenever it finds one
+            elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed"):
                 events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
                                cond.message))
         elif cond.type == C.AVAILABLE and previous == C.TRUE and cond.status != C.TRUE:

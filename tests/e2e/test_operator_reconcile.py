@@ -188,3 +188,31 @@ def test_every_child_changed_by_another_field_manager_is_repaired(ocr, ocr_opera
     wait_for(repaired, timeout=20, message="every drifted field put back")
     obj = ocr.wait_ready("web")
     assert "ApplyFailed" not in {c.get("reason") for c in obj["status"]["conditions"]}
+
+
+def test_a_users_service_with_a_childs_name_is_left_untouched_and_reported(ocr, ocr_operator):
+    ocr.apply({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "labels": {"app": "legacy"}},
+               "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80, "targetPort": 9000}]}})
+    before = ocr.get("service", "web")
+    ocr.apply(ocrservice("web", replicas=1))
+
+    def reported():
+        obj = ocr.get("ocrs", "web")
+        return obj if ocr.condition(obj, "Degraded").get("reason") == "ChildConflict" else None
+
+    obj = wait_for(reported, timeout=60, message="Degraded=True ChildConflict")
+    assert ocr.condition(obj, "Degraded")["status"] == "True"
+    assert "Service web" in ocr.condition(obj, "Degraded")["message"]
+    assert (ocr.condition(obj, "Ready")["status"], ocr.condition(obj, "Ready")["reason"]) == ("False", "ChildConflict")
+    wait_for(lambda: [e for e in ocr.events("web") if e["type"] == "Warning" and e["reason"] == "ChildConflict"
+                      and "Service web" in e["message"]], timeout=30, message="a ChildConflict Warning event")
+    assert ocr.get("deployment", "web") is not None  # the other children are created as usual
+
+    after = ocr.get("service", "web")
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]  # never written
+    assert not after["metadata"].get("ownerReferences")
+    assert "app.kubernetes.io/managed-by" not in (after["metadata"].get("labels") or {})
+    assert after["spec"]["selector"] == {"app": "legacy"}
+    assert [(p["port"], p["targetPort"]) for p in after["spec"]["ports"]] == [(80, 9000)]

@@ -172,3 +172,10 @@ def test_a_status_only_change_of_a_deployment_is_news():
     s = Store()
     s.apply_event("ADDED", dep("1", 0))
     assert s.apply_event("MODIFIED", dep("2", 1)) is True
+
+
+def test_someone_elses_object_fetched_by_name_is_not_remembered():
+    s = Store()
+    foreign = {"kind": "Service", "metadata": {"name": "web", "namespace": "a", "resourceVersion": "1"}}
+    s.fetched(KEY, foreign)  # no managed-by label: no watch event would tell its change or removal
+    assert not s.known(KEY)

@@ -1,0 +1,184 @@
+"""A same-named object the OcrService does not control is never applied, adopted or read as its own.
+
+The start-up list and the watches select children by the managed-by label, so an object of
+someone else with a child's name is invisible to the cache: these tests give the reconcile a
+cache primed like the controller's and an API that holds such an object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime as dt
+import itertools
+import json
+
+from ocr_operator import children, naming
+from ocr_operator import plan as P
+from ocr_operator.cache import Store
+from ocr_operator.reconcile import reconcile
+from ocr_operator.render import render_all
+
+from .helpers import owner, parsed
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
+RV = itertools.count(500)
+UID = "11111111-2222-3333-4444-555555555555"
+
+
+class ClusterKube:
+    """An API server holding objects by (kind, name); lists filter on labels, GETs do not."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict] | None = None):
+        self.objects = {k: copy.deepcopy(v) for k, v in (objects or {}).items()}
+        self.calls: list[tuple[str, str, str]] = []
+        self.status: dict | None = None
+
+    async def apply(self, body, *, manager="x", force=True, subresource=None):
+        key = (body["kind"], body["metadata"]["name"])
+        self.calls.append(("apply", *key))
+        out = copy.deepcopy(body)
+        out["metadata"]["resourceVersion"] = f"rv-{next(RV)}"
+        self.objects[key] = out
+        return copy.deepcopy(out)
+
+    async def merge_patch(self, kind, namespace, name, patch, *, subresource=None):
+        self.calls.append(("patch", kind, name))
+        self.status = patch["status"]
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": f"rv-{next(RV)}"},
+                "status": patch["status"]}
+
+    async def get(self, kind, namespace, name):
+        self.calls.append(("get", kind, name))
+        return copy.deepcopy(self.objects.get((kind, name)))
+
+    async def list(self, kind, namespace, label_selector=None):
+        self.calls.append(("list", kind, label_selector or ""))
+        want = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
+        return [copy.deepcopy(o) for (k, _), o in self.objects.items()
+                if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())]
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def primed_store(kube: ClusterKube) -> Store:
+    """The cache as the controller primes it: one label-selected list per watched kind."""
+    store = Store()
+    selector = f"{naming.LABEL_MANAGED_BY}={naming.FIELD_MANAGER}"
+    for kind in children.watched():
+        store.mark_listed(kind.kind, "team-a", run(kube.list(kind.kind, "team-a", selector)))
+    kube.calls.clear()
+    return store
+
+
+def users_service(name: str = "ocr") -> dict:
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name, "namespace": "team-a", "uid": "users-service", "resourceVersion": "7",
+                         "labels": {"app": "legacy"}},
+            "spec": {"selector": {"app": "legacy"}, "ports": [{"port": 80, "targetPort": 9000}]}}
+
+
+def users_configmap(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "team-a", "uid": "users-configmap", "resourceVersion": "8"},
+            "data": {"important": "yes"}}
+
+
+def applied(kube: ClusterKube) -> set[tuple[str, str]]:
+    return {(kind, name) for verb, kind, name in kube.calls if verb == "apply"}
+
+
+def test_a_same_named_service_without_our_label_is_never_applied():
+    kube = ClusterKube({("Service", "ocr"): users_service()})
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
+    assert ("Service", "ocr") not in applied(kube)
+    assert kube.objects[("Service", "ocr")] == users_service()  # no ownerReference, no label, same spec
+
+
+def test_the_other_children_are_still_applied_beside_a_conflict():
+    kube = ClusterKube({("Service", "ocr"): users_service()})
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
+    assert {("Deployment", "ocr"), ("ConfigMap", "ocr-config"), ("ConfigMap", "ocr-revisions")} <= applied(kube)
+
+
+def test_a_same_named_configmap_is_reported_as_a_child_conflict_in_ready_and_degraded():
+    kube = ClusterKube({("ConfigMap", "ocr-config"): users_configmap("ocr-config")})
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
+    conds = {c["type"]: c for c in kube.status["conditions"]}
+    for type_, status in (("Ready", "False"), ("Degraded", "True")):
+        assert (conds[type_]["status"], conds[type_]["reason"]) == (status, "ChildConflict"), conds[type_]
+        assert "ConfigMap ocr-config" in conds[type_]["message"]
+    assert ("ConfigMap", "ocr-config") not in applied(kube)
+
+
+def test_a_conflict_is_told_by_a_warning_event_naming_the_kind_and_the_name():
+    kube = ClusterKube({("ConfigMap", "ocr-revisions"): users_configmap("ocr-revisions")})
+    result = run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
+    warnings = [(reason, msg) for type_, reason, msg in result.events if type_ == "Warning"]
+    assert len(warnings) == 1 and warnings[0][0] == "ChildConflict", result.events
+    assert "ConfigMap ocr-revisions" in warnings[0][1]  # the kind, not the operator's internal key
+
+
+def test_a_conflict_found_again_is_told_again_and_still_not_applied():
+    kube = ClusterKube({("Service", "ocr"): users_service()})
+    store = primed_store(kube)
+    body = owner({"replicas": 1})
+    run(reconcile(kube, body, now=NOW, store=store))
+    kube.calls.clear()
+    again = run(reconcile(kube, {**body, "status": kube.status}, now=NOW, store=store))
+    assert ("Service", "ocr") not in applied(kube)
+    assert [r for t, r, _ in again.events if t == "Warning"] == ["ChildConflict"]
+
+
+def test_once_the_users_object_is_gone_the_child_is_created():
+    kube = ClusterKube({("Service", "ocr"): users_service()})
+    store = primed_store(kube)
+    body = owner({"replicas": 1})
+    run(reconcile(kube, body, now=NOW, store=store))
+    del kube.objects[("Service", "ocr")]  # no watch event: the user's Service never carried our label
+    run(reconcile(kube, {**body, "status": kube.status}, now=NOW, store=store))
+    assert ("Service", "ocr") in applied(kube)
+
+
+def test_a_users_revisions_configmap_is_not_read_as_the_revision_history():
+    body = owner({"replicas": 1})
+    desired = render_all(body, parsed(body), now=NOW).revision
+    evil = {"metadata": {"labels": {naming.REVISION_KEY: "evil"}},
+            "spec": {"containers": [{"name": "server", "image": "attacker/image:1"}]}}
+    users = users_configmap("ocr-revisions")
+    users["data"] = {"history.json": json.dumps([{"revision": "evil", "template": evil}])}
+    kube = ClusterKube({("ConfigMap", "ocr-revisions"): users})
+    # The desired revision failed and was rolled back to "evil", the last good one by the status.
+    body["status"] = {"rollout": {"phase": "RolledBack", "currentRevision": "evil", "lastGoodRevision": "evil",
+                                  "failedRevision": desired, "failedReason": "OOMKilled"}}
+    run(reconcile(kube, body, now=NOW, store=Store()))  # nothing listed: the snapshot GETs every child
+    dep = kube.objects[("Deployment", "ocr")]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] != "attacker/image:1"
+    assert kube.objects[("ConfigMap", "ocr-revisions")] == users
+
+
+def test_a_users_deployment_is_not_read_as_the_rollouts_deployment():
+    users = {"apiVersion": "apps/v1", "kind": "Deployment",
+             "metadata": {"name": "ocr", "namespace": "team-a", "uid": "users-dep", "resourceVersion": "3",
+                          "generation": 1},
+             "spec": {"replicas": 4}, "status": {"observedGeneration": 1, "replicas": 4, "readyReplicas": 4}}
+    kube = ClusterKube({("Deployment", "ocr"): users})
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=Store()))
+    assert kube.status["readyReplicas"] == 0 and kube.status["replicas"] == 0
+
+
+def test_a_create_the_cache_cannot_vouch_for_costs_one_get_and_no_list():
+    kube = ClusterKube()
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
+    gets = [(kind, name) for verb, kind, name in kube.calls if verb == "get"]
+    assert sorted(gets) == sorted(applied(kube))
+    assert not [c for c in kube.calls if c[0] == "list"]
+
+
+def test_an_owner_reference_to_us_that_is_not_the_controller_is_not_control():
+    live = {"metadata": {"ownerReferences": [{"uid": UID, "controller": False}]}}
+    assert not P.controlled_by(live, UID)
+    live["metadata"]["ownerReferences"] = [{"uid": "other", "controller": True}, {"uid": UID, "controller": True}]
+    assert P.controlled_by(live, UID)
