@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import children, plan, revisions, rollout, snapshot, status
+from . import children, naming, plan, revisions, rollout, snapshot, status
 from .apply import execute
 from .cache import Store
 from .kube import Kube
@@ -76,6 +76,24 @@ async def _write_status(kube: Kube, owner: Mapping[str, Any], new: dict[str, Any
     result.events = [*events, *status.transition_events(changed, rollout_tells=rollout_tells)]
 
 
+def _untrusted_target(decision: rollout.Decision, fresh, history: revisions.History,
+                      deployment: Mapping[str, Any] | None,
+                      observed: rollout.Observed) -> tuple[dict[str, Any], rollout.Decision]:
+    """The pod template to apply when the rollback target's stored template is missing or was
+    rejected (its hash does not match: revisions.verified), and the decision to report. The
+    Deployment already running the target (rolled back earlier) keeps its own template;
+    otherwise the rollback is refused and the desired, failed, template stays."""
+    target = decision.target_revision
+    live = ((deployment or {}).get("spec") or {}).get("template")
+    running = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
+    if live and running.get(naming.REVISION_KEY) == target and live.get("metadata", {}).get(
+            "labels", {}).get(naming.REVISION_KEY) == target:
+        return live, decision
+    why = ("its stored pod template does not match its revision hash (the revision history was edited)"
+           if target in history.rejected else "its pod template is not in the revision history")
+    return fresh.pod_template, rollout.refuse_rollback(decision, fresh.revision, why, observed)
+
+
 async def _confirm_creates(kube: Kube, actions: list[plan.Action], objects: Mapping[str, dict[str, Any] | None],
                            snap: snapshot.Snapshot, uid: str, namespace: str,
                            store: Store | None) -> list[plan.Action]:
@@ -132,6 +150,9 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
     history = revisions.parse_history(mine.get("RevisionHistory"),
                                       limit=spec.rollout.revision_history_limit, last_good=prior.last_good_revision)
+    if history.rejected:
+        log.warning("%s/%s: revision history entries %s do not match their hash: dropped", ns, name,
+                    ", ".join(history.rejected))
     decision = rollout.decide(fresh.revision, prior, observed, policy(spec), now)
 
     history = history.record(fresh.revision, fresh.pod_template)
@@ -142,9 +163,10 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
                     decision.status.last_good_revision)
     template = revisions.target_template(decision.target_revision, fresh.revision, fresh.pod_template, history)
     if template is None:
-        log.warning("%s/%s: no stored template for revision %s; applying the desired one", ns, name,
-                    decision.target_revision)
-        template = fresh.pod_template
+        target = decision.target_revision
+        template, decision = _untrusted_target(decision, fresh, history, mine.get("Deployment"), observed)
+        log.warning("%s/%s: revision %s has no trusted stored template: %s", ns, name, target,
+                    "rollback refused" if decision.target_revision != target else "the Deployment keeps its own")
     # The usual case, the desired revision's own template: what was rendered above (rendering
     # is a good part of a reconcile's CPU).
     desired = fresh if template == fresh.pod_template else render_all(owner, spec, now=now, pod_template=template,

@@ -40,6 +40,9 @@ class History:
     entries: tuple[tuple[str, str], ...] = ()
     last_good: str | None = None
     limit: int = DEFAULT_LIMIT
+    # Revisions read from the ConfigMap whose template does not hash to them (edited by hand,
+    # or tampered with): never kept, never applied, and dropped from the ConfigMap at its next write.
+    rejected: tuple[str, ...] = ()
 
     def revisions(self) -> tuple[str, ...]:
         return tuple(rev for rev, _ in self.entries)
@@ -87,14 +90,32 @@ def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMI
     except ValueError:
         raw = []
     entries: list[tuple[str, str]] = []
+    rejected: list[str] = []
     for item in raw if isinstance(raw, list) else []:
         if isinstance(item, Mapping) and isinstance(item.get("revision"), str) and isinstance(
             item.get("template"), Mapping
         ):
-            entries.append((item["revision"], _canonical(item["template"])))
+            if verified(item["revision"], item["template"]):
+                entries.append((item["revision"], _canonical(item["template"])))
+            else:
+                rejected.append(item["revision"])
     if last_good not in {rev for rev, _ in entries}:
         last_good = None
-    return History(entries=tuple(entries), last_good=last_good, limit=limit)
+    return History(entries=tuple(entries), last_good=last_good, limit=limit, rejected=tuple(rejected))
+
+
+def verified(revision: str, template: Mapping[str, Any]) -> bool:
+    """Whether a stored `template` is the one `revision` names: the revision is the hash of
+    the template (naming.template_hash), and the template's own revision label, if any, agrees.
+    Anyone allowed to edit ConfigMaps in the namespace can edit the history; a rollback must
+    only ever re-apply a template the operator rendered."""
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    label = labels.get(naming.REVISION_KEY) if isinstance(labels, Mapping) else None
+    try:
+        digest = naming.template_hash(template)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return digest == revision and label in (None, revision)
 
 
 def render_history(owner: Mapping[str, Any], history: History) -> dict[str, Any]:

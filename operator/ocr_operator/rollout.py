@@ -66,6 +66,8 @@ REASON_TOO_MANY_RESTARTS = "TooManyRestarts"
 REASON_OOM = "OOMKilled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_PROGRESS_DEADLINE = "ProgressDeadlineExceeded"
+# A rollback refused: the last good revision's stored template cannot be trusted.
+REASON_ROLLBACK_REFUSED = "RollbackRefused"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -582,6 +584,23 @@ def _fail(
         "there is no good revision to roll back to",
     )
     return _finish(revision, status, observed, (event,))
+
+
+def refuse_rollback(decision: Decision, desired_revision: str, why: str, observed: Observed) -> Decision:
+    """A rollback whose target has no template the operator can trust (lost from the history,
+    or stored with a hash that does not match it): nothing is rolled back. The failed revision
+    stays applied and failed, the phase is NoGoodRevision (so later reconciles do not try the
+    rollback again), the failed message says why, and one Warning Event tells it."""
+    target = decision.target_revision
+    status = replace(decision.status, phase=NO_GOOD_REVISION, current_revision=desired_revision,
+                     failed_revision=decision.status.failed_revision or desired_revision,
+                     failed_message=f"{decision.status.failed_message or 'failed'}; "
+                                    f"rollback to revision {target} refused: {why}")
+    events = tuple(e for e in decision.events if e.reason != "RolledBack")
+    event = EventSpec("Warning", REASON_ROLLBACK_REFUSED,
+                      f"revision {status.failed_revision} failed ({status.failed_reason}); rollback to revision "
+                      f"{target} refused: {why}; the failed revision stays in place")
+    return _finish(desired_revision, status, observed, events + (event,))
 
 
 def _stay_failed(

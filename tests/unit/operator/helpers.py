@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from ocr_operator import spec as spec_mod
@@ -24,3 +25,39 @@ def owner(spec: dict[str, Any] | None = None, *, name: str = "ocr", namespace: s
 
 def parsed(body: dict[str, Any]) -> spec_mod.OcrServiceSpec:
     return spec_mod.parse(copy.deepcopy(body["spec"]))
+
+
+_RV = itertools.count(500)
+
+
+class ClusterKube:
+    """An API server holding objects by (kind, name); lists filter on labels, GETs do not."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict] | None = None):
+        self.objects = {k: copy.deepcopy(v) for k, v in (objects or {}).items()}
+        self.calls: list[tuple[str, str, str]] = []
+        self.status: dict | None = None
+
+    async def apply(self, body, *, manager="x", force=True, subresource=None):
+        key = (body["kind"], body["metadata"]["name"])
+        self.calls.append(("apply", *key))
+        out = copy.deepcopy(body)
+        out["metadata"]["resourceVersion"] = f"rv-{next(_RV)}"
+        self.objects[key] = out
+        return copy.deepcopy(out)
+
+    async def merge_patch(self, kind, namespace, name, patch, *, subresource=None):
+        self.calls.append(("patch", kind, name))
+        self.status = patch["status"]
+        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": f"rv-{next(_RV)}"},
+                "status": patch["status"]}
+
+    async def get(self, kind, namespace, name):
+        self.calls.append(("get", kind, name))
+        return copy.deepcopy(self.objects.get((kind, name)))
+
+    async def list(self, kind, namespace, label_selector=None):
+        self.calls.append(("list", kind, label_selector or ""))
+        want = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
+        return [copy.deepcopy(o) for (k, _), o in self.objects.items()
+                if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())]

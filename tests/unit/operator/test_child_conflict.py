@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
-import itertools
 import json
 
 from ocr_operator import children, naming
@@ -19,44 +18,10 @@ from ocr_operator.cache import Store
 from ocr_operator.reconcile import reconcile
 from ocr_operator.render import render_all
 
-from .helpers import owner, parsed
+from .helpers import ClusterKube, owner, parsed
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
-RV = itertools.count(500)
 UID = "11111111-2222-3333-4444-555555555555"
-
-
-class ClusterKube:
-    """An API server holding objects by (kind, name); lists filter on labels, GETs do not."""
-
-    def __init__(self, objects: dict[tuple[str, str], dict] | None = None):
-        self.objects = {k: copy.deepcopy(v) for k, v in (objects or {}).items()}
-        self.calls: list[tuple[str, str, str]] = []
-        self.status: dict | None = None
-
-    async def apply(self, body, *, manager="x", force=True, subresource=None):
-        key = (body["kind"], body["metadata"]["name"])
-        self.calls.append(("apply", *key))
-        out = copy.deepcopy(body)
-        out["metadata"]["resourceVersion"] = f"rv-{next(RV)}"
-        self.objects[key] = out
-        return copy.deepcopy(out)
-
-    async def merge_patch(self, kind, namespace, name, patch, *, subresource=None):
-        self.calls.append(("patch", kind, name))
-        self.status = patch["status"]
-        return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": f"rv-{next(RV)}"},
-                "status": patch["status"]}
-
-    async def get(self, kind, namespace, name):
-        self.calls.append(("get", kind, name))
-        return copy.deepcopy(self.objects.get((kind, name)))
-
-    async def list(self, kind, namespace, label_selector=None):
-        self.calls.append(("list", kind, label_selector or ""))
-        want = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
-        return [copy.deepcopy(o) for (k, _), o in self.objects.items()
-                if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())]
 
 
 def run(coro):

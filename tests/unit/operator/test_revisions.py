@@ -84,17 +84,24 @@ def test_marking_a_revision_good_leaves_the_configmap_unchanged():
     assert render_history(OWNER, history.mark_good("r1")) == render_history(OWNER, history)
 
 
+def rev(image: str) -> str:
+    """The real revision of template(image): parse_history keeps only templates that hash to theirs."""
+    return naming.template_hash(template(image))
+
+
 def test_a_rendered_history_parses_back_to_the_same_history():
-    history = History().record("r1", template("ocr:1")).record("r2", template("ocr:2")).mark_good("r1")
-    assert parse_history(render_history(OWNER, history), last_good="r1") == history
+    r1, r2 = rev("ocr:1"), rev("ocr:2")
+    history = History().record(r1, template("ocr:1")).record(r2, template("ocr:2")).mark_good(r1)
+    assert parse_history(render_history(OWNER, history), last_good=r1) == history
 
 
 def test_the_last_good_revision_from_the_status_is_never_trimmed():
-    cm = render_history(OWNER, History(limit=2).record("good", template("ocr:good")))
-    history = parse_history(cm, limit=2, last_good="good")
+    good = rev("ocr:good")
+    cm = render_history(OWNER, History(limit=2).record(good, template("ocr:good")))
+    history = parse_history(cm, limit=2, last_good=good)
     for i in range(4):
         history = history.record(f"bad{i}", template(f"ocr:bad{i}"))
-    assert history.revisions() == ("good", "bad3")
+    assert history.revisions() == (good, "bad3")
 
 
 def test_rendering_the_same_history_twice_gives_identical_manifests():
@@ -113,9 +120,43 @@ def test_corrupt_configmap_data_is_read_as_an_empty_history_instead_of_failing()
 
 
 def test_a_last_good_revision_without_its_template_is_not_trusted():
-    cm = {"data": {"history.json": json.dumps([{"revision": "r1", "template": template("ocr:1")}])}}
+    r1 = rev("ocr:1")
+    cm = {"data": {"history.json": json.dumps([{"revision": r1, "template": template("ocr:1")}])}}
     assert parse_history(cm, last_good="r7").last_good is None
-    assert parse_history(cm, last_good="r1").last_good == "r1"
+    assert parse_history(cm, last_good=r1).last_good == r1
+
+
+def stored(*entries: tuple[str, dict]) -> dict:
+    return {"data": {"history.json": json.dumps([{"revision": r, "template": t} for r, t in entries])}}
+
+
+def test_a_stored_template_that_does_not_hash_to_its_revision_is_rejected():
+    good = rev("ocr:1")
+    tampered = template("attacker/image:1")  # stored under the revision of ocr:1
+    history = parse_history(stored((good, tampered)), last_good=good)
+    assert history.template(good) is None and history.revisions() == ()
+    assert history.rejected == (good,) and history.last_good is None
+
+
+def test_a_stored_template_whose_revision_label_names_another_revision_is_rejected():
+    other = template("ocr:1")
+    other["metadata"]["labels"][naming.REVISION_KEY] = "someother"
+    history = parse_history(stored((rev("ocr:1"), other)))
+    assert history.rejected == (rev("ocr:1"),)
+
+
+def test_an_intact_stored_template_with_its_own_revision_label_is_kept():
+    tpl = template("ocr:1")
+    tpl["metadata"]["labels"][naming.REVISION_KEY] = rev("ocr:1")  # as the operator stores it
+    history = parse_history(stored((rev("ocr:1"), tpl)))
+    assert history.template(rev("ocr:1")) == tpl and history.rejected == ()
+
+
+def test_a_rejected_revision_is_dropped_from_the_configmap_at_its_next_write():
+    good, bad = rev("ocr:1"), rev("ocr:2")
+    history = parse_history(stored((good, template("ocr:1")), (bad, template("attacker/image:1"))))
+    written = json.loads(render_history(OWNER, history)["data"]["history.json"])
+    assert [e["revision"] for e in written] == [good]
 
 
 def test_the_target_template_is_the_rendered_one_for_the_desired_revision_and_the_stored_one_otherwise():

@@ -677,3 +677,18 @@ def test_the_settle_period_in_the_deployment_stays_below_the_progress_deadline_a
     dep = deployment.render(body, spec, deployment.render_pod_template(body, spec, config_hash="x"),
                             replicas=1)
     assert dep["spec"]["minReadySeconds"] == 119
+
+
+def test_a_refused_rollback_keeps_the_failed_revision_as_no_good_revision_and_says_why():
+    oom = pod("new-0", created=1, phase="Running", restarts=1, last_terminated_reason="OOMKilled")
+    rolled = step(PROGRESSING_NEW, seen(oom, *old_pods()), 3)
+    assert rolled.target_revision == OLD and rolled.status.phase == rollout.ROLLED_BACK
+    refused = rollout.refuse_rollback(rolled, NEW, "its stored pod template does not match its revision hash",
+                                      seen(oom, *old_pods()))
+    assert refused.target_revision == NEW and refused.status.current_revision == NEW
+    assert refused.status.phase == rollout.NO_GOOD_REVISION and refused.status.failed_revision == NEW
+    assert f"rollback to revision {OLD} refused" in refused.status.failed_message
+    assert [(e.type, e.reason) for e in refused.events] == [("Warning", "RollbackRefused")]
+    assert refused.degraded.status == "True" and "refused" in refused.degraded.message
+    # The next reconcile does not try the rollback again: the failed revision stays.
+    assert step(refused.status, seen(oom, *old_pods()), 10).target_revision == NEW
