@@ -86,6 +86,21 @@ def env_override_error(env: str) -> str:
             "field, and an env value would override it)")
 
 
+# Label key prefixes the operator owns: its selector, instance and managed-by labels (the watches
+# select on them) and the revision. A user label map may not set them (the CRD refuses them too).
+RESERVED_LABEL_PREFIXES = ("app.kubernetes.io/", "ocr.causalflow.dev/")
+LABEL_MAP_FIELDS = ("spec.podLabels", "spec.monitoring.serviceMonitor.labels", "spec.monitoring.prometheusRule.labels")
+
+
+def reserved_labels_error(field: str) -> str:
+    """Why the label map at `field` is refused (the same message as the CRD's CEL rule)."""
+    return f"{field} must not use the reserved prefixes {' and '.join(RESERVED_LABEL_PREFIXES)}"
+
+
+def _reserved(labels: tuple[tuple[str, Any], ...]) -> bool:
+    return any(str(key).startswith(RESERVED_LABEL_PREFIXES) for key, _ in labels)
+
+
 def _frozen_map(value: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted((value or {}).items()))
 
@@ -594,5 +609,7 @@ def validate(s: OcrServiceSpec) -> None:
         errors.append("spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds")
     if s.model.pvc is not None and s.model.path is not None:
         errors.append("spec.model.pvc and spec.model.path are mutually exclusive")
+    label_maps = (s.pod_labels, s.service_monitor.labels, s.prometheus_rule.labels)
+    errors += [reserved_labels_error(field) for field, labels in zip(LABEL_MAP_FIELDS, label_maps) if _reserved(labels)]
     if errors:
         raise SpecError("; ".join(errors))

@@ -40,6 +40,10 @@ INVALID = [
      "spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds"),
     ("unknown pull policy", {"imagePullPolicy": "Sometimes"}, "spec.imagePullPolicy"),
     ("reserved pod label", {"podLabels": {"app.kubernetes.io/instance": "other"}}, "spec.podLabels"),
+    ("reserved servicemonitor label", {"monitoring": {"serviceMonitor": {"labels": {
+        "app.kubernetes.io/managed-by": "someone"}}}}, "spec.monitoring.serviceMonitor.labels"),
+    ("reserved prometheusrule label", {"monitoring": {"prometheusRule": {"labels": {
+        "app.kubernetes.io/instance": "other"}}}}, "spec.monitoring.prometheusRule.labels"),
     ("weights from a PVC and an image path at once", {"model": {"pvc": {"claimName": "w"}, "path": "/w"}},
      "spec.model.pvc and spec.model.path are mutually exclusive"),
     ("not a CIDR", {"networkPolicy": {"enabled": True, "allowedCIDRs": ["10.0.0.300/8"]}},

@@ -345,3 +345,43 @@ def test_a_rule_is_narrowed_to_the_fields_it_reads_only_when_it_reads_nothing_el
     assert _fields_read("!has(self.a) || self.a < self.b") == {"a", "b"}
     assert _fields_read("self.env.all(e, e.name != 'X')") == {"env"}
     assert _fields_read("self.all(k, k != 'x')") is None and _fields_read("isCIDR(self)") is None
+
+
+LABEL_MAPS = (("podLabels",), ("monitoring", "serviceMonitor", "labels"), ("monitoring", "prometheusRule", "labels"))
+
+
+def with_labels(path: tuple[str, ...], labels: dict[str, str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"image": "registry.example/ocr-server:1.0"}
+    node = spec
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = labels
+    return spec
+
+
+def label_rule_errors(path: tuple[str, ...], labels: dict[str, str]) -> list[str]:
+    """What the API server says about one label map: the CEL rules on it."""
+    schema = SPEC_SCHEMA
+    for key in path:
+        schema = schema["properties"][key]
+    rules = schema.get("x-kubernetes-validations") or ()
+    return [r["message"] for r in rules if not _holds(r["rule"], json.dumps(labels, sort_keys=True))]
+
+
+@pytest.mark.parametrize("key", ["app.kubernetes.io/managed-by", "app.kubernetes.io/instance",
+                                 "ocr.causalflow.dev/revision"])
+@pytest.mark.parametrize("path", LABEL_MAPS, ids=lambda p: ".".join(p))
+def test_the_crd_and_the_operator_refuse_a_reserved_label_naming_the_field(path, key):
+    field = "spec." + ".".join(path)
+    message = spec_mod.reserved_labels_error(field)
+    assert label_rule_errors(path, {key: "x"}) == [message]
+    assert field in message
+    with pytest.raises(spec_mod.SpecError, match=re.escape(message)):
+        spec_mod.parse(with_labels(path, {key: "x"}))
+
+
+@pytest.mark.parametrize("path", LABEL_MAPS, ids=lambda p: ".".join(p))
+def test_the_crd_and_the_operator_accept_labels_outside_the_reserved_prefixes(path):
+    labels = {"release": "prometheus", "team": "ocr", "example.com/app.kubernetes.io": "ok"}
+    assert label_rule_errors(path, labels) == []
+    spec_mod.parse(with_labels(path, labels))

@@ -83,7 +83,8 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any] | N
     md = owner["metadata"]
     name, namespace = md["name"], md["namespace"]
     meta = naming.metadata(owner, naming.prometheusrule_name(name))
-    meta["labels"].update(dict(pr.labels))
+    # The operator's labels win: the watches select on them (spec validation refuses them too).
+    meta["labels"] = {**dict(pr.labels), **meta["labels"]}
     groups = []
     for group in rule_groups():
         if group["name"].startswith(OPERATOR_GROUP_PREFIX):

@@ -16,7 +16,8 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any] | N
         return None
     name = owner["metadata"]["name"]
     md = naming.metadata(owner, naming.servicemonitor_name(name))
-    md["labels"].update(dict(sm.labels))
+    # The operator's labels win: the watches select on them (spec validation refuses them too).
+    md["labels"] = {**dict(sm.labels), **md["labels"]}
     endpoint: dict[str, Any] = {
         "port": "https" if spec.tls_secret_name else "http",
         "path": "/metrics",

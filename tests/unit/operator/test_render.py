@@ -336,3 +336,19 @@ def test_model_checksums_go_beside_the_config_file_for_the_server_to_verify():
     assert configmap.CHECKSUMS_KEY == checksums.FILE_NAME
     assert yaml.safe_load(data[checksums.FILE_NAME]) == {"model.safetensors": "ab" * 32}
     assert checksums.FILE_NAME not in children().objects["ConfigMap"]["data"]
+
+
+def test_the_operators_labels_win_over_user_labels_on_the_servicemonitor_and_prometheusrule():
+    import dataclasses
+
+    body = owner({"monitoring": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}})
+    spec = parsed(body)
+    hijack = (("app.kubernetes.io/instance", "other"), ("app.kubernetes.io/managed-by", "someone"), ("release", "p"))
+    # As if validation were bypassed (an older CRD without the rule): the watches must still see them.
+    spec = dataclasses.replace(spec, service_monitor=dataclasses.replace(spec.service_monitor, labels=hijack),
+                               prometheus_rule=dataclasses.replace(spec.prometheus_rule, labels=hijack))
+    objs = render_all(body, spec).objects
+    for kind in ("ServiceMonitor", "PrometheusRule"):
+        labels = objs[kind]["metadata"]["labels"]
+        assert {k: labels[k] for k in naming.labels("ocr")} == naming.labels("ocr"), kind
+        assert labels["release"] == "p"
