@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from PIL import Image
 
@@ -16,28 +17,66 @@ class Page:
     image: Image.Image
 
 
-def parse_pages(spec: str | None) -> list[int] | None:
-    """"1-3,5" -> [1, 2, 3, 5]; None -> all pages. Raises BadInput with the bad part named."""
+# The `pages` option is bounded before any number in it is listed: its size in bytes, the number of
+# comma-separated parts, then the total of distinct pages, counted from the merged ranges.
+MAX_PAGES_SPEC_BYTES = 1024
+MAX_PAGE_RANGES = 256
+
+
+def _no_check() -> None:
+    """The default progress check: nothing stops the work (tests and tools call without a deadline)."""
+
+
+def _parse_range(part: str, spec: str) -> tuple[int, int]:
+    part = part.strip()
+    try:
+        if "-" in part:
+            a, b = (int(x) for x in part.split("-", 1))
+        else:
+            a = b = int(part)
+        if a > b:
+            raise ValueError
+    except ValueError:
+        raise BadInput(f"pages={spec!r}: {part!r} is not a page number or range like 2-4", param="pages") from None
+    return a, b
+
+
+def count_pages(ranges: list[tuple[int, int]]) -> int:
+    """Distinct pages covered by inclusive ranges, by arithmetic on the merged ranges (no list of pages)."""
+    total, end = 0, None
+    for a, b in sorted(ranges):
+        if end is not None and a <= end:
+            a = end + 1
+        if a <= b:
+            total += b - a + 1
+        end = b if end is None else max(end, b)
+    return total
+
+
+def parse_pages(spec: str | None, *, max_pages: int) -> list[int] | None:
+    """"1-3,5" -> [1, 2, 3, 5]; None -> all pages. Raises BadInput with the bad part named, and
+    PayloadTooLarge (param pages) for a spec too long, with too many parts or selecting more than
+    max_pages pages, all decided before any page number is listed."""
     if spec is None or str(spec).strip() == "":
         return None
-    out: list[int] = []
-    for part in str(spec).split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                if a > b or b - a > 10_000:
-                    raise ValueError
-                out.extend(range(a, b + 1))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise BadInput(f"pages={spec!r}: {part!r} is not a page number or range like 2-4", param="pages") from None
-    return sorted(set(out))
+    spec = str(spec)
+    size = len(spec.encode())
+    if size > MAX_PAGES_SPEC_BYTES:
+        raise PayloadTooLarge(f"the pages option is {size} bytes; the limit is {MAX_PAGES_SPEC_BYTES}", param="pages")
+    parts = spec.split(",")
+    if len(parts) > MAX_PAGE_RANGES:
+        raise PayloadTooLarge(f"the pages option has {len(parts)} ranges; the limit is {MAX_PAGE_RANGES}", param="pages")
+    ranges = [_parse_range(part, spec) for part in parts]
+    total = count_pages(ranges)
+    if total > max_pages:
+        raise PayloadTooLarge(f"the pages option selects {total} pages; the limit is {max_pages} per request", param="pages")
+    return sorted({p for a, b in ranges for p in range(a, b + 1)})
 
 
-def render_pdf(data: bytes, pages: list[int] | None, max_pages: int, dpi: int, max_pixels: int) -> list[Page]:
-    """Render PDF pages with pypdfium2 at `dpi` (144 like the official scripts), bounded in pixels."""
+def render_pdf(data: bytes, pages: list[int] | None, max_pages: int, dpi: int, max_pixels: int,
+               check: Callable[[], None] = _no_check) -> list[Page]:
+    """Render PDF pages with pypdfium2 at `dpi` (144 like the official scripts), bounded in pixels and
+    pages (counted before any page is rendered); `check` runs before each page and may stop the work."""
     import pypdfium2 as pdfium
 
     try:
@@ -50,6 +89,7 @@ def render_pdf(data: bytes, pages: list[int] | None, max_pages: int, dpi: int, m
             raise BadInput("the PDF has no pages", param="file")
         out = []
         for index in select_pages(n, pages, max_pages):
+            check()
             page = pdf[index]
             w_pt, h_pt = page.get_size()
             scale = dpi / 72.0
@@ -64,12 +104,14 @@ def render_pdf(data: bytes, pages: list[int] | None, max_pages: int, dpi: int, m
         pdf.close()
 
 
-def load_document(data: bytes, *, pages: list[int] | None, max_pages: int, pdf_dpi: int, max_pixels: int) -> tuple[str, list[Page]]:
-    """Sniff, decode and number the pages of one uploaded document."""
+def load_document(data: bytes, *, pages: list[int] | None, max_pages: int, pdf_dpi: int, max_pixels: int,
+                  check: Callable[[], None] = _no_check) -> tuple[str, list[Page]]:
+    """Sniff, decode and number the pages of one uploaded document; `check` runs between pages
+    (the request's deadline) and raises to stop reading."""
     fmt = sniff_format(data)
     if fmt == "pdf":
-        return fmt, render_pdf(data, pages, max_pages, pdf_dpi, max_pixels)
-    images = decode_image_pages(data, fmt, max_pixels, pages, max_pages)
+        return fmt, render_pdf(data, pages, max_pages, pdf_dpi, max_pixels, check)
+    images = decode_image_pages(data, fmt, max_pixels, pages, max_pages, check)
     numbers = pages if pages is not None else list(range(1, len(images) + 1))
     if len(numbers) != len(images):
         raise PayloadTooLarge("page selection mismatch", param="pages")

@@ -14,10 +14,11 @@ import base64
 import binascii
 import functools
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from .batching import Admission
 from .cache import ResultCache, cache_key
@@ -25,7 +26,7 @@ from .config import ServerConfig
 from .dense import SplitPlan, merge_parts, plan_split, rebase_grounding
 from .documents import load_document, parse_pages
 from .engine_api import Runner, make_runner
-from .errors import BadInput, ModelLoading
+from .errors import BadInput, DeadlineExceeded, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
 from .parsing import parse_output, strip_special
@@ -43,6 +44,17 @@ def decode_base64(data: str) -> bytes:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise BadInput("the 'image' field is not valid base64", param="image") from None
+
+
+def preprocess_check(deadline: float, stop: threading.Event) -> Callable[[], None]:
+    """The check a worker thread runs between pages: a thread cannot be cancelled, so reading a
+    document stops at the next page once its request is past the deadline or gone."""
+
+    def check() -> None:
+        if stop.is_set() or time.monotonic() > deadline:
+            raise DeadlineExceeded("the request deadline passed while its document was being read")
+
+    return check
 
 
 @dataclass
@@ -109,17 +121,19 @@ class OcrServing:
         return cache_key(data, key_opts, self.engine.info.revision)
 
     # ---------- worker thread ----------
-    def _prepare_all(self, data: bytes, opts: OcrOptions, max_new: int, deadline: float, ngram: Any) -> tuple[str, list[PageJob], float]:
+    def _prepare_all(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int, deadline: float,
+                     ngram: Any, check: Callable[[], None]) -> tuple[str, list[PageJob], float]:
         t0 = time.monotonic()
         s = self.cfg.service
-        fmt, pages = load_document(data, pages=parse_pages(opts.pages), max_pages=s.max_pages, pdf_dpi=s.pdf_dpi,
-                                   max_pixels=s.max_image_pixels)
+        fmt, pages = load_document(data, pages=selected, max_pages=s.max_pages, pdf_dpi=s.pdf_dpi,
+                                   max_pixels=s.max_image_pixels, check=check)
         jobs = []
         for page in pages:
             split = self.plan_split(page.image.width, page.image.height, opts)
             images = [page.image.crop(box) for box in split.boxes] if split else [page.image]
             items = []
             for image in images:
+                check()
                 item = self.engine.prepare(image, prompt_mode=opts.prompt_mode, max_visual_tokens=opts.max_visual_tokens,
                                            max_new_tokens=max_new)
                 item.deadline = deadline
@@ -128,6 +142,20 @@ class OcrServing:
             plan = self.engine.plan(page.image, opts.max_visual_tokens) if split else items[0].plan
             jobs.append(PageJob(page.number, plan, items, split))
         return fmt, jobs, time.monotonic() - t0
+
+    async def _preprocess(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int,
+                          deadline: float, ngram: Any) -> tuple[str, list[PageJob], float]:
+        """_prepare_all in the pool, within the request's deadline: past it the request answers 504 and
+        gives its admission slot back at once, and the worker stops at its next page."""
+        stop = threading.Event()
+        work = asyncio.get_running_loop().run_in_executor(self.pool, self._prepare_all, data, selected, opts, max_new,
+                                                          deadline, ngram, preprocess_check(deadline, stop))
+        try:
+            return await asyncio.wait_for(work, max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            raise DeadlineExceeded("the request deadline passed while its document was being read") from None
+        finally:
+            stop.set()  # a worker still reading (deadline, client gone) stops at its next page
 
     # ---------- the request ----------
     async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None) -> dict:
@@ -151,6 +179,7 @@ class OcrServing:
         timeout = min(opts.timeout_sec or r.timeout_sec, r.timeout_sec)
         deadline = t_start + timeout
         max_new = min(opts.max_new_tokens or r.max_new_tokens, r.max_new_tokens)
+        selected = parse_pages(opts.pages, max_pages=self.cfg.service.max_pages)  # bounded before any work
         key = self._key(data, opts, max_new, ngram)
         hit = self.cache.get(key)
         if hit is not None:
@@ -166,7 +195,7 @@ class OcrServing:
         sent = ""
         async with self.admission.slot(deadline):
             t_admitted = time.monotonic()
-            fmt, jobs, prep_s = await loop.run_in_executor(self.pool, self._prepare_all, data, opts, max_new, deadline, ngram)
+            fmt, jobs, prep_s = await self._preprocess(data, selected, opts, max_new, deadline, ngram)
             yield Started()
             tokens: asyncio.Queue[int | None] = asyncio.Queue()
             decoder = None

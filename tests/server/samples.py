@@ -81,3 +81,16 @@ def pdf(pages: int, width_pt: float = 200, height_pt: float = 150) -> bytes:
     buf = io.BytesIO()
     doc.save(buf)
     return buf.getvalue()
+
+
+def tiff_frames(n: int) -> bytes:
+    """A little-endian TIFF of `n` 1x1 grey pages sharing one pixel, built by hand: Pillow takes
+    minutes to write thousands of frames, and this is how a hostile one looks (102 bytes a page)."""
+    entries = [(256, 3, 1, 1), (257, 3, 1, 1), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 1),
+               (273, 4, 1, 8), (278, 3, 1, 1), (279, 4, 1, 1)]  # 1x1, 8-bit, uncompressed, pixel at offset 8
+    size = 2 + 12 * len(entries) + 4
+    out = [b"II*\x00" + struct.pack("<I", 9) + b"\xff"]
+    body = struct.pack("<H", len(entries)) + b"".join(struct.pack("<HHII", *e) for e in entries)
+    for i in range(n):
+        out.append(body + struct.pack("<I", 9 + size * (i + 1) if i + 1 < n else 0))
+    return b"".join(out)

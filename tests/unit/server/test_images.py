@@ -35,9 +35,9 @@ def test_sixteen_bit_png_keeps_its_range():
 
 
 def test_pages_spec_is_parsed():
-    assert parse_pages("1-3,5, 3") == [1, 2, 3, 5] and parse_pages(None) is None
+    assert parse_pages("1-3,5, 3", max_pages=8) == [1, 2, 3, 5] and parse_pages(None, max_pages=8) is None
     with pytest.raises(BadInput):
-        parse_pages("two")
+        parse_pages("two", max_pages=8)
 
 
 @pytest.mark.parametrize("w,h,grid", [
