@@ -14,6 +14,12 @@ CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
 CHECKSUMS_KEY = f"{naming.PREFIX}/model-checksums"
 TLS_DIR = "/etc/ocr/tls"
 PRESTOP_SLEEP_SECONDS = 5
+# The server's graceful shutdown waits for in-flight requests up to spec.inference.timeoutSeconds
+# plus this margin before it exits.
+SHUTDOWN_MARGIN_SECONDS = 5
+# The /tmp emptyDir (HOME, the server's scratch files): bounded so a pod cannot fill its node's
+# disk; beyond it the kubelet evicts the pod.
+TMP_SIZE_LIMIT = "1Gi"
 
 
 def _probe(path: str, spec: OcrServiceSpec, *, failure_threshold: int) -> dict[str, Any]:
@@ -58,7 +64,7 @@ def _resources(spec: OcrServiceSpec) -> dict[str, Any]:
 def _volumes(spec: OcrServiceSpec, name: str) -> tuple[list[dict], list[dict]]:
     volumes: list[dict[str, Any]] = [
         {"name": "config", "configMap": {"name": naming.configmap_name(name)}},
-        {"name": "tmp", "emptyDir": {}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE_LIMIT}},
     ]
     mounts: list[dict[str, Any]] = [
         {"name": "config", "mountPath": configmap.CONFIG_DIR, "readOnly": True},
@@ -85,6 +91,21 @@ def _tolerations(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     return out
 
 
+def has_prestop_sleep(spec: OcrServiceSpec) -> bool:
+    """A preStop sleep only when the user's grace period leaves room for it (a grace period of
+    PRESTOP_SLEEP_SECONDS or less asks for a quick stop)."""
+    return spec.termination_grace_period_seconds > PRESTOP_SLEEP_SECONDS
+
+
+def termination_grace_seconds(spec: OcrServiceSpec) -> int:
+    """The pod's terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds, raised to
+    what a clean stop needs (the preStop sleep, then the server's graceful shutdown of
+    timeoutSeconds + SHUTDOWN_MARGIN_SECONDS), so SIGKILL never cuts a request within its timeout."""
+    needed = (PRESTOP_SLEEP_SECONDS if has_prestop_sleep(spec) else 0) + spec.inference.timeout_seconds \
+        + SHUTDOWN_MARGIN_SECONDS
+    return max(spec.termination_grace_period_seconds, needed)
+
+
 def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, config_hash: str) -> dict[str, Any]:
     """The pod template, stamped with its own revision (label and annotation)."""
     name = owner["metadata"]["name"]
@@ -108,13 +129,13 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    if spec.termination_grace_period_seconds > PRESTOP_SLEEP_SECONDS:
+    if has_prestop_sleep(spec):
         # Let endpoints drop the pod before SIGTERM, so no request lands on a stopping server.
         container["lifecycle"] = {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}}
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
-        "terminationGracePeriodSeconds": spec.termination_grace_period_seconds,
+        "terminationGracePeriodSeconds": termination_grace_seconds(spec),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},

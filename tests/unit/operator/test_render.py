@@ -352,3 +352,30 @@ def test_the_operators_labels_win_over_user_labels_on_the_servicemonitor_and_pro
         labels = objs[kind]["metadata"]["labels"]
         assert {k: labels[k] for k in naming.labels("ocr")} == naming.labels("ocr"), kind
         assert labels["release"] == "p"
+
+
+def pod_spec_of(spec=None):
+    return children(spec).objects["Deployment"]["spec"]["template"]["spec"]
+
+
+def test_the_grace_period_covers_the_prestop_sleep_and_the_servers_graceful_shutdown():
+    pod = pod_spec_of({"inference": {"timeoutSeconds": 120}})
+    assert pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] == D.PRESTOP_SLEEP_SECONDS
+    assert pod["terminationGracePeriodSeconds"] == D.PRESTOP_SLEEP_SECONDS + 120 + D.SHUTDOWN_MARGIN_SECONDS
+
+
+def test_a_user_grace_period_longer_than_needed_is_kept():
+    assert pod_spec_of({"terminationGracePeriodSeconds": 600})["terminationGracePeriodSeconds"] == 600
+    assert pod_spec_of()["terminationGracePeriodSeconds"] == 60  # the default already covers 5 + 30 + 5
+
+
+def test_a_grace_period_too_short_for_the_prestop_sleep_covers_the_shutdown_alone():
+    pod = pod_spec_of({"terminationGracePeriodSeconds": 5, "inference": {"timeoutSeconds": 30}})
+    assert "lifecycle" not in pod["containers"][0]
+    assert pod["terminationGracePeriodSeconds"] == 30 + D.SHUTDOWN_MARGIN_SECONDS
+
+
+def test_the_tmp_emptydir_has_a_size_limit():
+    volumes = {v["name"]: v for v in pod_spec_of()["volumes"]}
+    assert volumes["tmp"]["emptyDir"] == {"sizeLimit": D.TMP_SIZE_LIMIT}
+    assert D.TMP_SIZE_LIMIT == "1Gi"
