@@ -99,8 +99,17 @@ def _keyed(items: list[Any]) -> str | None:
     return None
 
 
+REDACTED = "<redacted>"
+
+
+def _shown(path: str, value: Any) -> str:
+    """A value as a drift diff shows it (diffs are logged): none under an env list, where a
+    literal value is often a token or a password; the path still names the variable."""
+    return REDACTED if ".env[" in path else repr(value)
+
+
 def subset_diff(want: Any, have: Any, path: str = "") -> list[str]:
-    """Paths where `have` (live) does not carry what `want` (rendered) says."""
+    """Paths where `have` (live) does not carry what `want` (rendered) says (env values redacted)."""
     if isinstance(want, dict):
         if not isinstance(have, dict):
             return [] if not want and have is None else [f"{path or '.'}: missing"]
@@ -137,7 +146,7 @@ def subset_diff(want: Any, have: Any, path: str = "") -> list[str]:
         for i, (w, h) in enumerate(zip(want, have)):
             out += subset_diff(w, h, f"{path}[{i}]")
         return out
-    return [] if _equal_scalar(want, have) else [f"{path}: {have!r} != {want!r}"]
+    return [] if _equal_scalar(want, have) else [f"{path}: {_shown(path, have)} != {_shown(path, want)}"]
 
 
 def plan_one(kind: str, desired: dict[str, Any] | None, observed: dict[str, Any] | None,
