@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from .errors import DeadlineExceeded, EngineFailure, QueueFull
+from .liveness import ProgressClock
 from .metrics import Metrics
 
 log = logging.getLogger("ocr_server.batching")
@@ -91,6 +92,11 @@ class Batcher:
         self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self._task: asyncio.Task | None = None
+        self.progress = ProgressClock()
+
+    def stalled_for(self) -> float:
+        """Seconds the engine has owed work without progress (liveness.py); 0 when idle."""
+        return self.progress.stalled_for(self.queue.qsize())
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="batcher")
@@ -104,6 +110,7 @@ class Batcher:
         """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
         fut = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
+        self.progress.work_arrived(was_idle=self.queue.empty() and not self.progress.running)
         self.queue.put_nowait(_Pending(item, fut))
         self.metrics.queue_depth.inc()
         try:
@@ -152,6 +159,7 @@ class Batcher:
             if not live:
                 continue
             self.metrics.batch_size.observe(len(live))
+            self.progress.batch_started()
             try:
                 results = await loop.run_in_executor(self.executor, self.run_batch, [p.item for p in live])
                 if len(results) != len(live):
@@ -163,6 +171,8 @@ class Batcher:
                         p.future.set_exception(EngineFailure("the model failed while generating; the server restarts"))
                 self.on_fatal(exc)
                 continue
+            finally:
+                self.progress.batch_ended()
             for p, r in zip(live, results):
                 if not p.future.done():
                     p.future.set_result(r)

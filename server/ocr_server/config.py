@@ -15,6 +15,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from .timeouts import default_liveness_stall_seconds
+
 # The visual-token arithmetic (global view 256 + 144 per crop, 0 or 2..6 crops: 256..1120), the
 # engines, and the defaults and bounds shared with the operator are written once, in ocr_limits;
 # the server's modules import the names from here.
@@ -48,6 +50,9 @@ def _default(env: str) -> Any:
 def _bounds(env: str) -> tuple[int, int]:
     s = setting(env)
     return s.minimum, s.maximum
+
+
+MAX_LIVENESS_STALL_SEC = 86_400
 
 
 class ConfigError(ValueError):
@@ -111,6 +116,9 @@ class RuntimeConfig:
     split_max_downscale: float = 2.0  # auto-split a page whose text the model would see shrunk more than this
     split_overlap: float = 0.1  # share of each part that the next part repeats
     split_max_parts: int = 6
+    # None: max(2 x TIMEOUT_SEC, 60) (timeouts.py), filled in by ServerConfig. An engine that owes
+    # work and has made no progress for longer fails /health/live (liveness.py).
+    liveness_stall_sec: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,9 @@ class ServerConfig:
         if self.model.max_visual_tokens is None:
             cap = default_max_visual_tokens(self.runtime.engine)
             object.__setattr__(self, "model", replace(self.model, max_visual_tokens=cap))
+        if self.runtime.liveness_stall_sec is None:
+            stall = default_liveness_stall_seconds(self.runtime.timeout_sec)
+            object.__setattr__(self, "runtime", replace(self.runtime, liveness_stall_sec=stall))
         validate(self)
 
 
@@ -157,6 +168,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "PREPROCESS_WORKERS": ("runtime", "preprocess_workers"),
     "WARMUP": ("runtime", "warmup"),
     "SPLIT_PAGES": ("runtime", "split_pages"),
+    "LIVENESS_STALL_SEC": ("runtime", "liveness_stall_sec"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
 _SECTIONS = {"service": ServiceConfig, "model": ModelConfig, "runtime": RuntimeConfig}
@@ -168,7 +180,7 @@ def key_name(section: str, name: str) -> str:
 
 
 # Settings whose default is None until ServerConfig fills it in from another setting, by type.
-_FILLED_IN = {"max_visual_tokens": int}
+_FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float}
 
 
 def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
@@ -310,6 +322,9 @@ def validate(cfg: ServerConfig) -> None:
         _fail("runtime.split_overlap", r.split_overlap, "0.0..0.5")
     if not 2 <= r.split_max_parts <= 16:
         _fail("runtime.split_max_parts", r.split_max_parts, "2..16")
+    if not 1 <= r.liveness_stall_sec <= MAX_LIVENESS_STALL_SEC:
+        _fail("LIVENESS_STALL_SEC", r.liveness_stall_sec, f"1..{MAX_LIVENESS_STALL_SEC} seconds "
+              "(unset: max(2 x TIMEOUT_SEC, 60))")
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 
@@ -348,6 +363,9 @@ def startup_warnings(cfg: ServerConfig) -> list[str]:
         what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
         out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
                    f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")
+    if r.liveness_stall_sec < r.timeout_sec:
+        out.append(f"LIVENESS_STALL_SEC={r.liveness_stall_sec:g} < TIMEOUT_SEC={r.timeout_sec:g}: a batch that runs to its "
+                   "deadline may fail the liveness probe and restart the pod")
     return out
 
 

@@ -13,6 +13,7 @@ from starlette.datastructures import UploadFile
 
 from . import __version__
 from .errors import BadInput, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
+from .liveness import is_wedged, wedged_message
 from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
 from .sse import frame, stream_response
 from .streaming import Delta, Done, Event
@@ -165,8 +166,20 @@ def record(request: Request, endpoint: str, status: int, start: float) -> None:
     metrics.latency.observe(time.monotonic() - start)
 
 
+def _wedged(request: Request) -> str | None:
+    """Why the engine counts as wedged (liveness.py), or None."""
+    stalled, bound = request.app.state.service.engine_stalled_for(), request.app.state.config.runtime.liveness_stall_sec
+    if not is_wedged(stalled, bound):
+        return None
+    message = wedged_message(stalled, bound)
+    request.app.state.log.error("%s", message)
+    return message
+
+
 def _health_body(request: Request) -> tuple[int, dict, dict]:
     service = request.app.state.service
+    if service.ready and (why := _wedged(request)):
+        return 503, {"status": "stalled", "error": why, "version": __version__}, {}
     if service.ready:
         info = service.engine.info
         return 200, {"status": "ok", "model": info.name, "revision": info.revision, "version": __version__,
@@ -190,7 +203,10 @@ async def ready(request: Request) -> Response:
 
 @router.get("/health/live")
 async def live(request: Request) -> Response:
-    """The process and its event loop answer; a dead engine exits the process instead."""
+    """The process and its event loop answer, and the engine is not wedged (owing work without
+    progress for LIVENESS_STALL_SEC); a dead engine exits the process instead."""
+    if why := _wedged(request):
+        return JSONResponse({"status": "stalled", "error": why, "version": __version__}, status_code=503)
     return JSONResponse({"status": "alive", "version": __version__})
 
 

@@ -91,6 +91,12 @@ class OcrServing:
         """Run fn on the one thread that runs batches (the warm-up must warm that thread's state)."""
         return await asyncio.get_running_loop().run_in_executor(self.batcher.executor, functools.partial(fn, *args, **kwargs))
 
+    def engine_stalled_for(self) -> float:
+        """Seconds the engine has owed work without progress; 0 when idle, not started, or when its
+        runner keeps no such clock (vLLM: its engine core dying exits the process instead)."""
+        stalled_for = getattr(self.batcher, "stalled_for", None)
+        return stalled_for() if stalled_for is not None else 0.0
+
     def mark_ready(self) -> None:
         self.ready = True
         self.metrics.model_loaded.set(1)

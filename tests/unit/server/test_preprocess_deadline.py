@@ -21,7 +21,6 @@ def _serving(**env: str) -> OcrServing:
     cfg = load_config(env={"CONCURRENCY": "1", "QUEUE_SIZE": "4", "BATCH_WAIT_MS": "0", "WARMUP": "0", **env})
     engine = StandInEngine(cfg, generate_sec=0.01)
     engine.load()
-    engine.prepare(samples.page(8, 8), prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=1)  # imports, once
     serving = OcrServing(cfg, engine, Metrics())
     serving.start(on_fatal=lambda exc: None)
     serving.mark_ready()

@@ -1,0 +1,59 @@
+"""A wedged engine fails /health/live so the kubelet restarts the pod (stand-in engine: its
+generate blocks for a set time, which a real model cannot be made to do on cue)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from . import samples
+from .conftest import start_server
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def blocking(tmp_path_factory):
+    server = start_server(tmp_path_factory.mktemp("wedged"), {
+        "CONCURRENCY": "1", "BATCH_WAIT_MS": "0", "STAND_IN_GENERATE_SEC": "6", "TIMEOUT_SEC": "1",
+        "LIVENESS_STALL_SEC": "2",
+    }, module="ocr_server_testing.stand_in", timeout=60)
+    yield server
+    server.stop()
+
+
+def test_liveness_fails_while_the_engine_is_stuck_past_the_bound_and_recovers_after(blocking):
+    assert httpx.get(blocking.url + "/health/live").status_code == 200
+    answer: list[httpx.Response] = []
+    poster = threading.Thread(target=lambda: answer.append(httpx.post(
+        blocking.url + "/v1/ocr", files={"file": ("p.png", samples.png(64, 64), "image/png")}, timeout=30)))
+    t0 = time.monotonic()
+    poster.start()
+    seen: list[tuple[float, int]] = []
+    while time.monotonic() - t0 < 10:
+        seen.append((time.monotonic() - t0, httpx.get(blocking.url + "/health/live", timeout=5).status_code))
+        if seen[-1][1] == 200 and any(code == 503 for _, code in seen):
+            break
+        time.sleep(0.2)
+    poster.join(30)
+    assert answer and answer[0].status_code == 504  # the request itself ended at its deadline
+    first_503 = next(t for t, code in seen if code == 503)
+    assert 1.5 <= first_503 <= 4.5, seen
+    assert seen[-1][1] == 200, seen  # generate returned: progress, alive again
+    body = httpx.get(blocking.url + "/health/live").json()
+    assert body["status"] == "alive"
+
+
+def test_readiness_and_liveness_say_why_while_stalled(blocking):
+    poster = threading.Thread(target=lambda: httpx.post(
+        blocking.url + "/v1/ocr", files={"file": ("p.png", samples.png(64, 64, seed=3), "image/png")}, timeout=30))
+    poster.start()
+    time.sleep(3)
+    live, ready = httpx.get(blocking.url + "/health/live"), httpx.get(blocking.url + "/health")
+    poster.join(30)
+    assert live.status_code == 503 and ready.status_code == 503
+    assert live.json()["status"] == "stalled" and "LIVENESS_STALL_SEC=2" in live.json()["error"]
+    assert "no progress" in blocking.log()
