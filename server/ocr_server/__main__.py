@@ -37,16 +37,13 @@ def main() -> int:
         print(f"ocr_server: {exc}", file=sys.stderr)
         return 2
 
-    import uvicorn
-
     from .app import build_app
+    from .serve import serve
 
     app = build_app(cfg, engine)
     log.info("listening on %s://%s:%d (model loads in the background; /health answers 503 until ready)",
              "https" if cfg.service.tls_cert_file else "http", cfg.service.host, cfg.service.port)
-    uvicorn.run(app, host=cfg.service.host, port=cfg.service.port, log_level=cfg.service.log_level,
-                access_log=False, timeout_graceful_shutdown=10,
-                ssl_certfile=cfg.service.tls_cert_file, ssl_keyfile=cfg.service.tls_key_file)
+    serve(app, cfg)
     return 0
 
 

@@ -46,9 +46,8 @@ class StandInEngine:
 
 
 def main() -> int:
-    import uvicorn
-
     from ocr_server.app import build_app
+    from ocr_server.serve import serve
 
     cfg = load_config()
     engine = StandInEngine(cfg, float(os.environ.get("STAND_IN_GENERATE_SEC", "1.0")))
@@ -58,7 +57,7 @@ def main() -> int:
     async def stats() -> JSONResponse:
         return JSONResponse({"pages_generated": engine.pages_generated, "batches": engine.batches})
 
-    uvicorn.run(app, host=cfg.service.host, port=cfg.service.port, log_level="warning")
+    serve(app, cfg, log_level="warning")  # the server's own uvicorn settings: graceful shutdown included
     return 0
 
 

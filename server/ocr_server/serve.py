@@ -1,0 +1,26 @@
+"""uvicorn with the server's settings: address, TLS, log level and the graceful-shutdown timeout.
+
+One place, so that `python -m ocr_server` and the test stand-in shut down the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import ServerConfig
+from .timeouts import graceful_shutdown_seconds
+
+
+def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
+    """On SIGTERM uvicorn stops accepting and waits for requests in flight: as long as one may run
+    (TIMEOUT_SEC) plus a margin (timeouts.graceful_shutdown_seconds), then cancels what is left."""
+    s = cfg.service
+    return {"host": s.host, "port": s.port, "log_level": s.log_level, "access_log": False,
+            "timeout_graceful_shutdown": graceful_shutdown_seconds(cfg.runtime.timeout_sec),
+            "ssl_certfile": s.tls_cert_file, "ssl_keyfile": s.tls_key_file}
+
+
+def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:
+    import uvicorn
+
+    uvicorn.run(app, **{**uvicorn_options(cfg), **overrides})
