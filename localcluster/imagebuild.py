@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
     if images is None:
         return 0
     if kinds:
-        from localcluster.imagebuildtore import preload
+        from localcluster.imagestore import preload
         from localcluster.realnode import node_binaries_dir
 
         try:

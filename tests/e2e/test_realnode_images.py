@@ -126,7 +126,7 @@ def test_preload_fills_the_node_image_store_once_and_leaves_nothing_running(buil
     imported, a second preload finds it in the store and imports nothing, and no containerd,
     mount or socket of the preload is left."""
     from localcluster import machine
-    from localcluster.imagebuildtore import preload
+    from localcluster.imagestore import preload
     from localcluster.realnode import node_binaries_dir
 
     bin_dir = node_binaries_dir(build=False)
@@ -141,7 +141,7 @@ def test_preload_fills_the_node_image_store_once_and_leaves_nothing_running(buil
 
 
 def test_preload_leaves_a_store_alone_while_a_cluster_holds_the_real_node(built, tmp_path, monkeypatch):
-    from localcluster.imagebuildtore import preload
+    from localcluster.imagestore import preload
     from localcluster.realnode import node_binaries_dir
 
     bin_dir = node_binaries_dir(build=False)
