@@ -69,6 +69,7 @@ class ServiceConfig:
     pdf_dpi: int = 144
     max_image_pixels: int = 64_000_000
     cache_entries: int = 256
+    cache_max_bytes: int = 64 * 1024 * 1024  # the result cache's size, counted as its responses' JSON
     log_level: str = "info"
     # HTTPS when both are set (the operator mounts spec.tls's Secret and sets them).
     tls_cert_file: str | None = None
@@ -145,6 +146,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "MAX_BODY_BYTES": ("service", "max_body_bytes"),
     "MAX_PAGES": ("service", "max_pages"),
     "CACHE_ENTRIES": ("service", "cache_entries"),
+    "CACHE_MAX_BYTES": ("service", "cache_max_bytes"),
     "LOG_LEVEL": ("service", "log_level"),
     "TLS_CERT_FILE": ("service", "tls_cert_file"),
     "TLS_KEY_FILE": ("service", "tls_key_file"),
@@ -265,6 +267,8 @@ def validate(cfg: ServerConfig) -> None:
         _fail("service.pdf_dpi", s.pdf_dpi, "36..600")
     if s.cache_entries < 0:
         _fail("CACHE_ENTRIES", s.cache_entries, ">= 0 (0 disables the cache)")
+    if s.cache_max_bytes < 0:
+        _fail("CACHE_MAX_BYTES", s.cache_max_bytes, ">= 0 (0 disables the cache)")
     if bool(s.tls_cert_file) != bool(s.tls_key_file):
         _fail("TLS_CERT_FILE" if not s.tls_cert_file else "TLS_KEY_FILE", None,
               "TLS_CERT_FILE and TLS_KEY_FILE are set together (HTTPS) or not at all (HTTP)")

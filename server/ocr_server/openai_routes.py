@@ -74,18 +74,18 @@ async def chat_completions(request: Request) -> Response:
     start = time.monotonic()
     job = None
     try:
-        check_api_key(request)
+        tenant = check_api_key(request)
         req = await _parse(request)
         job = chat.job_from_request(req, served_model=served_model(request),
                                     max_new_tokens=state.config.runtime.max_new_tokens)
         ids = {"request_id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
         if job.stream:
-            events = state.service.stream(job.data, job.opts, job.ngram)
+            events = state.service.stream(job.data, job.opts, job.ngram, tenant=tenant)
             await anext(events)  # Started: errors up to here are plain JSON answers
             role = frame(chat.chunk(role=True, content="", **ids).model_dump())
             return stream_response(request, events, _renderer(ids, job.include_usage), _error_chunks,
                                    endpoint=CHAT, start=start, head=[role])
-        result = await state.service.ocr(job.data, job.opts, job.ngram)
+        result = await state.service.ocr(job.data, job.opts, job.ngram, tenant=tenant)
         response: Response = JSONResponse(chat.completion(result, **ids).model_dump())
     except OcrError as exc:
         if job is not None and exc.param in ("file", "image"):

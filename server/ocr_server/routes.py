@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from . import __version__
+from .cache import tenant_id
 from .errors import BadInput, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
 from .liveness import is_wedged, wedged_message
 from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
@@ -23,11 +24,12 @@ _ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 413, 415, 422, 
 _RAW_TYPES = ("image/", "application/pdf", "application/octet-stream")
 
 
-def check_api_key(request: Request) -> None:
-    """Constant-time compare against every configured key; health and metrics never call this."""
+def check_api_key(request: Request) -> str:
+    """Constant-time compare against every configured key; health and metrics never call this.
+    Returns the caller's tenant for the result cache (cache.tenant_id: '' without keys)."""
     keys = request.app.state.config.service.api_keys
     if not keys:
-        return
+        return tenant_id(None)
     header = request.headers.get("authorization", "")
     given = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
     ok = False
@@ -35,6 +37,7 @@ def check_api_key(request: Request) -> None:
         ok |= hmac.compare_digest(given.encode(), key.encode())
     if not ok:
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
+    return tenant_id(given)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -143,13 +146,13 @@ async def ocr(request: Request) -> Response:
     state = request.app.state
     start = time.monotonic()
     try:
-        check_api_key(request)
+        tenant = check_api_key(request)
         data, opts = await parse_request(request)
         if opts.stream:
-            events = state.service.stream(data, opts)
+            events = state.service.stream(data, opts, tenant=tenant)
             await anext(events)  # Started: errors up to here are plain JSON answers
             return stream_response(request, events, _ocr_events, _ocr_error, endpoint="/v1/ocr", start=start)
-        result = await state.service.ocr(data, opts)
+        result = await state.service.ocr(data, opts, tenant=tenant)
         response: Response = JSONResponse(result)
     except OcrError as exc:
         response = error_response(exc)

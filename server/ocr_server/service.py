@@ -73,7 +73,7 @@ class OcrServing:
 
     def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics) -> None:
         self.cfg, self.engine, self.metrics = cfg, engine, metrics
-        self.cache = ResultCache(cfg.service.cache_entries)
+        self.cache = ResultCache(cfg.service.cache_entries, cfg.service.cache_max_bytes)
         self.pool = ThreadPoolExecutor(max_workers=cfg.runtime.preprocess_workers, thread_name_prefix="preprocess")
         self.ready = False
         self.load_error: str | None = None
@@ -118,13 +118,13 @@ class OcrServing:
         return plan_split(width, height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap,
                           max_downscale=r.split_max_downscale, overlap=r.split_overlap, max_parts=r.split_max_parts)
 
-    def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: Any) -> str:
+    def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: Any, tenant: str) -> str:
         key_opts = opts.model_dump(exclude={"timeout_sec", "stream"})
         key_opts["max_new_tokens"] = max_new
         key_opts["split"] = self.split_mode(opts)
         if ngram is not None:
             key_opts["ngram"] = [ngram.size, ngram.window, sorted(ngram.whitelist)]
-        return cache_key(data, key_opts, self.engine.info.revision)
+        return cache_key(data, key_opts, self.engine.info.revision, tenant)
 
     # ---------- worker thread ----------
     def _prepare_all(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int, deadline: float,
@@ -164,19 +164,21 @@ class OcrServing:
             stop.set()  # a worker still reading (deadline, client gone) stops at its next page
 
     # ---------- the request ----------
-    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None) -> dict:
+    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, tenant: str = "") -> dict:
         """The whole response at once."""
-        async for event in self.stream(data, opts, ngram, live=False):
+        async for event in self.stream(data, opts, ngram, live=False, tenant=tenant):
             if isinstance(event, Done):
                 return event.response
         raise RuntimeError("the request ended without a result")
 
-    async def stream(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, live: bool = True) -> AsyncIterator[Event]:
+    async def stream(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, live: bool = True,
+                     tenant: str = "") -> AsyncIterator[Event]:
         """Started, then Delta(text) as the first page is generated (live), the rest of the text, Done(response).
 
         The deltas joined are the response's `raw`. Only the first page streams token by token; later
         pages and split pages (their merge needs every part) arrive when generation ends.
-        Errors before Started are the request's; after it they end the stream.
+        Errors before Started are the request's; after it they end the stream. `tenant`
+        (cache.tenant_id of the API key) scopes the result cache.
         """
         if not self.ready:
             raise ModelLoading("the model is still loading", retry_after=5)
@@ -186,7 +188,7 @@ class OcrServing:
         deadline = t_start + timeout
         max_new = min(opts.max_new_tokens or r.max_new_tokens, r.max_new_tokens)
         selected = parse_pages(opts.pages, max_pages=self.cfg.service.max_pages)  # bounded before any work
-        key = self._key(data, opts, max_new, ngram)
+        key = self._key(data, opts, max_new, ngram, tenant)
         hit = self.cache.get(key)
         if hit is not None:
             self.metrics.cache_hits.inc()
