@@ -59,7 +59,7 @@ def test_ngram_guard_only_looks_inside_its_window():
 
 
 def test_cache_is_bounded_and_keyed_by_options():
-    cache = ResultCache(2)
+    cache = ResultCache(2, max_bytes=1 << 20)
     k1, k2, k3 = (cache_key(b"x", {"m": i}, "r") for i in range(3))
     assert k1 != k2 and cache_key(b"x", {"m": 0}, "r") == k1
     for k in (k1, k2, k3):
