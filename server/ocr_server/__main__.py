@@ -27,7 +27,8 @@ def main() -> int:
         engine = create_engine(cfg)
         engine.inspect()
         # spec.model.checksums (the operator's model-checksums.json beside CONFIG_FILE), before any weight loads.
-        checksums.verify_configured(cfg.model.model_dir, os.environ.get("CONFIG_FILE"), log)
+        checksums.verify_configured(cfg.model.model_dir, os.environ.get("CONFIG_FILE"), log,
+                                    require=cfg.model.require_checksums)
     except ConfigError as exc:
         log.error("configuration error: %s", exc)
         print(f"ocr_server: configuration error: {exc}", file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -97,15 +98,25 @@ def expected_for(config_file: str | None) -> dict[str, str]:
     return data
 
 
-def verify_configured(model_dir: Path, config_file: str | None, log=None) -> int:
-    """Verify what the operator asked for (if anything); returns the number of files checked."""
+def verify_configured(model_dir: Path, config_file: str | None, log=None, *, require: bool = False) -> int:
+    """Verify what the operator asked for; returns the number of files checked.
+
+    No list (no file beside CONFIG_FILE, or an empty one) verifies nothing: a warning, or with
+    REQUIRE_CHECKSUMS=true a ChecksumError that stops start-up, so a lost ConfigMap key cannot
+    quietly turn verification off."""
+    log = log or logging.getLogger("ocr_server.checksums")
     expected = expected_for(config_file)
     if not expected:
+        where = str(Path(config_file).parent / FILE_NAME) if config_file else f"{FILE_NAME} (CONFIG_FILE is not set)"
+        if require:
+            raise ChecksumError(f"REQUIRE_CHECKSUMS=true but there is no checksum list: {where} is missing or empty; "
+                                "set spec.model.checksums or REQUIRE_CHECKSUMS=false")
+        log.warning("model checksums: %s is missing or empty; the weights in %s are not verified "
+                    "(REQUIRE_CHECKSUMS=true makes this an error)", where, model_dir)
         return 0
     t0 = time.monotonic()
     verify(model_dir, expected)
-    if log is not None:
-        log.info("model checksums: %d file(s) verified in %.1fs", len(expected), time.monotonic() - t0)
+    log.info("model checksums: %d file(s) verified in %.1fs", len(expected), time.monotonic() - t0)
     return len(expected)
 
 

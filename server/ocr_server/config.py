@@ -88,6 +88,8 @@ class ModelConfig:
     max_visual_tokens: int | None = None
     min_visual_tokens: int = _default("MIN_VISUAL_TOKENS")
     revision: str | None = None
+    # true: a missing or empty checksum list (checksums.py) stops start-up instead of a warning.
+    require_checksums: bool = False
 
     @property
     def model_dir(self) -> Path:
@@ -157,6 +159,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "BASE_SIZE": ("model", "base_size"),
     "MAX_VISUAL_TOKENS": ("model", "max_visual_tokens"),
     "MIN_VISUAL_TOKENS": ("model", "min_visual_tokens"),
+    "REQUIRE_CHECKSUMS": ("model", "require_checksums"),
     "ENGINE": ("runtime", "engine"),
     "GPU_ID": ("runtime", "gpu_id"),
     "DEVICE": ("runtime", "device"),
