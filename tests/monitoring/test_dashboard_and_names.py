@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ocr_operator.rollout import RolloutStatus
 from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES, Metrics
 from tests.unit.chart.helm import by_kind, template
-from tests.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, ROOT, alert_rules
+from tests.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, alert_rules
 from tests.monitoring.promql_names import (EXTERNAL, KNOWN, OPERATOR, SERVER_CPU, ksm_ocrservice_names,
                                                 metric_names)
 
@@ -154,14 +154,15 @@ def test_the_chart_ships_the_dashboard_in_a_sidecar_configmap():
 
 
 def test_the_kubelet_source_defines_prober_probe_total():
-    """The kubelet this repository builds (k8s.io/kubernetes at build-binaries.sh's K8S_VERSION,
-    fetched through the Go module proxy like the cluster binaries; cached after the first time)
-    defines the metric the health-check alert reads, with the labels and values it matches on."""
+    """The kubelet this repository builds (k8s.io/kubernetes at localcluster/versions.env's
+    K8S_VERSION, fetched through the Go module proxy like the cluster binaries; cached after the
+    first time) defines the metric the health-check alert reads, with the labels and values it
+    matches on."""
     import subprocess
 
-    version = re.search(r"^K8S_VERSION=\$\{K8S_VERSION:-(v[0-9.]+)\}", (ROOT / "tests" / "cluster" / "build-binaries.sh")
-                        .read_text(), re.M).group(1)
-    result = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+    from localcluster.versions import K8S_VERSION
+
+    result = subprocess.run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
                             capture_output=True, text=True, timeout=600, cwd="/")
     assert result.returncode == 0, result.stdout + result.stderr
     text = (Path(json.loads(result.stdout)["Dir"]) / "pkg" / "kubelet" / "prober" / "prober_manager.go").read_text()

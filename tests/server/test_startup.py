@@ -33,7 +33,7 @@ def run_server(env: dict[str, str], timeout: float = 90) -> subprocess.Completed
         ({"BATCH_SIZE": "zero"}, "BATCH_SIZE='zero'", "int"),
         ({"CONCURRENCY": "0"}, "CONCURRENCY=0", "1..256"),
         ({"ENGINE": "tensorrt"}, "ENGINE='tensorrt'", "transformers or vllm"),
-        ({"ENGINE": "vllm"}, "MAX_VISUAL_TOKENS=1024", "1120 with ENGINE=vllm"),
+        ({"ENGINE": "vllm", "MAX_VISUAL_TOKENS": "1024"}, "MAX_VISUAL_TOKENS=1024", "1120 with ENGINE=vllm"),
         ({"ENGINE": "vllm", "MAX_VISUAL_TOKENS": "1120"}, "MODEL_PATH", "ENGINE=vllm reads the official deepseek-ai layout"),
     ],
     ids=["input size the queries cannot serve", "visual tokens above 1120", "max below min", "not a number", "zero concurrency",

@@ -22,7 +22,7 @@ def helm_binary() -> str | None:
     if os.environ.get("HELM"):
         return os.environ["HELM"]
     bin_dir = subprocess.run(
-        ["bash", str(ROOT / "tests" / "cluster" / "build-binaries.sh"), "--print-dir"],
+        ["bash", str(ROOT / "localcluster" / "build-binaries.sh"), "--print-dir"],
         capture_output=True, text=True, check=False,
     ).stdout.strip()
     if bin_dir and (Path(bin_dir) / "helm").exists():
