@@ -18,7 +18,9 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # hack.generated, run as a script
+from hack.generated import ROOT, refresh  # noqa: E402
+
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 PAGE = ROOT / "docs" / "reference" / "ocrservice.md"
 BEGIN = "<!-- BEGIN OCRSERVICE REFERENCE -->"
@@ -134,18 +136,8 @@ def main() -> int:
     if not (args.write or args.check):
         sys.stdout.write(reference)
         return 0
-    page = PAGE.read_text()
-    updated = splice(page, reference)
-    where = PAGE.relative_to(ROOT)
-    if args.check:
-        if updated != page:
-            print(f"{where}: the OcrService reference is stale: run hack/gen-crd-reference.py --write")
-            return 1
-        print(f"{where}: the OcrService reference is up to date")
-        return 0
-    PAGE.write_text(updated)
-    print(f"{where}: OcrService reference updated")
-    return 0
+    return refresh(PAGE, splice(PAGE.read_text(), reference), check=args.check, what="the OcrService reference",
+                   command="hack/gen-crd-reference.py --write")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # hack.generated, run as a script
+from hack.generated import ROOT, refresh  # noqa: E402
 from ocr_limits import (
     CROP_TOKENS,
     DEFAULT_ENGINE,
@@ -45,7 +47,6 @@ from ocr_limits import (
 )
 from ocr_operator.spec import TOKEN_BUDGET_ERROR, TOKEN_ORDER_ERROR, engine_error, env_override_error
 
-ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
 SPEC = ("spec", "versions", "0", "schema", "openAPIV3Schema", "properties", "spec")
 MANAGED = ("enum", "minimum", "maximum", "default")  # in the order the CRD writes them, after `type`
@@ -234,17 +235,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report whether the CRD is stale")
     args = parser.parse_args()
-    text = CRD.read_text()
-    want = render(text)
+    status = refresh(CRD, render(CRD.read_text()), check=args.check, what="the part ocr_limits writes",
+                     command="hack/gen-crd.py")
     if args.check:
-        if want != text:
-            print(f"{CRD.relative_to(ROOT)} is stale: run hack/gen-crd.py")
-            return 1
-        print(f"{CRD.relative_to(ROOT)} is up to date")
-        return 0
-    if want != text:
-        CRD.write_text(want)
-        print(f"wrote {CRD.relative_to(ROOT)}")
+        return status
     return subprocess.run([sys.executable, str(ROOT / "hack" / "sync-chart-crd.py")], check=False).returncode
 
 

@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # hack.generated, run as a script
+from hack.generated import ROOT, refresh  # noqa: E402
 from ocr_limits import (
     BASE_SIZE,
     CROP_SIZE,
@@ -32,7 +34,6 @@ from ocr_limits import (
     default_max_visual_tokens,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "reference" / "server-configuration.md"
 BEGIN = "<!-- BEGIN GENERATED: server-limits -->"
 END = "<!-- END GENERATED: server-limits -->"
@@ -108,18 +109,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report whether the page is stale")
     args = parser.parse_args()
-    page = PAGE.read_text()
-    want = splice(page, table())
-    if args.check:
-        if want != page:
-            print(f"{PAGE.relative_to(ROOT)}: the server-limits table is stale: run hack/gen-limits-table.py")
-            return 1
-        print(f"{PAGE.relative_to(ROOT)} is up to date")
-        return 0
-    if want != page:
-        PAGE.write_text(want)
-        print(f"wrote the server-limits table in {PAGE.relative_to(ROOT)}")
-    return 0
+    return refresh(PAGE, splice(PAGE.read_text(), table()), check=args.check, what="the server-limits table",
+                   command="hack/gen-limits-table.py")
 
 
 if __name__ == "__main__":

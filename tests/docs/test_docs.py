@@ -2,22 +2,19 @@
 point whose links land on real pages and headings, and what the pages name (make targets, the
 generated blocks other tools fill) exists."""
 
-import importlib.util
 import re
 
 import pytest
 
 from tests.docs.pages import CONTRIBUTING, DOCS, MKDOCS, README, README_LIMIT, ROOT, anchors, code, links, pages, resolve
+from tests import hack_scripts
 
 REFERENCE = DOCS / "reference" / "ocrservice.md"
 SERVER_CONFIGURATION = DOCS / "reference" / "server-configuration.md"
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_crd_reference", ROOT / "hack" / "gen-crd-reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen-crd-reference.py")
 
 
 def test_the_ocrservice_reference_page_is_generated_from_the_crd():

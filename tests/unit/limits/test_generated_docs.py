@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_limits_table", ROOT / "hack" / "gen-limits-table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen-limits-table.py")
 
 
 def test_the_server_limits_table_in_the_docs_is_up_to_date():

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import yaml
 
 from ocr_limits import FIELD_FOR_ENV
+from tests import hack_scripts
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())
@@ -79,10 +79,7 @@ def test_the_token_range_is_enforced_by_the_schema():
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_crd", ROOT / "hack" / "gen-crd.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return hack_scripts.load("gen-crd.py")
 
 
 def test_the_limits_and_defaults_in_the_crd_are_the_ones_ocr_limits_writes():
