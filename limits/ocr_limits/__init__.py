@@ -26,8 +26,10 @@ from .settings import (
     DEFAULT_MODEL_NAME,
     DEFAULT_PORT,
     FIELD_FOR_ENV,
+    GRACEFUL_SHUTDOWN_MARGIN_SEC,
     SETTINGS,
     Setting,
+    graceful_shutdown_seconds,
     setting,
 )
 from .tokens import (

@@ -22,6 +22,15 @@ Scalar = Union[int, str]
 DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"
 DEFAULT_CACHE_DIR = "/models"
 DEFAULT_PORT = 8080
+# A request admitted just before SIGTERM may run for TIMEOUT_SEC: the server's graceful shutdown
+# waits that long plus this margin for its response to be written, and the operator gives the pod
+# a terminationGracePeriodSeconds that covers it.
+GRACEFUL_SHUTDOWN_MARGIN_SEC = 5
+
+
+def graceful_shutdown_seconds(timeout_sec: float) -> float:
+    """How long the server waits for requests in flight at SIGTERM: TIMEOUT_SEC + 5."""
+    return timeout_sec + GRACEFUL_SHUTDOWN_MARGIN_SEC
 
 
 @dataclass(frozen=True)

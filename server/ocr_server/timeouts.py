@@ -10,14 +10,10 @@ and the operator's pod settings agree.
 
 from __future__ import annotations
 
-GRACEFUL_SHUTDOWN_MARGIN_SEC = 5
+from ocr_limits import GRACEFUL_SHUTDOWN_MARGIN_SEC, graceful_shutdown_seconds  # noqa: F401 (shared with the operator)
+
 LIVENESS_STALL_FACTOR = 2
 LIVENESS_STALL_MIN_SEC = 60.0
-
-
-def graceful_shutdown_seconds(timeout_sec: float) -> float:
-    """graceful_shutdown_seconds = TIMEOUT_SEC + 5."""
-    return timeout_sec + GRACEFUL_SHUTDOWN_MARGIN_SEC
 
 
 def default_liveness_stall_seconds(timeout_sec: float) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ocr_limits import graceful_shutdown_seconds
+
 from .. import naming
 from ..spec import OcrServiceSpec
 from . import configmap
@@ -16,7 +18,6 @@ TLS_DIR = "/etc/ocr/tls"
 PRESTOP_SLEEP_SECONDS = 5
 # The server's graceful shutdown waits for in-flight requests up to spec.inference.timeoutSeconds
 # plus this margin before it exits.
-SHUTDOWN_MARGIN_SECONDS = 5
 # The /tmp emptyDir (HOME, the server's scratch files): bounded so a pod cannot fill its node's
 # disk; beyond it the kubelet evicts the pod.
 TMP_SIZE_LIMIT = "1Gi"
@@ -100,9 +101,10 @@ def has_prestop_sleep(spec: OcrServiceSpec) -> bool:
 def termination_grace_seconds(spec: OcrServiceSpec) -> int:
     """The pod's terminationGracePeriodSeconds: spec.terminationGracePeriodSeconds, raised to
     what a clean stop needs (the preStop sleep, then the server's graceful shutdown of
-    timeoutSeconds + SHUTDOWN_MARGIN_SECONDS), so SIGKILL never cuts a request within its timeout."""
-    needed = (PRESTOP_SLEEP_SECONDS if has_prestop_sleep(spec) else 0) + spec.inference.timeout_seconds \
-        + SHUTDOWN_MARGIN_SECONDS
+    ocr_limits.graceful_shutdown_seconds(timeoutSeconds)), so SIGKILL never cuts a request within
+    its timeout."""
+    needed = (PRESTOP_SLEEP_SECONDS if has_prestop_sleep(spec) else 0) \
+        + graceful_shutdown_seconds(spec.inference.timeout_seconds)
     return max(spec.termination_grace_period_seconds, needed)
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import yaml
 
+from ocr_limits import GRACEFUL_SHUTDOWN_MARGIN_SEC
 from ocr_operator import naming
 from ocr_operator.render import render_all
 from ocr_operator.render import deployment as D
@@ -361,7 +362,7 @@ def pod_spec_of(spec=None):
 def test_the_grace_period_covers_the_prestop_sleep_and_the_servers_graceful_shutdown():
     pod = pod_spec_of({"inference": {"timeoutSeconds": 120}})
     assert pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] == D.PRESTOP_SLEEP_SECONDS
-    assert pod["terminationGracePeriodSeconds"] == D.PRESTOP_SLEEP_SECONDS + 120 + D.SHUTDOWN_MARGIN_SECONDS
+    assert pod["terminationGracePeriodSeconds"] == D.PRESTOP_SLEEP_SECONDS + 120 + GRACEFUL_SHUTDOWN_MARGIN_SEC
 
 
 def test_a_user_grace_period_longer_than_needed_is_kept():
@@ -372,7 +373,7 @@ def test_a_user_grace_period_longer_than_needed_is_kept():
 def test_a_grace_period_too_short_for_the_prestop_sleep_covers_the_shutdown_alone():
     pod = pod_spec_of({"terminationGracePeriodSeconds": 5, "inference": {"timeoutSeconds": 30}})
     assert "lifecycle" not in pod["containers"][0]
-    assert pod["terminationGracePeriodSeconds"] == 30 + D.SHUTDOWN_MARGIN_SECONDS
+    assert pod["terminationGracePeriodSeconds"] == 30 + GRACEFUL_SHUTDOWN_MARGIN_SEC
 
 
 def test_the_tmp_emptydir_has_a_size_limit():
