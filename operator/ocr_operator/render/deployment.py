@@ -21,6 +21,16 @@ PRESTOP_SLEEP_SECONDS = 5
 # The /tmp emptyDir (HOME, the server's scratch files): bounded so a pod cannot fill its node's
 # disk; beyond it the kubelet evicts the pod.
 TMP_SIZE_LIMIT = "1Gi"
+# Ephemeral storage the server container requests and may use: the /tmp emptyDir (counted
+# against the pod's limit) plus room for its logs, which the kubelet rotates (10 MiB x 5 by
+# default); the root filesystem is read-only. Request = limit: the node keeps room for all the pod
+# may write, and beyond it the kubelet evicts the pod instead of the node running out of disk.
+LOG_STORAGE_ALLOWANCE_MI = 512
+EPHEMERAL_STORAGE = f"{1024 + LOG_STORAGE_ALLOWANCE_MI}Mi"  # 1024 Mi: TMP_SIZE_LIMIT
+# The server image's user and group (Dockerfile.server: ocr, uid/gid 10001), stated in the pod so
+# that files on the weights PVC are readable through fsGroup whatever user the image declares.
+SERVER_UID = 10001
+SERVER_GID = 10001
 
 
 def _probe(path: str, spec: OcrServiceSpec, *, failure_threshold: int) -> dict[str, Any]:
@@ -54,8 +64,9 @@ def _env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
 
 def _resources(spec: OcrServiceSpec) -> dict[str, Any]:
     r = spec.resources
-    requests: dict[str, Any] = {"cpu": r.cpu, "memory": r.memory}
-    limits: dict[str, Any] = {"memory": r.memory}
+    requests: dict[str, Any] = {"cpu": r.cpu, "memory": r.memory, "ephemeral-storage": EPHEMERAL_STORAGE}
+    # No CPU limit: CFS throttling a GPU server's feeder threads costs more than sharing spare CPU.
+    limits: dict[str, Any] = {"memory": r.memory, "ephemeral-storage": EPHEMERAL_STORAGE}
     if r.gpus > 0:
         requests[r.gpu_resource_name] = str(r.gpus)
         limits[r.gpu_resource_name] = str(r.gpus)
@@ -108,6 +119,21 @@ def termination_grace_seconds(spec: OcrServiceSpec) -> int:
     return max(spec.termination_grace_period_seconds, needed)
 
 
+def pod_security_context() -> dict[str, Any]:
+    """Pod Security Standards "restricted": non-root as the image's own uid/gid, RuntimeDefault
+    seccomp. fsGroup makes the weights PVC readable by that group; OnRootMismatch changes the
+    volume's ownership only when its root does not match already, not file by file on every
+    start (a model directory holds many large files)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SERVER_UID,
+        "runAsGroup": SERVER_GID,
+        "fsGroup": SERVER_GID,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, config_hash: str) -> dict[str, Any]:
     """The pod template, stamped with its own revision (label and annotation)."""
     name = owner["metadata"]["name"]
@@ -140,7 +166,7 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         "terminationGracePeriodSeconds": termination_grace_seconds(spec),
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
-        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security_context(),
     }
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)
