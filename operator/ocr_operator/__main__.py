@@ -1,15 +1,64 @@
-"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT] [--metrics-port PORT] [--log-level LEVEL]`."""
+"""`python -m ocr_operator [--namespace NS ...|--all-namespaces] [--liveness-port PORT] [--metrics-port PORT]
+[--log-level LEVEL] [--leader-elect [--leader-elect-resource-namespace NS] [--leader-elect-resource-name NAME]]`."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import secrets
+import signal
+import socket
 import sys
+import threading
+from pathlib import Path
+from typing import Mapping
 
 import kopf
 
+from . import leader
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+DEFAULT_LEASE_NAME = "causalflow-ocr-operator"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+log = logging.getLogger("ocr_operator")
+
+
+def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    if value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise SystemExit(f"{name}: {value!r} is not a boolean (true or false)")
+
+
+def env_number(env: Mapping[str, str], name: str, kind: type, default: float) -> float:
+    value = env.get(name)
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise SystemExit(f"{name}: {value!r} is not {'an integer' if kind is int else 'a number'}") from None
+
+
+def own_namespace(env: Mapping[str, str] = os.environ, sa_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The pod's namespace: POD_NAMESPACE (the chart sets it), else the service account's; '' outside a pod."""
+    if env.get("POD_NAMESPACE"):
+        return env["POD_NAMESPACE"]
+    try:
+        return sa_file.read_text().strip()
+    except OSError:
+        return ""
+
+
+def identity(env: Mapping[str, str] = os.environ) -> str:
+    """Who holds the Lease: the pod (or host) name, plus a random suffix so a restarted process
+    with the same name is a new candidate and never mistakes its predecessor's record for its own."""
+    return f"{(env.get('POD_NAME') or socket.gethostname())[:100]}_{secrets.token_hex(4)}"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -29,11 +78,44 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the root logger's level, one to one (debug adds kopf's per-event lines)")
     p.add_argument("-v", "--verbose", "--debug", dest="log_level", action="store_const", const="debug",
                    help="same as --log-level=debug")
+    le = p.add_argument_group("leader election", "one replica reconciles, the others stand by "
+                              "(a coordination.k8s.io Lease; docs/operations/high-availability.md)")
+    le.add_argument("--leader-elect", action=argparse.BooleanOptionalAction,
+                    default=env_flag(os.environ, "OCR_OPERATOR_LEADER_ELECT", False),
+                    help="reconcile only while holding the Lease (off by default for a local process; "
+                         "the chart turns it on)")
+    le.add_argument("--leader-elect-resource-namespace", metavar="NS",
+                    default=os.environ.get("OCR_OPERATOR_LEADER_ELECT_NAMESPACE"),
+                    help="the Lease's namespace (default: the pod's, POD_NAMESPACE)")
+    le.add_argument("--leader-elect-resource-name", metavar="NAME",
+                    default=os.environ.get("OCR_OPERATOR_LEADER_ELECT_NAME", DEFAULT_LEASE_NAME),
+                    help=f"the Lease's name (default {DEFAULT_LEASE_NAME})")
+    le.add_argument("--leader-elect-lease-duration", type=int, metavar="SECONDS",
+                    default=env_number(os.environ, "OCR_OPERATOR_LEADER_ELECT_LEASE_DURATION", int, 15),
+                    help="seconds a standby waits after the holder's last renewal before taking over (15)")
+    le.add_argument("--leader-elect-renew-deadline", type=float, metavar="SECONDS",
+                    default=env_number(os.environ, "OCR_OPERATOR_LEADER_ELECT_RENEW_DEADLINE", float, 10),
+                    help="seconds the leader keeps trying to renew before it stops (exits) (10)")
+    le.add_argument("--leader-elect-retry-period", type=float, metavar="SECONDS",
+                    default=env_number(os.environ, "OCR_OPERATOR_LEADER_ELECT_RETRY_PERIOD", float, 2),
+                    help="seconds between attempts to acquire or renew (2)")
     args = p.parse_args(argv)
     env_ns = os.environ.get("OCR_OPERATOR_NAMESPACES", "")
     if not args.namespace and not args.all_namespaces and env_ns:
         args.namespace = [n for n in env_ns.split(",") if n]
+    args.election = election_config(args, p) if args.leader_elect else None
     return args
+
+
+def election_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> leader.ElectionConfig:
+    cfg = leader.ElectionConfig(
+        namespace=args.leader_elect_resource_namespace or own_namespace(), name=args.leader_elect_resource_name,
+        identity=identity(), lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline, retry_period=args.leader_elect_retry_period)
+    errors = leader.config_errors(cfg)
+    if errors:
+        parser.error("; ".join(errors))
+    return cfg
 
 
 def configure_logging(level: str) -> None:
@@ -60,10 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         from .metrics import METRICS
 
         METRICS.serve(args.metrics_port, args.metrics_host)
+    if args.election is None:
+        run_operator(args)
+        return 0
+    return run_elected(args, args.election)
 
-    liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
+
+def run_operator(args: argparse.Namespace) -> None:
+    """kopf with the handlers: the watches, the controller, the reconciles; until SIGTERM/SIGINT."""
+    from . import handlers
     from .rescan import new_insights
 
+    liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     handlers.STATE.insights = new_insights()  # shared with kopf, so the controller can ask it to rescan
     kopf.run(
         insights=handlers.STATE.insights,
@@ -72,6 +162,46 @@ def main(argv: list[str] | None = None) -> int:
         namespaces=args.namespace,
         liveness_endpoint=liveness,
     )
+
+
+def _exit_lost() -> None:
+    """The lease is lost: exit now, mid-reconcile if need be (controller-runtime's way); the
+    kubelet restarts the process, which stands by until the lease is free again."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
+
+
+def run_elected(args: argparse.Namespace, cfg: leader.ElectionConfig) -> int:
+    """Stand by (serving /healthz) until this process holds the Lease, then run the operator;
+    on SIGTERM release the Lease after the reconciles stopped, so a standby takes over at once."""
+    from .election import Elector, StandbyHealth
+
+    stopping = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    elector = Elector(cfg, on_lost=_exit_lost).start()
+    health = StandbyHealth(args.liveness_host, args.liveness_port, elector.health).start() if args.liveness_port else None
+    log.info("leader election: %s standing by for lease %s/%s (duration %d s, renew deadline %.1f s, "
+             "retry %.1f s)", cfg.identity, cfg.namespace, cfg.name, cfg.lease_duration, cfg.renew_deadline,
+             cfg.retry_period)
+    try:
+        leading = elector.wait_leading(stopping)
+    finally:
+        if health is not None:
+            health.stop()  # the port is kopf's from now on (or nobody's)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not leading:
+        elector.stop(release=True)
+        if stopping.is_set():
+            log.info("leader election: stopped while standing by")
+            return 0
+        log.error("leader election: the elector stopped: %s", elector.error)
+        return 1
+    try:
+        run_operator(args)
+    finally:
+        elector.stop(release=True)  # only now: no reconcile of ours is still writing
     return 0
 
 

@@ -76,6 +76,11 @@ CHILDREN: tuple[Child, ...] = (
 )
 BY_KEY: dict[str, Child] = {c.key: c for c in CHILDREN}
 
+# The leader-election Lease (leader.py, election.py): one object in the operator's own namespace,
+# never in a watched one, so the chart grants it by a Role there (causalflow-ocr.leaderElectionRules),
+# not with the children's rules. Read and replaced with its resourceVersion; never watched.
+LEASE = ApiKind("Lease", "coordination.k8s.io", "v1", "leases", ("get", "create", "update"), watched=False)
+
 
 def child_names(name: str) -> dict[str, str]:
     """Plan key -> name of that child of the OcrService `name`."""
@@ -95,3 +100,8 @@ def watched() -> tuple[ApiKind, ...]:
 def rbac_rules() -> dict[tuple[str, str], frozenset[str]]:
     """(apiGroup, resource) -> verbs the operator needs on the children and pods."""
     return {(k.group, k.plural): frozenset(k.verbs) for k in KINDS.values()}
+
+
+def leader_election_rules() -> dict[tuple[str, str], frozenset[str]]:
+    """(apiGroup, resource) -> verbs leader election needs, in the operator's own namespace."""
+    return {(LEASE.group, LEASE.plural): frozenset(LEASE.verbs)}

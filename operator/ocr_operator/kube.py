@@ -57,6 +57,7 @@ TYPES: dict[str, ResourceType] = {
     "Event": ResourceType("v1", "events"),
     "ReplicaSet": ResourceType("apps/v1", "replicasets"),
     **{k.kind: ResourceType(k.api_version, k.plural) for k in children.KINDS.values()},
+    children.LEASE.kind: ResourceType(children.LEASE.api_version, children.LEASE.plural),
 }
 
 
@@ -231,6 +232,13 @@ class Kube:
         return await self._request("PATCH", TYPES[kind].path(namespace, name, subresource),
                                    params={"fieldManager": naming.FIELD_MANAGER},
                                    body=patch, content_type="application/merge-patch+json")
+
+    async def replace(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT `body` whole. With metadata.resourceVersion set, the API server refuses it with 409
+        Conflict if the object changed since it was read (leader election's optimistic lock)."""
+        md = body["metadata"]
+        return await self._request("PUT", TYPES[body["kind"]].path(md.get("namespace"), md["name"]),
+                                   params={"fieldManager": naming.FIELD_MANAGER}, body=body)
 
     async def create(self, kind: str, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return await self._request("POST", TYPES[kind].path(namespace),

@@ -34,7 +34,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # tenth of the operator's CPU under load.
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.persistence.finalizer = f"{naming.PREFIX}/kopf-finalizer"
-    # One replica (Recreate); no KopfPeering keep-alive writes every minute.
+    # No kopf peering (its KopfPeering CRDs and a keep-alive write every minute): what keeps a
+    # second replica from reconciling is our Lease (leader.py), taken before kopf even starts.
     settings.peering.standalone = True
     # Our Events are posted by status.py on transitions only; kopf posts none.
     settings.posting.enabled = False
