@@ -1,12 +1,14 @@
 """The Helm chart on a real API server: install, RBAC that is enough, upgrade and uninstall.
 
 The chart's operator Deployment is "run" by kwok (no container), so the operator itself runs as a
-local process authenticated with a token of the chart's ServiceAccount: whatever the chart's RBAC
-does not allow fails exactly as it would in a pod.
+local process authenticated with a token of the chart's ServiceAccount, watching what the chart's
+Deployment tells it to watch: whatever the chart's RBAC does not allow fails exactly as it would
+in a pod, and a namespace the chart does not name is not reconciled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,15 +16,14 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 import yaml
 
+from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
-from localcluster.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "causalflow-ocr"
@@ -104,56 +105,59 @@ def ocrservice(name: str, namespace: str, **spec) -> dict:
                      "rollout": {"settleSeconds": 1}, **spec}}
 
 
+def watched_namespaces(deployment: dict) -> list[str] | None:
+    """What the chart's operator Deployment tells the operator to watch: its namespaces, or None
+    for --all-namespaces."""
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    if "--all-namespaces" in args:
+        return None
+    namespaces = [a.split("=", 1)[1] for a in args if a.startswith("--namespace=")]
+    assert namespaces, f"the Deployment names no scope: {args}"
+    return namespaces
+
+
+@contextlib.contextmanager
+def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str):
+    """`helm install` of the chart (CRD left to the session), then the operator as a local process
+    with a token of the chart's ServiceAccount and the watch scope of the chart's Deployment.
+    Yields what the tests read; stops the operator by PID and uninstalls the release after."""
+    helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false", *values,
+         "--wait", "--timeout", "90s")
+    op = None
+    try:
+        deployment = kjson(cluster, "deploy", "-n", ns, f"{name}-causalflow-ocr")
+        sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        kubeconfig = tmp / "sa.kubeconfig"
+        token = service_account_kubeconfig(cluster, ns, sa, kubeconfig)
+        op = OperatorProcess(kubeconfig, watched_namespaces(deployment), tmp / "operator.log").start()
+        yield {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
+               "token": token, "kubeconfig": kubeconfig, "log": op.log_path, "port": op.port,
+               "watched": watched_namespaces(deployment), "started": time.time()}
+    finally:
+        if op is not None:
+            op.stop(timeout=15)
+        helm(cluster, "uninstall", name, "-n", ns, "--wait", "--timeout", "60s", check=False)
+
+
 # --------------------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="module")
 def release(cluster, tmp_path_factory):
-    """The chart installed in namespaced RBAC mode, and the operator running as its ServiceAccount."""
+    """The chart installed with its default values (namespaced RBAC), and the operator running as
+    its ServiceAccount."""
     ensure_crd(cluster)
     ns = create_namespace(cluster, "chart")
-    name = "ocr"
-    helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false",
-         "--set", "rbac.namespaced=true", "--wait", "--timeout", "90s")
-    sa = kjson(cluster, "deploy", "-n", ns, "ocr-causalflow-ocr")["spec"]["template"]["spec"]["serviceAccountName"]
-    tmp = tmp_path_factory.mktemp("chart-operator")
-    kubeconfig = tmp / "sa.kubeconfig"
-    token = service_account_kubeconfig(cluster, ns, sa, kubeconfig)
-    port = free_port()
-    log = tmp / "operator.log"
-    env = dict(cluster.env, KUBECONFIG=str(kubeconfig), PYTHONUNBUFFERED="1")
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocr_operator", "--namespace", ns, "--liveness-host",
-                                 "127.0.0.1", f"--liveness-port={port}", "--metrics-port=0"], stdout=out, stderr=subprocess.STDOUT,
-                                env=env, cwd=ROOT, start_new_session=True)
-
-    def live():
-        assert proc.poll() is None, f"operator exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    wait_for(live, timeout=60, message="the operator's liveness endpoint")
-    info = {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
-            "token": token, "kubeconfig": kubeconfig, "log": log, "port": port, "started": time.time()}
     try:
-        yield info
+        with chart_operator(cluster, "ocr", ns, tmp_path_factory.mktemp("chart-operator")) as info:
+            yield info
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        helm(cluster, "uninstall", name, "-n", ns, "--wait", "--timeout", "60s", check=False)
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 # --------------------------------------------------------------------------- the tests
 
-@pytest.mark.parametrize("values", [[], ["--set", "rbac.namespaced=true", "--set", "watchNamespaces={NS}"]],
-                         ids=["cluster RBAC", "namespaced RBAC"])
+@pytest.mark.parametrize("values", [[], ["--set", "watchNamespaces={NS}"], ["--set", "rbac.namespaced=false"]],
+                         ids=["defaults", "namespaced RBAC, a list", "cluster-wide RBAC"])
 def test_rendered_chart_passes_the_api_servers_server_side_dry_run(cluster, namespace, values):
     values = [v.replace("NS", namespace) for v in values]
     rendered = helm(cluster, "template", "dry", str(CHART), "-n", namespace, *values).stdout
@@ -163,7 +167,8 @@ def test_rendered_chart_passes_the_api_servers_server_side_dry_run(cluster, name
     proc = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert proc.returncode == 0, proc.stderr
     kinds = {line.split("/")[0] for line in proc.stdout.splitlines()}
-    assert {"deployment.apps", "serviceaccount", "customresourcedefinition.apiextensions.k8s.io"} <= kinds
+    assert {"deployment.apps", "serviceaccount", "customresourcedefinition.apiextensions.k8s.io",
+            "networkpolicy.networking.k8s.io"} <= kinds
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
@@ -177,9 +182,30 @@ def test_example_passes_the_crds_validation_on_the_api_server(cluster, namespace
     assert proc.returncode == 0, proc.stderr
 
 
+def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(cluster, namespace, tmp_path):
+    """rbac.namespaced=false with no watchNamespaces: the operator watches, and may write in,
+    every namespace. (Runs before the module's namespaced release starts its operator.)"""
+    ensure_crd(cluster)
+    ns = create_namespace(cluster, "chartwide")
+    try:
+        with chart_operator(cluster, "wide", ns, tmp_path, "--set", "rbac.namespaced=false") as wide:
+            assert wide["watched"] is None
+            cluster.apply(ocrservice("anywhere", namespace, replicas=1))
+            wait_for(lambda: condition(kjson(cluster, "ocrs", "anywhere", "-n", namespace), "Ready").get("status") == "True",
+                     timeout=60, message=f"OcrService Ready in an unlisted namespace; log:\n{wide['log']}")
+            assert cluster.kubectl("get", "deploy", "anywhere", "-n", namespace, check=False).returncode == 0
+            assert cluster.kubectl("get", "clusterrolebinding", "wide-causalflow-ocr", check=False).returncode == 0
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
 def test_helm_install_brings_the_operator_deployment_up(cluster, release):
     deploy = kjson(cluster, "deploy", "-n", release["namespace"], "ocr-causalflow-ocr")
     assert deploy["status"].get("availableReplicas") == 1
+    # The defaults: the release namespace alone, through a Role there.
+    assert release["watched"] == [release["namespace"]]
+    assert kjson(cluster, "rolebinding", "-n", release["namespace"], "ocr-causalflow-ocr")["subjects"][0]["name"] == release["sa"]
+    assert cluster.kubectl("get", "clusterrolebinding", "ocr-causalflow-ocr", check=False).returncode != 0
     status = json.loads(helm(cluster, "status", release["name"], "-n", release["namespace"], "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
 
@@ -211,6 +237,20 @@ def test_operator_under_the_charts_service_account_deletes_a_switched_off_child(
                     "-p", json.dumps({"spec": {"networkPolicy": {"enabled": False}}}))
     wait_for(lambda: cluster.kubectl("get", "networkpolicy", "rbac-delete", "-n", ns, check=False).returncode != 0,
              timeout=60, message=f"NetworkPolicy deleted under the chart's RBAC; log:\n{release['log']}")
+
+
+def test_the_default_install_does_not_reconcile_an_ocrservice_in_another_namespace(cluster, release, namespace):
+    cluster.apply(ocrservice("elsewhere", namespace, replicas=1))
+    # A sync point: an OcrService applied after it in the watched namespace becomes Ready, so the
+    # operator has seen the API server's state since.
+    cluster.apply(ocrservice("after-elsewhere", release["namespace"], replicas=1))
+    wait_for(lambda: condition(kjson(cluster, "ocrs", "after-elsewhere", "-n", release["namespace"]), "Ready")
+             .get("status") == "True", timeout=60, message="OcrService Ready in the watched namespace")
+    assert not (kjson(cluster, "ocrs", "elsewhere", "-n", namespace).get("status") or {}).get("conditions")
+    assert kjson(cluster, "deploy", "-n", namespace)["items"] == []
+    # Nor could it: the chart granted it nothing there.
+    can = cluster.kubectl("auth", "can-i", "create", "deployments", "-n", namespace, f"--as={release['user']}", check=False)
+    assert can.stdout.strip() == "no"
 
 
 def test_service_account_was_never_forbidden(cluster, release):
@@ -291,4 +331,4 @@ def test_helm_upgrade_and_uninstall_keep_the_crd_and_existing_ocrservices(cluste
         assert cluster.kubectl("get", kind, name, check=False).returncode == 0, f"helm uninstall removed {kind} {name}"
     assert kjson(cluster, "ocrs", "survivor", "-n", namespace)["spec"]["replicas"] == 1
     assert cluster.kubectl("get", "deploy", "keep-causalflow-ocr", "-n", namespace, check=False).returncode != 0
-    assert cluster.kubectl("get", "clusterrole", "keep-causalflow-ocr", check=False).returncode != 0
+    assert cluster.kubectl("get", "clusterrole", "keep-causalflow-ocr-crd-reader", check=False).returncode != 0

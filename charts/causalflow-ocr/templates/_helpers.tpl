@@ -92,3 +92,19 @@ the release namespace (it may not watch others).
 {{- .Release.Namespace }}
 {{- end }}
 {{- end }}
+
+{{/* The NetworkPolicy egress rule to the API server (networkPolicy.apiServer). */}}
+{{- define "causalflow-ocr.apiServerEgress" -}}
+- ports:
+    {{- range .Values.networkPolicy.apiServer.ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with .Values.networkPolicy.apiServer.cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  {{- end }}
+{{- end }}

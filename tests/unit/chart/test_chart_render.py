@@ -15,9 +15,10 @@ K8S_VERSION = ".".join(CLUSTER_K8S_VERSION.removeprefix("v").split(".")[:2]) + "
 
 VALUE_SETS = {
     "defaults": {},
-    "namespaced RBAC, two watched namespaces": {"rbac.namespaced": "true", "watchNamespaces": "{team-a,team-b}"},
-    "namespaced RBAC, release namespace only": {"rbac.namespaced": "true"},
-    "cluster RBAC, one watched namespace": {"watchNamespaces": "{team-a}"},
+    "namespaced RBAC, two watched namespaces": {"watchNamespaces": "{team-a,team-b}"},
+    "cluster-wide RBAC, every namespace": {"rbac.namespaced": "false"},
+    "cluster RBAC, one watched namespace": {"rbac.namespaced": "false", "watchNamespaces": "{team-a}"},
+    "no network policy, no readiness probe": {"networkPolicy.enabled": "false", "readinessProbe.enabled": "false"},
     "digest, no probe, no tests, CRD elsewhere": {
         "image.digest": "sha256:" + "a" * 64, "livenessProbe.enabled": "false",
         "tests.enabled": "false", "crds.install": "false",
@@ -64,8 +65,18 @@ def test_values_schema_rejects_invalid_values(bad):
     assert "schema" in result.stderr.lower()
 
 
-def test_cluster_mode_binds_one_cluster_role_and_watches_all_namespaces():
+def test_the_default_rbac_is_a_role_in_the_release_namespace_which_alone_is_watched():
     rendered = template()
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind(rendered, "Role")] == [
+        ("ocr-system", "ocr-causalflow-ocr")]
+    assert [o["metadata"]["namespace"] for o in by_kind(rendered, "RoleBinding")] == ["ocr-system"]
+    assert [o["metadata"]["name"] for o in by_kind(rendered, "ClusterRoleBinding")] == ["ocr-causalflow-ocr-crd-reader"]
+    args = _operator(rendered)["args"]
+    assert "--namespace=ocr-system" in args and "--all-namespaces" not in args
+
+
+def test_cluster_mode_is_an_opt_in_that_binds_one_cluster_role_and_watches_all_namespaces():
+    rendered = template({"rbac.namespaced": "false"})
     assert [o["metadata"]["name"] for o in by_kind(rendered, "ClusterRoleBinding")] == ["ocr-causalflow-ocr"]
     assert by_kind(rendered, "Role") == [] and by_kind(rendered, "RoleBinding") == []
     assert "--all-namespaces" in _operator(rendered)["args"]
@@ -83,7 +94,7 @@ def test_namespaced_mode_creates_a_role_and_binding_in_each_watched_namespace():
 
 
 def test_namespaced_mode_without_a_list_watches_only_the_release_namespace():
-    rendered = template(VALUE_SETS["namespaced RBAC, release namespace only"])
+    rendered = template({"rbac.namespaced": "true"})
     assert {o["metadata"]["namespace"] for o in by_kind(rendered, "Role")} == {"ocr-system"}
     assert "--namespace=ocr-system" in _operator(rendered)["args"]
 
@@ -196,7 +207,7 @@ def test_image_defaults_to_app_version_and_prefers_a_digest():
 def test_helm_test_hook_is_a_pod_running_the_checks_with_the_operator_account():
     rendered = objects(run_helm("template", "ocr", str(CHART), "-n", "ocr-system", "--show-only",
                                 "templates/tests/test-operator.yaml").stdout)
-    [pod] = rendered
+    [pod] = [o for o in rendered if o["kind"] == "Pod"]
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     assert pod["spec"]["serviceAccountName"] == "ocr-causalflow-ocr"
     assert pod["spec"]["restartPolicy"] == "Never"
@@ -220,3 +231,71 @@ def test_operator_pods_never_match_an_ocrservice_selector_even_with_the_same_nam
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     ocrservice_selector = {"app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/instance": "ocr"}
     assert not ocrservice_selector.items() <= pod_labels.items()
+
+
+def test_readiness_probe_reads_kopfs_endpoint_so_helm_wait_waits_for_a_started_operator():
+    container = _operator(template())
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert "readinessProbe" not in _operator(template({"readinessProbe.enabled": "false"}))
+    # No endpoint, no probe on it.
+    assert "readinessProbe" not in _operator(template({"livenessProbe.enabled": "false"}))
+
+
+def _quantity_mi(q: str) -> int:
+    return int(q[:-2]) * {"Mi": 1, "Gi": 1024}[q[-2:]]
+
+
+def test_operator_ephemeral_storage_is_requested_and_limited_above_its_tmp_volume():
+    rendered = template()
+    [deployment] = by_kind(rendered, "Deployment")
+    [tmp] = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tmp"]
+    resources = _operator(rendered)["resources"]
+    assert _quantity_mi(resources["requests"]["ephemeral-storage"]) > 0
+    assert _quantity_mi(resources["limits"]["ephemeral-storage"]) > _quantity_mi(tmp["emptyDir"]["sizeLimit"])
+
+
+def _policy(rendered: str, name: str) -> dict:
+    [policy] = [p for p in by_kind(rendered, "NetworkPolicy") if p["metadata"]["name"] == name]
+    return policy
+
+
+def test_operator_network_policy_admits_only_the_health_and_metrics_ports_and_egress_to_the_api_server():
+    rendered = template()
+    policy = _policy(rendered, "ocr-causalflow-ocr")
+    [deployment] = by_kind(rendered, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]}]
+    # No DNS: the operator reaches the API server by the address the kubelet gives it.
+    assert policy["spec"]["egress"] == [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}]
+
+
+def test_operator_network_policy_can_pin_the_api_server_and_the_scrapers():
+    rendered = template(extra=("--set", "networkPolicy.apiServer.cidrs={10.0.0.1/32}",
+                               "--set", "networkPolicy.apiServer.ports={6443}",
+                               "--set-json", 'networkPolicy.ingressFrom=[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]',
+                               "--set", "livenessProbe.enabled=false"))
+    spec = _policy(rendered, "ocr-causalflow-ocr")["spec"]
+    assert spec["egress"] == [{"ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}]
+    assert spec["ingress"] == [{"ports": [{"port": 8081, "protocol": "TCP"}],
+                                "from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}]
+
+
+def test_with_health_and_metrics_off_the_operator_pod_accepts_no_connection():
+    rendered = template({"livenessProbe.enabled": "false", "metrics.enabled": "false"})
+    assert _policy(rendered, "ocr-causalflow-ocr")["spec"]["ingress"] == []
+
+
+def test_the_helm_test_pod_has_its_own_network_policy_created_before_it():
+    rendered = objects(run_helm("template", "ocr", str(CHART), "-n", "ocr-system", "--show-only",
+                                "templates/tests/test-operator.yaml").stdout)
+    pod = next(o for o in rendered if o["kind"] == "Pod")
+    policy = next(o for o in rendered if o["kind"] == "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert int(policy["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        pod["metadata"]["annotations"].get("helm.sh/hook-weight", "0"))
+    assert policy["spec"]["ingress"] == []
+    ports = [p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]]
+    assert 53 in ports and 8080 in ports  # DNS (kubernetes.default.svc, the health Service) and the health port
