@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from . import __version__
+from . import __version__, reload
 from .config import ServerConfig
 from .metrics import Metrics
 from .openai_routes import router as openai_router
@@ -83,17 +83,28 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
                  info.name, info.revision, info.device, info.dtype, info.layout, loaded_s,
                  f"warmed up in {time.monotonic() - t0 - loaded_s:.1f}s" if cfg.runtime.warmup else "warm-up off (WARMUP=0)")
 
+    s = cfg.service
+    keys = reload.KeyStore(reload.load_keys(s.api_keys_file) if s.api_keys_file else s.api_keys)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         task = asyncio.create_task(load_in_background())
+        # serve.py puts uvicorn's SSLContext here: a renewed certificate is loaded into it.
+        watched = reload.watches(s.api_keys_file, keys, s.tls_cert_file, s.tls_key_file,
+                                 getattr(app.state, "tls_context", None))
+        watcher = asyncio.create_task(reload.watch(watched, lambda name, result: metrics.reloads.labels(
+            name, result).inc())) if watched else None
         yield
         task.cancel()
+        if watcher is not None:
+            watcher.cancel()
         await service.stop()
 
     app = FastAPI(title="CausalFlow OCR server", version=__version__, lifespan=lifespan)
     app.state.config = cfg
     app.state.service = service
     app.state.metrics = metrics
+    app.state.api_keys = keys
     app.state.log = log
     app.include_router(router)
     app.include_router(openai_router)

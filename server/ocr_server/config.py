@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .reload import ReloadError, load_keys
 from .timeouts import default_liveness_stall_seconds
 
 # The visual-token arithmetic (global view 256 + 144 per crop, 0 or 2..6 crops: 256..1120), the
@@ -53,6 +54,7 @@ def _bounds(env: str) -> tuple[int, int]:
 
 
 MAX_LIVENESS_STALL_SEC = 86_400
+MAX_BODY_TIMEOUT_SEC = 3600
 
 
 class ConfigError(ValueError):
@@ -64,7 +66,12 @@ class ServiceConfig:
     host: str = "0.0.0.0"
     port: int = _default("PORT")
     api_keys: tuple[str, ...] = ()
+    # The keys in a file instead (a mounted Secret), re-read when it changes (reload.py).
+    api_keys_file: str | None = None
     max_body_bytes: int = 20 * 1024 * 1024
+    # The most seconds a request's body may take to arrive, headers excluded; then 408. uvicorn
+    # bounds no body in time, so a client sending a byte a second would hold a connection forever.
+    body_timeout_sec: float = 60.0
     max_pages: int = 8
     pdf_dpi: int = 144
     max_image_pixels: int = 64_000_000
@@ -145,7 +152,9 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "HOST": ("service", "host"),
     "PORT": ("service", "port"),
     "API_KEYS": ("service", "api_keys"),
+    "API_KEYS_FILE": ("service", "api_keys_file"),
     "MAX_BODY_BYTES": ("service", "max_body_bytes"),
+    "BODY_TIMEOUT_SEC": ("service", "body_timeout_sec"),
     "MAX_PAGES": ("service", "max_pages"),
     "CACHE_ENTRIES": ("service", "cache_entries"),
     "CACHE_MAX_BYTES": ("service", "cache_max_bytes"),
@@ -198,7 +207,7 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
         if isinstance(value, str):
             return tuple(k.strip() for k in value.split(",") if k.strip())
         return tuple(str(k) for k in value)
-    if name in ("path", "tls_cert_file", "tls_key_file"):
+    if name in ("path", "tls_cert_file", "tls_key_file", "api_keys_file"):
         return str(value) if value not in (None, "") else None
     target = type(default) if default is not None else _FILLED_IN.get(name, str)
     try:
@@ -280,6 +289,15 @@ def validate(cfg: ServerConfig) -> None:
             _fail(key, value, "an existing PEM file")
     if any(len(k) < 8 for k in s.api_keys):
         _fail("API_KEYS", "<redacted>", "comma-separated keys of at least 8 characters each")
+    if s.api_keys_file:
+        if s.api_keys:
+            _fail("API_KEYS_FILE", s.api_keys_file, "API_KEYS or API_KEYS_FILE, not both")
+        try:
+            load_keys(s.api_keys_file)
+        except ReloadError as exc:
+            raise ConfigError(f"{exc} (one key of at least 8 characters per line, or comma-separated)") from None
+    if not 1 <= s.body_timeout_sec <= MAX_BODY_TIMEOUT_SEC:
+        _fail("BODY_TIMEOUT_SEC", s.body_timeout_sec, f"1..{MAX_BODY_TIMEOUT_SEC} seconds")
     # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the
     # model-specific check (query embeddings 144/256) comes in validate_against_model.
     for key, value in (("INPUT_SIZE", m.input_size), ("BASE_SIZE", m.base_size)):

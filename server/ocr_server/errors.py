@@ -32,6 +32,12 @@ class NotFound(OcrError):
     status, type = 404, "not_found"
 
 
+class BodyTimeout(OcrError):
+    """The body did not arrive within BODY_TIMEOUT_SEC; the connection is closed after the answer."""
+
+    status, type = 408, "body_timeout"
+
+
 class PayloadTooLarge(OcrError):
     status, type = 413, "payload_too_large"
 
@@ -80,6 +86,8 @@ def error_response(exc: Exception) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
         if isinstance(exc, Unauthorized):
             headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+        if isinstance(exc, BodyTimeout):  # the rest of the body may still come: never parse it as a request
+            headers = {**(headers or {}), "Connection": "close"}
         return JSONResponse(body.as_dict(), status_code=exc.status, headers=headers)
     body = ErrorBody("internal server error", "internal_error", 500)
     return JSONResponse(body.as_dict(), status_code=500)

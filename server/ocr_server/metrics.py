@@ -33,7 +33,7 @@ CPU_METRIC_NAMES = (
     "ocr_requests_total", "ocr_request_latency_seconds", "ocr_queue_depth", "ocr_in_flight_requests",
     "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_cache_hits_total",
     "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
-    "ocr_split_parts", "ocr_stream_disconnects_total",
+    "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total",
 )
 GPU_METRIC_NAMES = (
     "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
@@ -59,6 +59,9 @@ class Metrics:
         self.warmup_seconds = Gauge("ocr_warmup_seconds", "Time the warm-up generations took before the server reported ready", registry=r)
         self.split_parts = Histogram("ocr_split_parts", "Parts a page was split into (SPLIT_PAGES / split=auto)", buckets=SPLIT_BUCKETS, registry=r)
         self.stream_disconnects = Counter("ocr_stream_disconnects", "Streamed requests whose client went away before the end", registry=r)
+        self.reloads = Counter("ocr_secret_reloads", "New API_KEYS_FILE or TLS certificate content tried while serving, "
+                               "by secret (api_keys, tls) and result (ok; failed: the loaded one stays)",
+                               ["secret", "result"], registry=r)
         self._gpu_index: int | None = None
         self._nvml = None
 

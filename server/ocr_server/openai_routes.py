@@ -23,7 +23,7 @@ from .sse import frame, stream_response
 from .streaming import Delta, Done, Event
 
 router = APIRouter()
-_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 413, 415, 429, 500, 503, 504)}
+_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 408, 413, 415, 429, 500, 503, 504)}
 CHAT = "/v1/chat/completions"
 STARTED_AT = int(time.time())
 MAX_MODEL_LEN = 8192  # DeepSeek-OCR-2's max_position_embeddings

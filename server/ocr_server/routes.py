@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -13,21 +14,21 @@ from starlette.datastructures import UploadFile
 
 from . import __version__
 from .cache import tenant_id
-from .errors import BadInput, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
+from .errors import BadInput, BodyTimeout, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
 from .liveness import is_wedged, wedged_message
 from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
 from .sse import frame, stream_response
 from .streaming import Delta, Done, Event
 
 router = APIRouter()
-_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 413, 415, 422, 429, 500, 503, 504)}
+_ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 408, 413, 415, 422, 429, 500, 503, 504)}
 _RAW_TYPES = ("image/", "application/pdf", "application/octet-stream")
 
 
 def check_api_key(request: Request) -> str:
     """Constant-time compare against every configured key; health and metrics never call this.
     Returns the caller's tenant for the result cache (cache.tenant_id: '' without keys)."""
-    keys = request.app.state.config.service.api_keys
+    keys = request.app.state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
     if not keys:
         return tenant_id(None)
     header = request.headers.get("authorization", "")
@@ -41,16 +42,23 @@ def check_api_key(request: Request) -> str:
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing as soon as it exceeds `limit` (not after buffering it all)."""
+    """The whole body, refusing as soon as it exceeds `limit` (not after buffering it all) or takes
+    longer than BODY_TIMEOUT_SEC to arrive (408: uvicorn bounds no body in time)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
+    timeout = request.app.state.config.service.body_timeout_sec
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyTimeout(f"the body did not arrive within {timeout:g} s (BODY_TIMEOUT_SEC); "
+                          f"{size} bytes came") from None
     body = b"".join(chunks)
     request._body = body  # noqa: SLF001 - lets request.form() parse the bytes already read
     return body

@@ -5,6 +5,7 @@ One place, so that `python -m ocr_server` and the test stand-in shut down the sa
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .config import ServerConfig
@@ -21,6 +22,18 @@ def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
 
 
 def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:
+    """uvicorn.run's steps, with its SSLContext handed to the app (app.state.tls_context) before it
+    starts: reload.py loads a renewed certificate into that context."""
     import uvicorn
+    from uvicorn.main import STARTUP_FAILURE
 
-    uvicorn.run(app, **{**uvicorn_options(cfg), **overrides})
+    config = uvicorn.Config(app, **{**uvicorn_options(cfg), **overrides})
+    config.load()
+    app.state.tls_context = config.ssl
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:  # as uvicorn.run: the port could not be bound
+        sys.exit(STARTUP_FAILURE)
