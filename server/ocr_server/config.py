@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from .reload import ReloadError, load_keys
+from .testhooks import HOOKS as TEST_HOOKS
 from .timeouts import default_liveness_stall_seconds
 
 # The visual-token arithmetic (global view 256 + 144 per crop, 0 or 2..6 crops: 256..1120), the
@@ -129,6 +130,8 @@ class RuntimeConfig:
     # None: max(2 x TIMEOUT_SEC, 60) (timeouts.py), filled in by ServerConfig. An engine that owes
     # work and has made no progress for longer fails /health/live (liveness.py).
     liveness_stall_sec: float | None = None
+    # A test hook (testhooks.py): off, or wedge (the engine thread hangs on cue). Never in production.
+    test_hooks: str = "off"
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "WARMUP": ("runtime", "warmup"),
     "SPLIT_PAGES": ("runtime", "split_pages"),
     "LIVENESS_STALL_SEC": ("runtime", "liveness_stall_sec"),
+    "TEST_HOOKS": ("runtime", "test_hooks"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
 _SECTIONS = {"service": ServiceConfig, "model": ModelConfig, "runtime": RuntimeConfig}
@@ -350,6 +354,8 @@ def validate(cfg: ServerConfig) -> None:
     if not 1 <= r.liveness_stall_sec <= MAX_LIVENESS_STALL_SEC:
         _fail("LIVENESS_STALL_SEC", r.liveness_stall_sec, f"1..{MAX_LIVENESS_STALL_SEC} seconds "
               "(unset: max(2 x TIMEOUT_SEC, 60))")
+    if r.test_hooks not in TEST_HOOKS:
+        _fail("TEST_HOOKS", r.test_hooks, " or ".join(TEST_HOOKS) + " (a test hook: testhooks.py)")
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 
@@ -388,6 +394,8 @@ def startup_warnings(cfg: ServerConfig) -> list[str]:
         what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
         out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
                    f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")
+    if r.test_hooks != "off":
+        out.append(f"TEST_HOOKS={r.test_hooks}: a test hook is on (testhooks.py); never set it in production")
     if r.liveness_stall_sec < r.timeout_sec:
         out.append(f"LIVENESS_STALL_SEC={r.liveness_stall_sec:g} < TIMEOUT_SEC={r.timeout_sec:g}: a batch that runs to its "
                    "deadline may fail the liveness probe and restart the pod")

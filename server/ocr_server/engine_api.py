@@ -63,5 +63,10 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
     from .batching import Batcher
 
     r = cfg.runtime
-    return Batcher(engine.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
+    run_batch = engine.generate_batch
+    if r.test_hooks == "wedge":
+        from .testhooks import wedge_on_cue
+
+        run_batch = wedge_on_cue(run_batch)
+    return Batcher(run_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
                    metrics=metrics, on_fatal=on_fatal)
