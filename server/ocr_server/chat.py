@@ -1,15 +1,19 @@
 """OpenAI chat completions <-> the OCR service, as vLLM serves DeepSeek-OCR-2. Pure translation, no I/O.
 
-A request is one user message with one image (a data: URL) and one of the model's two prompts,
-which chooses the mode, with or without the `<image>` placeholder:
+A request is one user message with one image (a data: URL) and any prompt text, as the model
+takes (prompts.py). The two document prompts choose a mode, with or without the `<image>`
+placeholder:
   `<image>\\n<|grounding|>Convert the document to markdown.` -> markdown (grounded layout)
   `<image>\\nFree OCR.`                                        -> free
+and any other text (`Parse the figure.`, `Describe this image in detail.`, `Locate
+<|ref|>...<|/ref|> in the image.`) is the model's prompt as written.
 The answer's content is the model's raw output (what /v1/ocr returns as `raw`): grounding tags
 included, as vLLM returns it with skip_special_tokens=False, which the DeepSeek-OCR recipes use.
-Decoding is greedy with the windowed n-gram guard; `vllm_xargs` sets the guard per request.
+Decoding is greedy with the windowed n-gram guard; `vllm_xargs` sets the guard per request, and
+vLLM's `min_tokens` and `ignore_eos` (run to max_tokens) hold the end of text back.
 
-Every parameter either works as OpenAI documents it or is refused with a 400 naming it: remote
-image URLs (fetching them would let any caller make the server connect anywhere), sampling
+Every parameter either works as OpenAI (or vLLM) documents it or is refused with a 400 naming it:
+remote image URLs (fetching them would let any caller make the server connect anywhere), sampling
 (temperature != 0, top_p != 1, penalties, n > 1), logprobs, tools, response formats, stop strings.
 """
 
@@ -33,18 +37,15 @@ from .protocol import (
     DeltaMessage,
     OcrOptions,
 )
+from .prompts import prompt_from_text
 
-PROMPT_MODES = {
-    "<|grounding|>Convert the document to markdown.": "markdown",
-    "Free OCR.": "free",
-}
-PROMPTS_HELP = "; ".join(f'"<image>\\n{p}" ({m})' for p, m in PROMPT_MODES.items())
 
 
 @dataclass(frozen=True)
 class ChatJob:
     data: bytes
     image_param: str  # where the image was in the request, for errors about it
+    prompt_param: str  # where the prompt text was, for errors about it (its tokens are checked later)
     opts: OcrOptions
     ngram: NGramSettings | None
     stream: bool
@@ -94,13 +95,13 @@ def check_model(requested: str, served: str) -> None:
         raise NotFound(f"The model `{requested}` does not exist; this server serves `{served}` (GET /v1/models)", param="model")
 
 
-def mode_from_text(text: str, param: str) -> str:
-    """The prompt's text, without <image> and surrounding whitespace, chooses the mode."""
-    key = text.replace("<image>", "").strip()
-    mode = PROMPT_MODES.get(key)
-    if mode is None:
-        _refuse(param, f"the prompt {text.strip()[:80]!r} is not one DeepSeek-OCR-2 serves here; use {PROMPTS_HELP}")
-    return mode
+def min_new_tokens(req: ChatCompletionRequest, budget: int) -> int | None:
+    """vLLM's semantics: ignore_eos runs to max_tokens; min_tokens holds the end of text back that long."""
+    if req.min_tokens is not None and req.min_tokens > budget:
+        _refuse("min_tokens", f"{req.min_tokens} is more than max_tokens ({budget})")
+    if req.ignore_eos:
+        return budget
+    return req.min_tokens or None
 
 
 def image_from_url(url: str, param: str) -> bytes:
@@ -158,7 +159,7 @@ def job_from_request(req: ChatCompletionRequest, *, served_model: str, max_new_t
     text, image = _parts(req.messages[0].content, "messages[0].content")
     if image is None:
         _refuse("messages[0].content", "an image_url part with the page is required")
-    mode = mode_from_text(text, "messages[0].content")
+    prompt = prompt_from_text(text, "messages[0].content")
     url, image_param = image
     ngram = None
     if req.vllm_xargs is not None:
@@ -172,7 +173,9 @@ def job_from_request(req: ChatCompletionRequest, *, served_model: str, max_new_t
     return ChatJob(
         data=image_from_url(url, image_param),
         image_param=image_param,
-        opts=OcrOptions(prompt_mode=mode, max_new_tokens=budget),
+        prompt_param="messages[0].content",
+        opts=OcrOptions(prompt_mode=prompt.mode, prompt=prompt.text, max_new_tokens=budget,
+                        min_new_tokens=min_new_tokens(req, budget)),
         ngram=ngram,
         stream=bool(req.stream),
         include_usage=bool(req.stream_options and req.stream_options.include_usage),

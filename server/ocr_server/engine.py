@@ -33,15 +33,13 @@ from ocr_limits import MIN_CROPS, TOKEN_STRIDE
 from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
 from .convert import is_official_layout, read_config_json, translate_official_config
 from .images import CropPlan, plan_crops
+from .min_tokens import HoldEos
+from .prompts import PROMPTS
 from .streaming import IncrementalDecoder
 from .tiny_marker import TINY_MARKER, TINY_REVISION, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.engine")
 
-PROMPTS = {
-    "markdown": "<image>\n<|grounding|>Convert the document to markdown.",
-    "free": "<image>\nFree OCR.",
-}
 TD_TOKENS = ("<td>", "</td>")
 
 
@@ -70,6 +68,7 @@ class Prepared:
     deadline: float = math.inf  # time.monotonic()
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None  # None: the server's runtime.ngram_size / ngram_window
+    min_new_tokens: int = 0  # EOS is not chosen before this many new tokens (vLLM's min_tokens)
     # Called from the engine thread with each token this row keeps, as it is generated (streaming).
     on_token: Callable[[int], None] | None = None
 
@@ -337,8 +336,10 @@ class Engine:
         m = self.cfg.model
         return plan_crops(image.width, image.height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap)
 
-    def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int) -> Prepared:
-        """Crop and normalise one page and build its prompt ids. CPU only; runs in a worker thread."""
+    def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int,
+                prompt: str | None = None) -> Prepared:
+        """Crop and normalise one page and build its prompt ids (the mode's prompt, or `prompt`, checked by
+        prompts.check_tokens, with one <image>). CPU only; runs in a worker thread."""
         plan = self.plan(image, max_visual_tokens)
         m = self.cfg.model
         if plan.crops:
@@ -351,8 +352,8 @@ class Engine:
         if got != plan.crops:  # our plan and transformers' processor must agree, or token counts lie
             raise RuntimeError(f"crop plan {plan.crops} != processor crops {got} for {image.size}")
         n_image_tokens = plan.visual_tokens + 1  # + view separator
-        prompt = PROMPTS[prompt_mode].replace("<image>", "<image>" * n_image_tokens, 1)
-        ids = self.tokenizer(prompt)["input_ids"]
+        text = (PROMPTS[prompt_mode] if prompt is None else prompt).replace("<image>", "<image>" * n_image_tokens, 1)
+        ids = self.tokenizer(text)["input_ids"]
         return Prepared(
             input_ids=ids,
             pixel_values=out["pixel_values"],
@@ -410,7 +411,8 @@ class Engine:
             max_new_tokens=max(it.max_new_tokens for it in items),
             do_sample=False,
             num_beams=1,
-            logits_processor=LogitsProcessorList([self.ngram_guard(prompt_len, items)]),
+            logits_processor=LogitsProcessorList([self.ngram_guard(prompt_len, items),
+                                                  HoldEos(prompt_len, [it.min_new_tokens for it in items], eos)]),
             stopping_criteria=StoppingCriteriaList([stop]),
             pad_token_id=pad,
             eos_token_id=eos,

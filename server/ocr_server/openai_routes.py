@@ -82,14 +82,16 @@ async def chat_completions(request: Request) -> Response:
         if job.stream:
             events = state.service.stream(job.data, job.opts, job.ngram, tenant=tenant)
             await anext(events)  # Started: errors up to here are plain JSON answers
-            role = frame(chat.chunk(role=True, content="", **ids).model_dump())
             return stream_response(request, events, _renderer(ids, job.include_usage), _error_chunks,
-                                   endpoint=CHAT, start=start, head=[role])
+                                   endpoint=CHAT, start=start)
         result = await state.service.ocr(job.data, job.opts, job.ngram, tenant=tenant)
         response: Response = JSONResponse(chat.completion(result, **ids).model_dump())
     except OcrError as exc:
         if job is not None and exc.param in ("file", "image"):
             exc.param = job.image_param  # the page came from the message's image_url
+        elif job is not None and exc.param == "prompt":
+            exc.param = job.prompt_param  # the prompt came from the message's text
+            exc.message = exc.message.replace("prompt:", f"{job.prompt_param}:", 1)
         response = error_response(exc)
     except Exception:  # noqa: BLE001 - never a traceback to the client
         state.log.exception("unexpected error in %s", CHAT)
@@ -99,12 +101,20 @@ async def chat_completions(request: Request) -> Response:
 
 
 def _renderer(ids: dict, include_usage: bool):
-    """Frames in OpenAI's order: role chunk, content chunks, finish chunk, usage chunk, [DONE]."""
+    """Frames in OpenAI's order: content chunks (the first with the role), finish chunk, usage chunk, [DONE].
+
+    The role goes out with the first text, as vLLM's server sends it when the engine's first token
+    is out: a client timing its first chunk (vLLM's bench client, TTFT) then times the first token,
+    not the request's admission."""
+    role = [True]
+
     def render(event: Event) -> list[bytes]:
+        first, role[0] = role[0], False
         if isinstance(event, Delta):
-            return [frame(chat.chunk(content=event.text, **ids).model_dump())]
+            return [frame(chat.chunk(content=event.text, role=first, **ids).model_dump())]
         if isinstance(event, Done):
-            out = [frame(chat.chunk(content="", finish=chat.finish_reason(event.response), **ids).model_dump())]
+            out = [frame(chat.chunk(role=True, content="", **ids).model_dump())] if first else []
+            out.append(frame(chat.chunk(content="", finish=chat.finish_reason(event.response), **ids).model_dump()))
             if include_usage:
                 out.append(frame(chat.usage_chunk(event.response, **ids).model_dump()))
             return out + [frame("[DONE]")]

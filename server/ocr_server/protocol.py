@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ocr_limits import TOKEN_CEILING, TOKEN_FLOOR, setting
 
+from .prompts import MAX_PROMPT_CHARS
+
 
 class OcrOptions(BaseModel):
     """Per-request options; unknown keys are rejected (422), never ignored."""
@@ -15,9 +17,15 @@ class OcrOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt_mode: Literal["markdown", "free"] = Field("markdown", description="markdown: grounded layout; free: plain OCR")
+    prompt: str | None = Field(
+        None, max_length=MAX_PROMPT_CHARS,
+        description="the model's instruction instead of the mode's, e.g. \"Parse the figure.\" or \"Locate <|ref|>the "
+                    "title<|/ref|> in the image.\"; <image> (at most once) marks where the page goes, else it comes first")
     max_visual_tokens: int | None = Field(None, ge=TOKEN_FLOOR, le=TOKEN_CEILING, description="caps the crop count for this request")
     pages: str | None = Field(None, description='1-based pages of a PDF/TIFF, e.g. "1-3,5"')
     max_new_tokens: int | None = Field(None, ge=1, le=setting("MAX_NEW_TOKENS").maximum)
+    min_new_tokens: int | None = Field(None, ge=0, le=setting("MAX_NEW_TOKENS").maximum,
+                                       description="the end of text is not chosen before this many tokens (vLLM's min_tokens)")
     timeout_sec: float | None = Field(None, gt=0, le=setting("TIMEOUT_SEC").maximum,
                                       description="deadline, at most the server's TIMEOUT_SEC")
     split: Literal["auto", "off"] | None = Field(
@@ -167,6 +175,9 @@ class ChatCompletionRequest(BaseModel):
     function_call: Any = None
     response_format: Any = None
     vllm_xargs: VllmXargs | None = None
+    # vLLM's extra sampling parameters: run to max_tokens, or at least this many tokens before the end of text
+    ignore_eos: bool | None = None
+    min_tokens: int | None = Field(None, ge=0)
 
 
 class AssistantMessage(BaseModel):

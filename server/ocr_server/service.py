@@ -30,6 +30,7 @@ from .errors import BadInput, DeadlineExceeded, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
 from .parsing import parse_output, strip_special
+from .prompts import check_tokens, full_prompt, prompt_from_text
 from .protocol import OcrOptions, OcrResponse
 from .streaming import Delta, Done, Event, Started
 
@@ -118,6 +119,15 @@ class OcrServing:
         return plan_split(width, height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap,
                           max_downscale=r.split_max_downscale, overlap=r.split_overlap, max_parts=r.split_max_parts)
 
+    def prompt_text(self, opts: OcrOptions) -> str | None:
+        """The request's own prompt, checked against the tokenizer (None: the mode's prompt)."""
+        if opts.prompt is None:
+            return None
+        prompt = prompt_from_text(opts.prompt, "prompt", opts.prompt_mode)
+        text = full_prompt(prompt.mode, prompt.text)
+        check_tokens(self.engine.tokenizer, text, "prompt")
+        return text
+
     def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: Any, tenant: str) -> str:
         key_opts = opts.model_dump(exclude={"timeout_sec", "stream"})
         key_opts["max_new_tokens"] = max_new
@@ -128,9 +138,10 @@ class OcrServing:
 
     # ---------- worker thread ----------
     def _prepare_all(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int, deadline: float,
-                     ngram: Any, check: Callable[[], None]) -> tuple[str, list[PageJob], float]:
+                     ngram: Any, prompt: str | None, check: Callable[[], None]) -> tuple[str, list[PageJob], float]:
         t0 = time.monotonic()
         s = self.cfg.service
+        own = {"prompt": prompt} if prompt is not None else {}  # engines take `prompt` only when there is one
         fmt, pages = load_document(data, pages=selected, max_pages=s.max_pages, pdf_dpi=s.pdf_dpi,
                                    max_pixels=s.max_image_pixels, check=check)
         jobs = []
@@ -141,21 +152,22 @@ class OcrServing:
             for image in images:
                 check()
                 item = self.engine.prepare(image, prompt_mode=opts.prompt_mode, max_visual_tokens=opts.max_visual_tokens,
-                                           max_new_tokens=max_new)
+                                           max_new_tokens=max_new, **own)
                 item.deadline = deadline
                 item.ngram = ngram
+                item.min_new_tokens = min(opts.min_new_tokens or 0, max_new)
                 items.append(item)
             plan = self.engine.plan(page.image, opts.max_visual_tokens) if split else items[0].plan
             jobs.append(PageJob(page.number, plan, items, split))
         return fmt, jobs, time.monotonic() - t0
 
     async def _preprocess(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int,
-                          deadline: float, ngram: Any) -> tuple[str, list[PageJob], float]:
+                          deadline: float, ngram: Any, prompt: str | None = None) -> tuple[str, list[PageJob], float]:
         """_prepare_all in the pool, within the request's deadline: past it the request answers 504 and
         gives its admission slot back at once, and the worker stops at its next page."""
         stop = threading.Event()
         work = asyncio.get_running_loop().run_in_executor(self.pool, self._prepare_all, data, selected, opts, max_new,
-                                                          deadline, ngram, preprocess_check(deadline, stop))
+                                                          deadline, ngram, prompt, preprocess_check(deadline, stop))
         try:
             return await asyncio.wait_for(work, max(deadline - time.monotonic(), 0.0))
         except TimeoutError:
@@ -188,6 +200,10 @@ class OcrServing:
         deadline = t_start + timeout
         max_new = min(opts.max_new_tokens or r.max_new_tokens, r.max_new_tokens)
         selected = parse_pages(opts.pages, max_pages=self.cfg.service.max_pages)  # bounded before any work
+        if (opts.min_new_tokens or 0) > max_new:
+            raise BadInput(f"min_new_tokens: {opts.min_new_tokens} is more than max_new_tokens ({max_new})",
+                           param="min_new_tokens")
+        prompt = self.prompt_text(opts)  # a bad prompt is refused before any work
         key = self._key(data, opts, max_new, ngram, tenant)
         hit = self.cache.get(key)
         if hit is not None:
@@ -203,7 +219,7 @@ class OcrServing:
         sent = ""
         async with self.admission.slot(deadline):
             t_admitted = time.monotonic()
-            fmt, jobs, prep_s = await self._preprocess(data, selected, opts, max_new, deadline, ngram)
+            fmt, jobs, prep_s = await self._preprocess(data, selected, opts, max_new, deadline, ngram, prompt)
             yield Started()
             tokens: asyncio.Queue[int | None] = asyncio.Queue()
             decoder = None

@@ -4,7 +4,7 @@ Why in-process: vLLM's `AsyncLLM` schedules pages itself (continuous batching: a
 running batch at the next step and leaves at its EOS, no waiting for the longest page), so the
 server hands each prepared page straight to it; no second HTTP hop, no dynamic batcher in front.
 What stays shared with the transformers engine: the page (decoded, upright RGB, by images.py /
-documents.py), the prompt text (engine.PROMPTS), the crop plan's data type and the response. What
+documents.py), the prompt text (prompts.py), the crop plan's data type and the response. What
 vLLM does itself: crop, normalise and expand `<image>` (its DeepSeek-OCR 2 processor, whose grid
 rule this module reads for the reported layout), and the official n-gram guard
 (`NGramPerReqLogitsProcessor`, given the same ngram_size / window_size / whitelist as the
@@ -34,10 +34,11 @@ from ocr_limits import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, VLLM
 
 from .config import ConfigError, ServerConfig, validate_model_dir
 from .convert import is_official_layout, read_config_json
-from .engine import PROMPTS, TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
+from .engine import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
 from .errors import BadInput, DeadlineExceeded, EngineFailure
 from .images import CropPlan
 from .metrics import Metrics
+from .prompts import MAX_PROMPT_TOKENS, PROMPTS
 from .streaming import IncrementalDecoder
 from .tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 
@@ -57,6 +58,7 @@ class VllmPrepared:
     deadline: float = math.inf
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None
+    min_new_tokens: int = 0  # vLLM's min_tokens
     on_token: Callable[[int], None] | None = None
     input_ids: list[int] = field(default_factory=list)  # vLLM's prompt ids, filled in after generation
 
@@ -165,7 +167,8 @@ class VllmEngine:
             dtype=dtype,
             seed=0,
             max_num_seqs=r.batch_size,
-            max_model_len=min(8192, TOKEN_CEILING + 64 + r.max_new_tokens),
+            # the page's tokens, the longest prompt text (+ BOS and the newline after the image), the answer
+            max_model_len=min(8192, TOKEN_CEILING + 1 + MAX_PROMPT_TOKENS + 2 + r.max_new_tokens),
             limit_mm_per_prompt={"image": 1},
             logits_processors=[NGRAM_PROCESSOR],
             # Each page is new: caching its encoder output or prefix buys nothing and would hide
@@ -221,9 +224,11 @@ class VllmEngine:
                 param="max_visual_tokens")
         return plan
 
-    def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int) -> VllmPrepared:
-        return VllmPrepared(image=image, prompt=PROMPTS[prompt_mode], plan=self.plan(image, max_visual_tokens),
-                            max_new_tokens=max_new_tokens)
+    def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int,
+                prompt: str | None = None) -> VllmPrepared:
+        """`prompt`: the request's own (prompts.check_tokens checked it), else the mode's."""
+        return VllmPrepared(image=image, prompt=PROMPTS[prompt_mode] if prompt is None else prompt,
+                            plan=self.plan(image, max_visual_tokens), max_new_tokens=max_new_tokens)
 
     def stream_decoder(self) -> IncrementalDecoder:
         t = self.tokenizer
@@ -238,7 +243,8 @@ class VllmEngine:
         size, window = (r.ngram_size, r.ngram_window) if item.ngram is None else (item.ngram.size, item.ngram.window)
         whitelist = set(self.whitelist) | (set(item.ngram.whitelist) if item.ngram is not None else set())
         extra = {"ngram_size": size, "window_size": window, "whitelist_token_ids": sorted(whitelist)} if size > 0 else None
-        return SamplingParams(temperature=0.0, max_tokens=item.max_new_tokens, skip_special_tokens=False,
+        return SamplingParams(temperature=0.0, max_tokens=item.max_new_tokens, min_tokens=item.min_new_tokens,
+                              skip_special_tokens=False,
                               extra_args=extra, output_kind=RequestOutputKind.DELTA, detokenize=False)
 
     async def generate(self, item: VllmPrepared) -> Generated:

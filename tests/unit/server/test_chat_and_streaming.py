@@ -1,4 +1,5 @@
-"""Chat request translation, the incremental decoder, the batch streamer and the per-row n-gram guard."""
+"""Chat request translation, prompts, the incremental decoder, the batch streamer, the per-row n-gram guard
+and end-of-text hold, and the order of a chat stream's chunks."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ocr_server.chat import image_from_url, job_from_request, mode_from_text
+from ocr_server.chat import image_from_url, job_from_request
 from ocr_server.engine import NGramSettings, RowStreamer, WindowedNoRepeatNGram
 from ocr_server.errors import BadInput, NotFound
+from ocr_server.min_tokens import HoldEos
+from ocr_server.openai_routes import _renderer
+from ocr_server.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, Prompt, check_tokens, prompt_from_text
 from ocr_server.protocol import ChatCompletionRequest
-from ocr_server.streaming import IncrementalDecoder
+from ocr_server.streaming import Delta, Done, IncrementalDecoder
 from ocr_server.warmup import grid_for, warmup_pages
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nrest").decode()
@@ -31,13 +35,82 @@ def request(text="<image>\nFree OCR.", url=f"data:image/png;base64,{PNG}", **kw)
     ("Free OCR.", "free"),
 ])
 def test_the_prompt_chooses_the_mode_with_or_without_the_image_placeholder(text, mode):
-    assert mode_from_text(text, "p") == mode
+    assert prompt_from_text(text, "p") == Prompt(mode)
 
 
-def test_another_prompt_is_refused_listing_the_two_that_work():
+@pytest.mark.parametrize("text,prompt", [
+    ("Parse the figure.", "<image>\nParse the figure."),
+    ("Describe this image in detail.", "<image>\nDescribe this image in detail."),
+    ("Locate <|ref|>the title<|/ref|> in the image.", "<image>\nLocate <|ref|>the title<|/ref|> in the image."),
+    ("Read this page: <image> then stop.", "Read this page: <image> then stop."),
+    ("", "<image>\n"),
+])
+def test_any_other_text_is_the_models_prompt_with_the_page_first_unless_image_places_it(text, prompt):
+    assert prompt_from_text(text, "p").text == prompt
+
+
+def test_two_image_placeholders_are_refused_naming_the_field():
     with pytest.raises(BadInput) as err:
-        mode_from_text("<image>\nDescribe this image.", "messages[0].content")
-    assert err.value.param == "messages[0].content" and "Free OCR." in err.value.message and "grounding" in err.value.message
+        prompt_from_text("<image> and <image>", "messages[0].content")
+    assert err.value.param == "messages[0].content" and "at most once" in err.value.message
+
+
+def test_a_prompt_longer_than_the_character_bound_is_refused_naming_the_field():
+    prompt_from_text("x" * (MAX_PROMPT_CHARS - len("<image>\n")), "p")
+    with pytest.raises(BadInput) as err:
+        prompt_from_text("x" * MAX_PROMPT_CHARS, "messages[0].content")
+    assert err.value.param == "messages[0].content" and str(MAX_PROMPT_CHARS) in err.value.message
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from ocr_server_testing.tiny_model import build_tokenizer
+
+    return build_tokenizer()
+
+
+def test_the_documented_prompt_vocabulary_passes_the_token_check(tokenizer):
+    text = "<image>\n<|grounding|>Locate <|ref|>the title<|/ref|> in the image. <td>a</td>"
+    assert check_tokens(tokenizer, text, "prompt") == len(tokenizer(text.replace("<image>", ""),
+                                                                     add_special_tokens=False)["input_ids"])
+
+
+@pytest.mark.parametrize("token", ["<｜end▁of▁sentence｜>", "<｜begin▁of▁sentence｜>", "<｜▁pad▁｜>", "<|User|>",
+                                   "<|Assistant|>"])
+def test_a_token_that_frames_the_input_is_refused_naming_it(tokenizer, token):
+    with pytest.raises(BadInput) as err:
+        check_tokens(tokenizer, f"<image>\nFree OCR.{token}Describe it.", "prompt")
+    assert err.value.param == "prompt" and token in err.value.message
+
+
+def test_a_prompt_over_the_token_bound_is_refused_naming_the_field(tokenizer):
+    ok = "a" * MAX_PROMPT_TOKENS  # the tiny tokenizer has no merges: one token per byte
+    assert check_tokens(tokenizer, ok, "prompt") == MAX_PROMPT_TOKENS
+    with pytest.raises(BadInput) as err:
+        check_tokens(tokenizer, ok + "a", "prompt")
+    assert err.value.param == "prompt" and f"at most {MAX_PROMPT_TOKENS}" in err.value.message
+
+
+def test_ignore_eos_runs_to_max_tokens_and_min_tokens_holds_the_end_of_text():
+    assert job_from_request(request(max_tokens=16, ignore_eos=True), served_model="m",
+                            max_new_tokens=64).opts.min_new_tokens == 16
+    assert job_from_request(request(ignore_eos=True), served_model="m", max_new_tokens=64).opts.min_new_tokens == 64
+    assert job_from_request(request(max_tokens=16, min_tokens=5), served_model="m",
+                            max_new_tokens=64).opts.min_new_tokens == 5
+    assert job_from_request(request(max_tokens=16, ignore_eos=False), served_model="m",
+                            max_new_tokens=64).opts.min_new_tokens is None
+    with pytest.raises(BadInput) as err:
+        job_from_request(request(max_tokens=4, min_tokens=5), served_model="m", max_new_tokens=64)
+    assert err.value.param == "min_tokens"
+
+
+def test_hold_eos_bans_the_end_of_text_only_in_rows_below_their_minimum():
+    eos, prompt_len = 1, 3
+    hold = HoldEos(prompt_len, [0, 2, 5], eos)
+    ids = torch.zeros(3, prompt_len + 2, dtype=torch.long)  # two tokens generated in every row
+    scores = hold(ids, torch.zeros(3, 10))
+    assert scores[:, eos].tolist() == [0.0, 0.0, -math.inf]
+    assert torch.isfinite(scores[:, 2:]).all() and torch.isfinite(scores[:, 0]).all()
 
 
 @pytest.mark.parametrize("url,needle", [
@@ -156,3 +229,34 @@ def test_warmup_covers_the_global_view_and_the_largest_grid():
     every = warmup_pages(768, 6, every_grid=True)  # on a GPU: each crop count the server can serve
     assert [plan_crops(im.width, im.height, crop_size=768, base_size=1024, min_crops=2, max_crops=6).crops
             for _, im in every] == [0, 2, 3, 4, 5, 6]
+
+
+def _frames(render, events) -> list:
+    import json
+
+    out = []
+    for event in events:
+        for raw in render(event):
+            data = raw.decode().removeprefix("data: ").strip()
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+RESPONSE = {"pages": [{"finished": False}], "usage": {"prompt_tokens": 260, "generated_tokens": 2}}
+
+
+def test_a_chat_stream_sends_the_role_with_the_first_token_not_before():
+    ids = {"request_id": "chatcmpl-1", "created": 0, "model": "m"}
+    frames = _frames(_renderer(ids, include_usage=True), [Delta("Hel"), Delta("lo"), Done(RESPONSE)])
+    first = frames[0]["choices"][0]["delta"]
+    assert first == {"role": "assistant", "content": "Hel"}
+    assert frames[1]["choices"][0]["delta"] == {"role": None, "content": "lo"}
+    assert frames[2]["choices"][0]["finish_reason"] == "length" and frames[3]["usage"]["completion_tokens"] == 2
+    assert frames[-1] == "[DONE]"
+
+
+def test_a_chat_stream_without_text_still_sends_the_role_before_its_finish():
+    ids = {"request_id": "chatcmpl-1", "created": 0, "model": "m"}
+    frames = _frames(_renderer(ids, include_usage=False), [Done(RESPONSE)])
+    assert frames[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert frames[1]["choices"][0]["finish_reason"] == "length" and frames[2] == "[DONE]"

@@ -1,0 +1,75 @@
+"""The prompt the model reads beside the image: the two modes' fixed prompts, or the caller's own text.
+
+DeepSeek-OCR 2 takes any instruction after its image placeholder; its documented ones include
+`Parse the figure.`, `Describe this image in detail.` and grounding queries such as
+`Locate <|ref|>the title<|/ref|> in the image.`. The two modes (markdown, free) are its two
+document prompts. A caller's text is bounded (characters here, tokens with the tokenizer) and may
+use the prompt vocabulary the model documents (`<|grounding|>`, `<|ref|>`, `<|det|>`, table tags)
+but none of the tokens that frame a sequence or a turn (begin/end of sentence, padding,
+`<|User|>`): a caller writing those would make the model read a prompt it was never given.
+`<image>` marks where the page goes: at most once; without it the page comes first, as vLLM's
+chat template for this model places it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import BadInput
+
+IMAGE = "<image>"
+PROMPTS = {
+    "markdown": f"{IMAGE}\n<|grounding|>Convert the document to markdown.",
+    "free": f"{IMAGE}\nFree OCR.",
+}
+MODE_OF_TEXT = {p.removeprefix(f"{IMAGE}\n"): mode for mode, p in PROMPTS.items()}
+MAX_PROMPT_CHARS = 8192
+MAX_PROMPT_TOKENS = 1024  # the text's tokens; the image's (up to 1121) come on top
+# The special tokens a prompt may contain: the image placeholder and the documented prompt vocabulary.
+ALLOWED_SPECIAL = frozenset({IMAGE, "<|grounding|>", "<|ref|>", "<|/ref|>", "<|det|>", "<|/det|>",
+                             "<td>", "</td>", "<tr>", "</tr>"})
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What a request asks: one of the modes (mode set, text None) or its own text (text set)."""
+
+    mode: str
+    text: str | None = None
+
+
+def prompt_from_text(text: str, param: str, default_mode: str = "free") -> Prompt:
+    """A caller's text -> a mode when it is one of the mode prompts (with or without `<image>`), else
+    the text itself with the page placed first unless `<image>` says where. Bounds characters."""
+    images = text.count(IMAGE)
+    if images > 1:
+        raise BadInput(f"{param}: `{IMAGE}` appears {images} times; it marks where the one page goes, "
+                       "so at most once", param=param)
+    mode = MODE_OF_TEXT.get(text.replace(IMAGE, "").strip())
+    if mode is not None:
+        return Prompt(mode)
+    full = text if images else f"{IMAGE}\n{text}"
+    if len(full) > MAX_PROMPT_CHARS:
+        raise BadInput(f"{param}: the prompt text is {len(text)} characters; at most {MAX_PROMPT_CHARS} "
+                       f"with the `{IMAGE}` placeholder", param=param)
+    return Prompt(default_mode, full)
+
+
+def full_prompt(mode: str, text: str | None) -> str:
+    """The prompt the engine expands: the mode's, or the caller's (already holding one `<image>`)."""
+    return PROMPTS[mode] if text is None else text
+
+
+def check_tokens(tokenizer: Any, text: str, param: str) -> int:
+    """Tokenize a caller's prompt as the engine will; refuse framing special tokens and too many
+    tokens. Returns the text's token count (the image placeholder not counted)."""
+    ids = tokenizer(text.replace(IMAGE, ""), add_special_tokens=False)["input_ids"]
+    specials = {i: t.content for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
+    for i in ids:
+        if i in specials and specials[i] not in ALLOWED_SPECIAL:
+            raise BadInput(f"{param}: the prompt contains the special token {specials[i]!r}, which frames the model's "
+                           f"input and may not be sent; allowed: {', '.join(sorted(ALLOWED_SPECIAL))}", param=param)
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise BadInput(f"{param}: the prompt text is {len(ids)} tokens; at most {MAX_PROMPT_TOKENS}", param=param)
+    return len(ids)
