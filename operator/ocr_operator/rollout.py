@@ -18,6 +18,11 @@ Rules:
   readiness not reached within the startup budget (``model_load_timeout_seconds +
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
   after it was reached; or when the Deployment reports ProgressDeadlineExceeded.
+* The last good revision, rolled out again (the spec went back to it), fails only for the
+  image pull, container creation, Unschedulable and progress-deadline signals: its pods' restarts,
+  OOM kills and readiness are what a running pod lives through (liveness restarting a wedged
+  engine), not a fault of the revision that proved good. A settled revision (Healthy) is not
+  judged at all.
 * It becomes the last good revision when all desired pods of it are Ready and stay Ready for
   ``settle_seconds``, or, if the spec changes before that, when it was *Ready at the change*:
   all its desired pods were Ready in the reconcile before the change (``ready_since`` set) and
@@ -260,8 +265,11 @@ class Decision:
 # --------------------------------------------------------------------------- judging pods
 
 
-def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStatus) -> Failure | None:
-    """The failure one pod of the new revision reports, or None."""
+def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStatus,
+                 proven: bool = False) -> Failure | None:
+    """The failure one pod of the new revision reports, or None. A `proven` revision (the last
+    good one) fails only for what its template cannot do: pull its image, create its container,
+    get scheduled."""
     where = f"pod {pod.name}"
     detail = f": {pod.message}" if pod.message else ""
     waiting = pod.waiting_reason
@@ -269,6 +277,8 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
         return Failure(waiting, f"{where} cannot pull its image ({waiting}){detail}", pod.name)
     if waiting in CONFIG_ERROR_REASONS:
         return Failure(waiting, f"{where} cannot create its container ({waiting}){detail}", pod.name)
+    if proven and not pod.unschedulable:
+        return None  # restarts, OOM kills and readiness: a proven revision's pods are not judged on them
     if pod.last_terminated_reason == REASON_OOM:
         return Failure(REASON_OOM, f"{where} was OOMKilled (restarts: {pod.restarts}){detail}", pod.name)
     if waiting == REASON_CRASH_LOOP:
@@ -334,13 +344,18 @@ def _pod_deadline(pod: PodView, policy: Policy, now: datetime) -> float | None:
 def find_failure(
     revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
 ) -> Failure | None:
-    """The first failure of ``revision``: pods in creation order, then the progress deadline."""
+    """The first failure of ``revision``: pods in creation order, then the progress deadline.
+
+    The last good revision proved that it starts and serves: its pods' restarts, OOM kills and
+    readiness (a liveness restart of a wedged engine, a pod still restarting when the spec goes
+    back to it) are the kubelet's to handle, never a failure of that revision."""
+    proven = revision == prior.last_good_revision
     pods = sorted(
         (p for p in observed.pods if p.revision == revision and not p.deleting),
         key=lambda p: (p.created, p.name),
     )
     for pod in pods:
-        failure = _pod_failure(pod, policy, now, prior)
+        failure = _pod_failure(pod, policy, now, prior, proven)
         if failure is not None:
             return failure
     started = prior.started_at

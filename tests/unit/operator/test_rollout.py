@@ -692,3 +692,48 @@ def test_a_refused_rollback_keeps_the_failed_revision_as_no_good_revision_and_sa
     assert refused.degraded.status == "True" and "refused" in refused.degraded.message
     # The next reconcile does not try the rollback again: the failed revision stays.
     assert step(refused.status, seen(oom, *old_pods()), 10).target_revision == NEW
+
+
+# --------------------------------------------------------------------------- an already-good revision's pods
+
+# The spec goes back to the last good revision (OLD) while NEW is still rolling out, or after it
+# was rolled back: OLD's pods that served all along are judged again in the new attempt. What
+# their running life brought (liveness restarts of a wedged engine, an OOM kill under load, a
+# restart in progress) is the kubelet's to handle, never a failure of the revision that proved good.
+LIVENESS_RESTARTED = [
+    ("restarts past maxRestarts", pod("old-0", OLD, ready=True, created=-3600, phase="Running", restarts=5,
+                                      last_terminated_reason="Error")),
+    ("CrashLoopBackOff", pod("old-0", OLD, created=-3600, phase="Running", restarts=2,
+                             waiting_reason="CrashLoopBackOff", last_terminated_reason="Error")),
+    ("OOMKilled", pod("old-0", OLD, ready=True, created=-3600, phase="Running", restarts=1,
+                      last_terminated_reason="OOMKilled")),
+    ("restarting, past the startup budget since creation", pod(
+        "old-0", OLD, created=-3600, phase="Running", restarts=1, last_terminated_reason="Error",
+        started=at(-2), ready_transition=at(-4))),
+]
+
+
+@pytest.mark.parametrize("why,old_pod", LIVENESS_RESTARTED, ids=[c[0] for c in LIVENESS_RESTARTED])
+def test_going_back_to_the_last_good_revision_does_not_fail_it_for_its_pods_runtime_restarts(why, old_pod):
+    d = step(PROGRESSING_NEW, seen(old_pod, pod("old-1", OLD, ready=True, created=-3600), pod("new-0", created=1),
+                                   revision=OLD), 4, desired=OLD)
+    assert d.target_revision == OLD
+    assert d.status.phase == rollout.PROGRESSING and d.status.failed_revision is None, d.status
+    assert d.degraded.status == "False"
+    assert reasons(d) == ["RolloutStarted"]
+
+
+def test_the_last_good_revision_settles_healthy_again_once_its_restarted_pod_is_back():
+    restarted = pod("old-0", OLD, ready=True, created=-3600, phase="Running", restarts=5, last_terminated_reason="Error")
+    both = seen(restarted, pod("old-1", OLD, ready=True, created=-3600), revision=OLD)
+    d1 = step(rolled_back(), both, 30, desired=OLD)
+    d2 = step(d1.status, both, 31, desired=OLD)
+    d3 = step(d2.status, both, 36, desired=OLD)
+    assert d3.status.phase == rollout.HEALTHY and d3.status.last_good_revision == OLD
+    assert d3.degraded.status == "False" and reasons(d3) == ["RolloutSucceeded"]
+
+
+def test_a_new_revisions_pods_are_still_judged_on_restarts():
+    restarted = pod("new-0", created=1, phase="Running", restarts=5, last_terminated_reason="Error")
+    d = step(PROGRESSING_NEW, seen(*old_pods(), restarted), 5)
+    assert d.status.phase == rollout.ROLLED_BACK and d.status.failed_reason == "TooManyRestarts"
