@@ -34,6 +34,7 @@ from ocr_limits import (
     DEFAULT_ENGINE,
     ENGINE_LIMITS,
     ENGINES,
+    FIELD_FOR_ENV,
     GLOBAL_TOKENS,
     MAX_CROPS,
     MIN_CROPS,
@@ -190,9 +191,9 @@ def spec_rules() -> Iterator[dict[str, str]]:
 
 
 def env_rules() -> Iterator[dict[str, str]]:
-    """One rule per name on each spec.env item: the settings the operator sets from a field."""
-    for s in SETTINGS:
-        yield {"rule": f"self.name != '{s.env}'", "message": env_override_error(s.env), "fieldPath": ".name"}
+    """One rule per name on each spec.env item: the names the operator sets itself (FIELD_FOR_ENV)."""
+    for env in FIELD_FOR_ENV:
+        yield {"rule": f"self.name != '{env}'", "message": env_override_error(env), "fieldPath": ".name"}
 
 
 def descriptions() -> dict[str, str]:

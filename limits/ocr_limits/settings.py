@@ -73,10 +73,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PORT", "service.port", DEFAULT_PORT, 1, 65535, bounds="the server's port and the Service's"),
     Setting("TLS_CERT_FILE", "tls.secretName", bounds="HTTPS: the certificate, mounted from the TLS Secret"),
     Setting("TLS_KEY_FILE", "tls.secretName", bounds="HTTPS: the private key, mounted from the TLS Secret"),
+    Setting("API_KEYS_FILE", "auth.secretName", bounds="the API keys, mounted from the auth Secret"),
 )
 SETTING = {s.env: s for s in SETTINGS}
+# Names the operator also owns, besides the settings: the config file it renders from the spec, and
+# inline keys, which would bypass spec.auth's Secret (the server refuses API_KEYS with API_KEYS_FILE).
+OPERATOR_ENV = {"CONFIG_FILE": "spec.engine, spec.model and spec.inference", "API_KEYS": "spec.auth.secretName"}
 # Environment names spec.env may not set -> the OcrService field to set instead.
-FIELD_FOR_ENV = {s.env: s.spec_path for s in SETTINGS}
+FIELD_FOR_ENV = {**{s.env: s.spec_path for s in SETTINGS}, **OPERATOR_ENV}
 
 
 def setting(env: str) -> Setting:

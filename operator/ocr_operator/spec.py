@@ -82,8 +82,8 @@ def engine_error(e: EngineLimits) -> str:
 
 def env_override_error(env: str) -> str:
     """Why spec.env may not set `env`: the operator sets it from an OcrService field."""
-    return (f"spec.env must not set {env}: set {FIELD_FOR_ENV[env]} instead (the operator sets {env} from that "
-            "field, and an env value would override it)")
+    return (f"spec.env must not set {env}: set {FIELD_FOR_ENV[env]} instead (the operator sets {env} itself, "
+            "and an env value would override it)")
 
 
 # Label key prefixes the operator owns: its selector, instance and managed-by labels (the watches

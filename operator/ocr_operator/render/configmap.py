@@ -15,6 +15,10 @@ CONFIG_KEY = "config.yaml"
 CONFIG_DIR = "/etc/ocr"
 CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_KEY}"
 CHECKSUMS_KEY = "model-checksums.json"  # the file name ocr_server.checksums looks for beside CONFIG_FILE
+# spec.auth's Secret is mounted here (deployment.py), its key as one file: the server re-reads it
+# when kubelet updates the volume, so keys rotate without a restart (an env var never changes).
+AUTH_DIR = "/etc/ocr/auth"
+API_KEYS_FILE = f"{AUTH_DIR}/api-keys"
 
 
 def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
@@ -49,7 +53,7 @@ def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
 
 
 def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
-    """The server's environment: where its configuration file is, and the API keys (a Secret).
+    """The server's environment: where its configuration file is, and its API keys' file (a Secret).
 
     One channel for the configuration: every setting is in config.yaml (the ConfigMap), none
     repeated as an environment override, so the two can never disagree. `spec.env` may not set a
@@ -57,7 +61,7 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     the CRD and spec.validate refuse those names (ocr_limits.FIELD_FOR_ENV)."""
     out: list[dict[str, Any]] = [{"name": "CONFIG_FILE", "value": CONFIG_PATH}]
     if spec.auth is not None:
-        out.append({"name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": spec.auth.secret_name, "key": spec.auth.key}}})
+        out.append({"name": "API_KEYS_FILE", "value": API_KEYS_FILE})
     return out
 
 

@@ -15,6 +15,8 @@ CONTAINER = "server"
 CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
 CHECKSUMS_KEY = f"{naming.PREFIX}/model-checksums"
 TLS_DIR = "/etc/ocr/tls"
+# The API keys' file: read-only, readable by the server whatever uid and groups the pod gives it.
+SECRET_MODE = 0o444
 PRESTOP_SLEEP_SECONDS = 5
 # The server's graceful shutdown waits for in-flight requests up to spec.inference.timeoutSeconds
 # plus this margin before it exits.
@@ -89,9 +91,16 @@ def _volumes(spec: OcrServiceSpec, name: str) -> tuple[list[dict], list[dict]]:
         if pvc.sub_path:
             mount["subPath"] = pvc.sub_path
         mounts.append(mount)
+    # Secrets as whole volumes, never subPath mounts: kubelet updates those files in place when the
+    # Secret changes (a renewed certificate, rotated keys) and the server re-reads them.
     if spec.tls_secret_name:
         volumes.append({"name": "tls", "secret": {"secretName": spec.tls_secret_name}})
         mounts.append({"name": "tls", "mountPath": TLS_DIR, "readOnly": True})
+    if spec.auth is not None:
+        volumes.append({"name": "api-keys", "secret": {
+            "secretName": spec.auth.secret_name, "defaultMode": SECRET_MODE,
+            "items": [{"key": spec.auth.key, "path": configmap.API_KEYS_FILE.rsplit("/", 1)[1]}]}})
+        mounts.append({"name": "api-keys", "mountPath": configmap.AUTH_DIR, "readOnly": True})
     return volumes, mounts
 
 

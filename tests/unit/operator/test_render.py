@@ -92,10 +92,32 @@ def test_the_server_config_has_one_channel_the_config_file_not_env_overrides():
 
 def test_api_keys_come_from_the_secret_never_from_the_configmap():
     objs = children({"auth": {"secretName": "ocr-keys"}}).objects
-    assert env_of(objs["Deployment"])["API_KEYS"] == {
-        "name": "API_KEYS", "valueFrom": {"secretKeyRef": {"name": "ocr-keys", "key": "api-keys"}}}
     text = objs["ConfigMap"]["data"]["config.yaml"].lower()
     assert "api_keys" not in text and "ocr-keys" not in text
+
+
+def test_api_keys_are_a_file_of_the_mounted_secret_so_a_rotation_reaches_the_running_server():
+    """An env var from secretKeyRef never changes in a running pod; a mounted Secret volume's files
+    do (not with subPath), and the server re-reads API_KEYS_FILE."""
+    objs = children({"auth": {"secretName": "ocr-keys", "key": "tokens"}}).objects
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    env = env_of(objs["Deployment"])
+    assert "API_KEYS" not in env and env["API_KEYS_FILE"] == {"name": "API_KEYS_FILE", "value": "/etc/ocr/auth/api-keys"}
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "api-keys"]
+    assert volume["secret"] == {"secretName": "ocr-keys", "defaultMode": 0o444,
+                                "items": [{"key": "tokens", "path": "api-keys"}]}
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "api-keys"]
+    assert mount == {"name": "api-keys", "mountPath": "/etc/ocr/auth", "readOnly": True}
+
+
+def test_the_tls_secret_is_a_whole_volume_mount_so_a_renewal_reaches_the_running_server():
+    objs = children({"tls": {"secretName": "ocr-tls"}}).objects
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    env = env_of(objs["Deployment"])
+    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "tls"]
+    assert "subPath" not in mount and mount["mountPath"] == "/etc/ocr/tls"
+    assert env["TLS_CERT_FILE"]["value"] == "/etc/ocr/tls/tls.crt" and env["TLS_KEY_FILE"]["value"] == "/etc/ocr/tls/tls.key"
+    assert all("subPath" not in m for m in pod["containers"][0]["volumeMounts"] if m["name"] in ("tls", "api-keys"))
 
 
 def test_user_env_overrides_an_operator_value_and_adds_its_own():
