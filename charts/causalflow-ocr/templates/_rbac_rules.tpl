@@ -64,3 +64,21 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
   resources: [events]
   verbs: [create, patch]
 {{- end }}
+
+{{/*
+Leader election (operator/ocr_operator/leader.py, election.py): the Lease, in the release
+namespace only, by its own Role (never cluster-wide: a right on every Lease could take over other
+controllers' leader elections, kube-controller-manager's included). `create` cannot be limited to
+a name (the authorizer sees none before the object exists); get and update are limited to the
+one Lease, named after the release. The kind and verbs come from children.LEASE;
+tests/unit/chart/test_rbac_rules.py checks them.
+*/}}
+{{- define "causalflow-ocr.leaderElectionRules" -}}
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [{{ include "causalflow-ocr.fullname" . }}]
+  verbs: [get, update]
+{{- end }}

@@ -26,6 +26,14 @@ VALUE_SETS = {
 }
 
 
+LEADER_ELECTION = "ocr-causalflow-ocr-leader-election"
+
+
+def _watch_rbac(rendered: str, kind: str) -> list[dict]:
+    """The Roles or RoleBindings for the watched namespaces (not leader election's own)."""
+    return [o for o in by_kind(rendered, kind) if o["metadata"]["name"] != LEADER_ELECTION]
+
+
 def _operator(rendered: str) -> dict:
     [deployment] = by_kind(rendered, "Deployment")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -57,7 +65,7 @@ def test_values_yaml_satisfies_values_schema():
 @pytest.mark.parametrize("bad", [
     "logLevel=verbose", "rbac.namespaced=maybe", "watchNamespaces={Not_A_Namespace}",
     "image.pullPolicy=Sometimes", "livenessProbe.port=80", "unknownKey=1", "metrics.port=80",
-    "monitoring.serviceMonitor.interval=often",
+    "monitoring.serviceMonitor.interval=often", "replicaCount=0", "leaderElection.retryPeriodSeconds=0",
 ])
 def test_values_schema_rejects_invalid_values(bad):
     result = run_helm("template", "x", str(CHART), "--set", bad, check=False)
@@ -67,9 +75,9 @@ def test_values_schema_rejects_invalid_values(bad):
 
 def test_the_default_rbac_is_a_role_in_the_release_namespace_which_alone_is_watched():
     rendered = template()
-    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in by_kind(rendered, "Role")] == [
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in _watch_rbac(rendered, "Role")] == [
         ("ocr-system", "ocr-causalflow-ocr")]
-    assert [o["metadata"]["namespace"] for o in by_kind(rendered, "RoleBinding")] == ["ocr-system"]
+    assert [o["metadata"]["namespace"] for o in _watch_rbac(rendered, "RoleBinding")] == ["ocr-system"]
     assert [o["metadata"]["name"] for o in by_kind(rendered, "ClusterRoleBinding")] == ["ocr-causalflow-ocr-crd-reader"]
     args = _operator(rendered)["args"]
     assert "--namespace=ocr-system" in args and "--all-namespaces" not in args
@@ -78,14 +86,14 @@ def test_the_default_rbac_is_a_role_in_the_release_namespace_which_alone_is_watc
 def test_cluster_mode_is_an_opt_in_that_binds_one_cluster_role_and_watches_all_namespaces():
     rendered = template({"rbac.namespaced": "false"})
     assert [o["metadata"]["name"] for o in by_kind(rendered, "ClusterRoleBinding")] == ["ocr-causalflow-ocr"]
-    assert by_kind(rendered, "Role") == [] and by_kind(rendered, "RoleBinding") == []
+    assert _watch_rbac(rendered, "Role") == [] and _watch_rbac(rendered, "RoleBinding") == []
     assert "--all-namespaces" in _operator(rendered)["args"]
 
 
 def test_namespaced_mode_creates_a_role_and_binding_in_each_watched_namespace():
     rendered = template(VALUE_SETS["namespaced RBAC, two watched namespaces"])
-    roles = {o["metadata"]["namespace"] for o in by_kind(rendered, "Role")}
-    bindings = {o["metadata"]["namespace"] for o in by_kind(rendered, "RoleBinding")}
+    roles = {o["metadata"]["namespace"] for o in _watch_rbac(rendered, "Role")}
+    bindings = {o["metadata"]["namespace"] for o in _watch_rbac(rendered, "RoleBinding")}
     assert roles == bindings == {"team-a", "team-b"}
     args = _operator(rendered)["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args and "--all-namespaces" not in args
@@ -116,8 +124,9 @@ def test_rbac_has_no_wildcards_no_secrets_and_no_escalation(values):
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
             assert not {"secrets", "nodes", "roles", "clusterroles", "rolebindings"} & set(rule["resources"]), rule
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
-            if "update" in rule["verbs"]:  # only for blockOwnerDeletion on children
-                assert rule["resources"] == ["ocrservices/finalizers"] and rule["verbs"] == ["update"], rule
+            if "update" in rule["verbs"]:  # blockOwnerDeletion on children; renewing the one Lease
+                assert (rule["resources"], rule["verbs"]) == (["ocrservices/finalizers"], ["update"]) or (
+                    rule["resources"] == ["leases"] and rule["resourceNames"] == ["ocr-causalflow-ocr"]), rule
 
 
 def test_operator_container_is_locked_down():
@@ -133,10 +142,42 @@ def test_operator_container_is_locked_down():
     assert container["resources"]["limits"]["memory"]
 
 
-def test_one_replica_with_recreate_so_two_operators_never_overlap():
-    [deployment] = by_kind(template(), "Deployment")
+def test_leader_election_is_on_and_lets_a_new_pod_stand_by_before_the_old_one_stops():
+    rendered = template({"replicaCount": "2"})
+    [deployment] = by_kind(rendered, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
+                                              "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    args = _operator(rendered)["args"]
+    assert args[args.index("--leader-elect"):][:5] == [
+        "--leader-elect", "--leader-elect-resource-name=ocr-causalflow-ocr", "--leader-elect-lease-duration=15",
+        "--leader-elect-renew-deadline=10", "--leader-elect-retry-period=2"]
+    env = {e["name"]: e.get("valueFrom") for e in _operator(rendered)["env"]}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}  # where the Lease lives
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}  # who holds it
+
+
+def test_leader_election_gets_a_role_for_its_lease_in_the_release_namespace_only():
+    for values in ({}, {"rbac.namespaced": "false"}, {"watchNamespaces": "{team-a}"}):
+        rendered = template(values)
+        [role] = [r for r in by_kind(rendered, "Role") if r["metadata"]["name"] == LEADER_ELECTION]
+        [binding] = [b for b in by_kind(rendered, "RoleBinding") if b["metadata"]["name"] == LEADER_ELECTION]
+        assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ocr-system"
+        assert {res for rule in role["rules"] for res in rule["resources"]} == {"leases"}
+        assert binding["roleRef"]["name"] == LEADER_ELECTION
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ocr-causalflow-ocr", "namespace": "ocr-system"}]
+
+
+def test_without_leader_election_one_replica_with_recreate_so_two_operators_never_overlap():
+    rendered = template({"leaderElection.enabled": "false"})
+    [deployment] = by_kind(rendered, "Deployment")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert not [a for a in _operator(rendered)["args"] if a.startswith("--leader-elect")]
+    assert LEADER_ELECTION not in [r["metadata"]["name"] for r in by_kind(rendered, "Role")]
+    refused = run_helm("template", "x", str(CHART), "--set", "leaderElection.enabled=false", "--set", "replicaCount=2",
+                       check=False)
+    assert refused.returncode != 0 and "replicaCount > 1 needs leaderElection.enabled" in refused.stderr
 
 
 def test_liveness_probe_reads_the_endpoint_kopf_serves():
@@ -188,9 +229,10 @@ def test_log_level_maps_one_to_one_to_the_operator_flag(level):
     assert [a for a in args if a.startswith("--log-level") or a in ("--debug", "--verbose", "-v")] == [f"--log-level={level}"]
 
 
-def test_operator_args_are_accepted_by_the_operators_own_parser():
+def test_operator_args_are_accepted_by_the_operators_own_parser(monkeypatch):
     from ocr_operator.__main__ import parse_args
 
+    monkeypatch.setenv("POD_NAMESPACE", "ocr-system")  # the pod's, from the downward API (the Lease's namespace)
     for values in VALUE_SETS.values():
         args = _operator(template(values))["args"]
         parsed = parse_args(args)

@@ -17,11 +17,14 @@ from ocr_operator import children
 RULES = Path(__file__).resolve().parents[3] / "charts" / "causalflow-ocr" / "templates" / "_rbac_rules.tpl"
 
 
+RELEASE_NAME = "RELEASE-NAME"  # what an `include` of the release's full name reads as here
+
+
 def rules(name: str) -> list[dict]:
     text = RULES.read_text()
     body = re.search(r'\{\{-? define "' + re.escape(name) + r'" -?\}\}(.*?)\{\{-? end \}\}', text, re.S)
     assert body, f"no define {name} in {RULES}"
-    return yaml.safe_load(body.group(1)) or []
+    return yaml.safe_load(re.sub(r"\{\{.*?\}\}", RELEASE_NAME, body.group(1))) or []
 
 
 def granted(rule_list: list[dict]) -> dict[tuple[str, str], frozenset[str]]:
@@ -46,8 +49,15 @@ def test_the_chart_grants_nothing_beyond_the_table_but_the_ocrservice_and_its_ev
     assert not extra, f"rules without a kind in children.KINDS: {sorted(extra)}"
 
 
+def test_leader_election_gets_exactly_the_verbs_the_lease_needs_and_get_update_only_on_its_own():
+    rule_list = rules("causalflow-ocr.leaderElectionRules")
+    assert granted(rule_list) == children.leader_election_rules()
+    for rule in rule_list:  # create cannot name an object; everything else names the one Lease
+        assert rule["verbs"] == ["create"] or rule.get("resourceNames") == [RELEASE_NAME], rule
+
+
 def test_no_wildcards_and_no_secrets_anywhere():
-    for name in ("causalflow-ocr.namespacedRules", "causalflow-ocr.clusterRules"):
+    for name in ("causalflow-ocr.namespacedRules", "causalflow-ocr.clusterRules", "causalflow-ocr.leaderElectionRules"):
         for (group, resource), verbs in granted(rules(name)).items():
             assert "*" not in (group, resource) and "*" not in verbs
             assert resource != "secrets"
