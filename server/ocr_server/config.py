@@ -9,6 +9,7 @@ config.json is read and before any weight is loaded.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -55,6 +56,9 @@ def _bounds(env: str) -> tuple[int, int]:
 
 
 MAX_LIVENESS_STALL_SEC = 86_400
+DECODERS = ("auto", "slots", "generate")
+EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
+MAX_DECODE_SLOTS = 1024
 MAX_BODY_TIMEOUT_SEC = 3600
 
 
@@ -130,6 +134,12 @@ class RuntimeConfig:
     # None: max(2 x TIMEOUT_SEC, 60) (timeouts.py), filled in by ServerConfig. An engine that owes
     # work and has made no progress for longer fails /health/live (liveness.py).
     liveness_stall_sec: float | None = None
+    # transformers engine's decoder (slots.py): auto = slots on a GPU, generate on a CPU.
+    decoder: str = "auto"
+    decode_slots: int = 0  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
+    decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
+    cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
+    experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (experts.py)
     # A test hook (testhooks.py): off, or wedge (the engine thread hangs on cue). Never in production.
     test_hooks: str = "off"
 
@@ -186,6 +196,11 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "WARMUP": ("runtime", "warmup"),
     "SPLIT_PAGES": ("runtime", "split_pages"),
     "LIVENESS_STALL_SEC": ("runtime", "liveness_stall_sec"),
+    "DECODER": ("runtime", "decoder"),
+    "DECODE_SLOTS": ("runtime", "decode_slots"),
+    "DECODE_KV_BUCKETS": ("runtime", "decode_kv_buckets"),
+    "CUDA_GRAPHS": ("runtime", "cuda_graphs"),
+    "EXPERTS": ("runtime", "experts"),
     "TEST_HOOKS": ("runtime", "test_hooks"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
@@ -356,6 +371,14 @@ def validate(cfg: ServerConfig) -> None:
               "(unset: max(2 x TIMEOUT_SEC, 60))")
     if r.test_hooks not in TEST_HOOKS:
         _fail("TEST_HOOKS", r.test_hooks, " or ".join(TEST_HOOKS) + " (a test hook: testhooks.py)")
+    if r.decoder not in DECODERS:
+        _fail("DECODER", r.decoder, ", ".join(DECODERS))
+    if not 0 <= r.decode_slots <= MAX_DECODE_SLOTS:
+        _fail("DECODE_SLOTS", r.decode_slots, f"0..{MAX_DECODE_SLOTS} (0: 64 on a GPU, BATCH_SIZE on a CPU)")
+    if r.decode_kv_buckets and not re.fullmatch(r"\s*[1-9][0-9]{0,5}(\s*,\s*[1-9][0-9]{0,5})*\s*", r.decode_kv_buckets):
+        _fail("DECODE_KV_BUCKETS", r.decode_kv_buckets, "comma-separated positive token counts, e.g. 1024,2048,4096")
+    if r.experts not in EXPERTS:
+        _fail("EXPERTS", r.experts, ", ".join(EXPERTS))
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 from PIL import Image
 
-from ocr_limits import MIN_CROPS, TOKEN_STRIDE
+from ocr_limits import MIN_CROPS, TOKEN_STRIDE, view_tokens
 
 from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
 from .convert import is_official_layout, read_config_json, translate_official_config
@@ -41,6 +41,7 @@ from .tiny_marker import TINY_MARKER, TINY_REVISION, TINY_SERVED_NAME, is_tiny
 log = logging.getLogger("ocr_server.engine")
 
 TD_TOKENS = ("<td>", "</td>")
+DEFAULT_GPU_SLOTS = 64  # DECODE_SLOTS on a GPU: 64 rows of the longest prompt + 8192 new tokens fit an H200 (about 41 GiB of KV)
 
 
 class StartupError(RuntimeError):
@@ -89,6 +90,7 @@ class ModelInfo:
     tiny: bool
     device: str
     dtype: str
+    decoder: str = "generate"  # generate | slots (DECODER)
 
 
 class WindowedNoRepeatNGram:
@@ -118,6 +120,14 @@ class WindowedNoRepeatNGram:
             if banned:
                 scores[row, list(banned)] = -math.inf
         return scores
+
+
+def resolve_decoder(setting: str, device: torch.device) -> str:
+    """DECODER=auto: the slots decoder on a GPU, generate() on a CPU (where a step costs far more
+    than its launches, and generate() is the reference)."""
+    if setting != "auto":
+        return setting
+    return "slots" if device.type == "cuda" else "generate"
 
 
 class RowStreamer:
@@ -211,6 +221,8 @@ class Engine:
         self.info: ModelInfo | None = None
         self.max_crops = crops_allowed(cfg.model.max_visual_tokens)
         self.min_crops = crops_required(cfg.model.min_visual_tokens)
+        self.decoder = "generate"
+        self.slots: Any = None  # slots.SlotDecoder with DECODER=slots
 
     # ---------- loading ----------
     def device(self) -> torch.device:
@@ -300,11 +312,60 @@ class Engine:
         name = cfg.model.name
         if tiny:
             name = TINY_SERVED_NAME
+        self.decoder = resolve_decoder(cfg.runtime.decoder, device)
+        if self.decoder == "slots":
+            self.slots = self._slot_decoder(device)
         self.info = ModelInfo(
             name=name, revision=_revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
-            device=str(device), dtype=str(dtype).replace("torch.", ""),
+            device=str(device), dtype=str(dtype).replace("torch.", ""), decoder=self.decoder,
         )
         return self.info
+
+    def longest_prompt(self) -> int:
+        """Prompt ids of the largest page the server allows with the longest prompt text a request may send."""
+        from .prompts import MAX_PROMPT_TOKENS
+
+        m = self.cfg.model
+        image = "<image>" * (view_tokens(m.base_size) + self.max_crops * view_tokens(m.input_size) + 1)
+        fixed = max(len(self.tokenizer(p.replace("<image>", image, 1))["input_ids"]) for p in PROMPTS.values())
+        return max(fixed, len(self.tokenizer(image)["input_ids"]) + MAX_PROMPT_TOKENS)
+
+    def _slot_decoder(self, device: torch.device) -> Any:
+        """The slot KV cache for DECODE_SLOTS rows of the longest prompt + MAX_NEW_TOKENS; refused
+        when it does not fit the GPU's free memory."""
+        from .slots import SlotDecoder, SlotPlan, buckets, kv_bytes_per_slot, parse_buckets
+
+        r = self.cfg.runtime
+        text = self.model.config.text_config
+        max_len = self.longest_prompt() + r.max_new_tokens
+        slots = r.decode_slots or (DEFAULT_GPU_SLOTS if device.type == "cuda" else r.batch_size)
+        kv_buckets = (parse_buckets(r.decode_kv_buckets, max_len, "DECODE_KV_BUCKETS") if r.decode_kv_buckets
+                      else buckets(max_len, first=512))
+        plan = SlotPlan(slots=slots, max_len=max_len, slot_buckets=buckets(slots, first=1), kv_buckets=kv_buckets,
+                        guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs)
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim, max_len, self.model.dtype)
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            if slots * per_slot > 0.85 * free:
+                raise StartupError(
+                    f"DECODE_SLOTS={slots}: the slot KV cache needs {slots * per_slot / 2**30:.1f} GiB "
+                    f"({per_slot / 2**20:.0f} MiB per slot of {max_len} tokens) but the GPU has {free / 2**30:.1f} GiB free; "
+                    f"lower DECODE_SLOTS or MAX_NEW_TOKENS")
+        decoder = SlotDecoder(self.model, plan, eos=self.tokenizer.eos_token_id, pad=self.tokenizer.pad_token_id,
+                              collate=self.collate, ngram_for=self.ngram_settings)
+        log.info("slots decoder: %d slots of %d tokens, %.1f MiB of KV per slot, KV buckets %s, experts %s, CUDA graphs %s",
+                 slots, max_len, per_slot / 2**20, list(kv_buckets), r.experts, r.cuda_graphs and device.type == "cuda")
+        return decoder
+
+    def decoder_report(self) -> dict[str, Any]:
+        """What /health says about the decoder: which one, and for slots its size and graph capture time."""
+        if self.slots is None:
+            return {"decoder": self.decoder}
+        s = self.slots
+        return {"decoder": "slots", "slots": s.plan.slots, "kv_max_len": s.plan.max_len,
+                "kv_bytes_per_slot": s.kv_bytes_per_slot(), "kv_buckets": list(s.plan.kv_buckets),
+                "cuda_graphs": len(s.graphs), "graph_capture_seconds": round(s.capture_seconds, 3)}
 
     @staticmethod
     def _check_vocabulary(tokenizer: Any, config: Any) -> None:
@@ -388,6 +449,13 @@ class Engine:
             "num_local_patches": [it.plan.crops for it in items],
         }
 
+    def ngram_settings(self, item: Prepared) -> tuple[int, int, set[int]]:
+        """(n, window, whitelist) of one row: the server's, or the request's own (vllm_xargs)."""
+        r = self.cfg.runtime
+        if item.ngram is None:
+            return r.ngram_size, r.ngram_window, set(self.whitelist)
+        return item.ngram.size, item.ngram.window, self.whitelist | set(item.ngram.whitelist)
+
     def ngram_guard(self, prompt_len: int, items: list[Prepared]) -> WindowedNoRepeatNGram:
         """One guard for the batch; rows with their own settings (vllm_xargs) get them."""
         r = self.cfg.runtime
@@ -397,8 +465,21 @@ class Engine:
                 else (it.ngram.size, it.ngram.window, self.whitelist | set(it.ngram.whitelist)) for it in items]
         return WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist, rows=rows)
 
-    @torch.inference_mode()
     def generate_batch(self, items: list[Prepared]) -> list[Generated]:
+        """The items to their ends with the configured decoder (warm-up, benches; the server's
+        slots runner admits pages one by one instead)."""
+        if self.slots is not None:
+            return [self.generated(f) for f in self.slots.run(items)]
+        return self.generate_reference(items)
+
+    def generated(self, f: Any) -> Generated:
+        """A slots row's end (slots.Finished) as the result generate_reference gives."""
+        return Generated(f.token_ids, self.tokenizer.decode(f.token_ids, skip_special_tokens=False), f.finished, f.stopped_early)
+
+    @torch.inference_mode()
+    def generate_reference(self, items: list[Prepared]) -> list[Generated]:
+        """One static batch through transformers' generate(): DECODER=generate, and the reference
+        the slots decoder is tested against."""
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
         inputs = self.collate(items)

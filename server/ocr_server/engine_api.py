@@ -63,6 +63,12 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
     from .batching import Batcher
 
     r = cfg.runtime
+    if getattr(engine, "slots", None) is not None:  # DECODER=slots: pages join between decode steps
+        from .slot_runner import SlotRunner
+        from .testhooks import wedge_on_cue
+
+        return SlotRunner(engine, metrics=metrics, on_fatal=on_fatal,
+                          wrap_admit=wedge_on_cue if r.test_hooks == "wedge" else None)
     run_batch = engine.generate_batch
     if r.test_hooks == "wedge":
         from .testhooks import wedge_on_cue

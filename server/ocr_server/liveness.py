@@ -33,6 +33,11 @@ class ProgressClock:
         self.running -= 1
         self.last = self.clock()
 
+    def advanced(self) -> None:
+        """Progress inside a running batch: a decode step of the slots runner (from its engine thread;
+        one float assignment)."""
+        self.last = self.clock()
+
     def stalled_for(self, queued: int) -> float:
         """Seconds without progress while work is owed; 0 when the engine is idle."""
         return stalled_seconds(busy=self.running > 0 or queued > 0, last_progress=self.last, now=self.clock())

@@ -60,16 +60,17 @@ class TensorNGramGuard:
         banned.scatter_(1, target, True)
         return banned[:, : self.vocab] & ~self.whitelist[:rows]
 
-    def append(self, tokens: torch.Tensor, live: torch.Tensor) -> None:
-        """Record one generated token per slot 0..len(tokens)-1; slots where `live` is False keep their state."""
-        rows = tokens.shape[0]
-        t = self.count[:rows, None]
+    def append(self, tokens: torch.Tensor, live: torch.Tensor, start: int = 0) -> None:
+        """Record one generated token for each slot start..start+len(tokens)-1; slots where `live` is
+        False keep their state."""
+        rows = slice(start, start + tokens.shape[0])
+        t = self.count[rows, None]
         positions = torch.remainder(t - self.shifts[None, :], self.capacity)
-        previous = self.ring[:rows].gather(1, positions)
+        previous = self.ring[rows].gather(1, positions)
         same = (previous == tokens[:, None]) & (self.shifts[None, :] <= t)
-        grown = torch.where(same, self.match[:rows] + 1, torch.zeros_like(self.match[:rows]))
-        self.match[:rows] = torch.where(live[:, None], grown, self.match[:rows])
+        grown = torch.where(same, self.match[rows] + 1, torch.zeros_like(self.match[rows]))
+        self.match[rows] = torch.where(live[:, None], grown, self.match[rows])
         at = torch.remainder(t, self.capacity)
-        kept = self.ring[:rows].gather(1, at)
-        self.ring[:rows].scatter_(1, at, torch.where(live[:, None], tokens[:, None], kept))
-        self.count[:rows] += live.long()
+        kept = self.ring[rows].gather(1, at)
+        self.ring[rows].scatter_(1, at, torch.where(live[:, None], tokens[:, None], kept))
+        self.count[rows] += live.long()

@@ -84,8 +84,11 @@ class OcrServing:
     def start(self, on_fatal) -> None:
         """Called on the event loop once the engine is loaded; requests wait for mark_ready (after the warm-up)."""
         r = self.cfg.runtime
-        self.admission = Admission(r.concurrency, r.queue_size, self.metrics)
         self.batcher = make_runner(self.engine, self.cfg, self.metrics, on_fatal)
+        # A runner that decodes a fixed number of pages at once (the slots decoder) admits at least
+        # that many requests: CONCURRENCY does not cap its batch.
+        inside = max(r.concurrency, getattr(self.batcher, "capacity", 0))
+        self.admission = Admission(inside, r.queue_size, self.metrics)
         self.batcher.start()
 
     async def on_engine_thread(self, fn, *args, **kwargs):

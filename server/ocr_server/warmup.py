@@ -8,7 +8,8 @@ batches (per-thread state: cuBLAS handles, streams). Shapes: on a CPU the global
 largest crop grid the server allows (the biggest activations, so the allocator grows once, here);
 on a GPU every crop count it can serve, in both prompt modes, since kernels are chosen (and, for
 some attention backends, built) per input shape and a measured first request of an unwarmed shape
-paid seconds for it.
+paid seconds for it. With DECODER=slots on a GPU it then captures the decode step's CUDA graphs
+(slots.py), one per slot bucket and KV-length bucket, so that no request pays for a capture.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def run_warmup(engine: Any, max_new_tokens: int, *, gpu: bool = False) -> Warmup
             t = time.monotonic()
             engine.generate_batch([item])
             steps.append((f"{name} ({item.plan.visual_tokens} visual tokens{', ' + mode if gpu else ''})", time.monotonic() - t))
+    slots = getattr(engine, "slots", None)
+    if gpu and slots is not None and slots.plan.graphs:  # the decode step's graphs, every (slots x KV length) shape
+        steps.append((f"{len(slots.plan.slot_buckets) * len(slots.plan.kv_buckets)} decode graphs", slots.capture()))
     report = WarmupReport(time.monotonic() - t0, steps)
     log.info("warm-up done in %.2fs: %s", report.seconds, ", ".join(f"{n} {s:.2f}s" for n, s in steps))
     return report

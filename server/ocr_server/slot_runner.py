@@ -1,0 +1,158 @@
+"""The runner for DECODER=slots: continuous batching on the one engine thread.
+
+Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free; each page's
+future is answered the moment its row ends (EOS, its own budget, its deadline, cancellation), not
+when a batch ends. The engine thread runs while there is work and returns when there is none, so
+the warm-up (which runs on the same thread, before any request) never waits behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import DeadlineExceeded, EngineFailure
+from .liveness import ProgressClock
+from .metrics import Metrics
+
+log = logging.getLogger("ocr_server.slot_runner")
+Admit = Callable[[list[Any]], list[Any]]
+
+
+@dataclass
+class _Pending:
+    item: Any  # engine.Prepared
+    future: asyncio.Future
+
+
+class SlotRunner:
+    def __init__(self, engine: Any, *, metrics: Metrics, on_fatal: Callable[[BaseException], None],
+                 wrap_admit: Callable[[Admit], Admit] | None = None) -> None:
+        self.engine, self.slots = engine, engine.slots
+        self.metrics, self.on_fatal = metrics, on_fatal
+        self.capacity = self.slots.plan.slots  # pages decoded at once: the admission limit's floor
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self.inbox: deque[_Pending] = deque()
+        self.progress = ProgressClock()
+        self._admit: Admit = wrap_admit(self._admit_all) if wrap_admit else self._admit_all
+        self._lock = threading.Lock()
+        self._driving = False
+        self._closing = False
+        self._open: dict[int, _Pending] = {}  # id(item) -> its page, while its row is in a slot
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+
+    async def stop(self) -> None:
+        self._closing = True
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def stalled_for(self) -> float:
+        """Seconds the engine has owed work without a step (liveness.py); 0 when idle."""
+        return self.progress.stalled_for(len(self.inbox))
+
+    async def submit(self, item: Any) -> Any:
+        """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
+        fut = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
+        self.progress.work_arrived(was_idle=not self.inbox and not self.progress.running)
+        self.inbox.append(_Pending(item, fut))
+        self.metrics.queue_depth.inc()
+        self._kick()
+        try:
+            remaining = item.deadline - time.monotonic()
+            return await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.0))
+        except TimeoutError:
+            item.cancelled.set()  # its row leaves its slot at the next step
+            raise DeadlineExceeded("the request deadline passed during generation") from None
+        finally:
+            if not fut.done():
+                item.cancelled.set()
+
+    def _kick(self) -> None:
+        """Start the engine thread's loop unless it runs (called on the event loop)."""
+        with self._lock:
+            if self._driving:
+                return
+            self._driving = True
+        self.progress.batch_started()
+        self.executor.submit(self._drive)
+
+    # ---------- the engine thread ----------
+    def _drive(self) -> None:
+        try:
+            while not self._closing:
+                joining = self._take_joining()
+                if joining:
+                    for pending, ended in zip(joining, self._admit([p.item for p in joining])):
+                        self._open[id(pending.item)] = pending
+                        if ended is not None:
+                            self._answer(ended)
+                if self.slots.idle():
+                    with self._lock:
+                        if not self.inbox:
+                            self._driving = False
+                            break
+                    continue
+                rows = len(self.slots.rows)
+                for ended in self.slots.step():
+                    self._answer(ended)
+                self.progress.advanced()
+                self.metrics.batch_size.observe(rows)
+        except Exception as exc:  # noqa: BLE001 - a failing engine fails its pages, then the process
+            log.exception("the slots decoder failed; the engine is considered dead")
+            self._fail_all()
+            with self._lock:
+                self._driving = False
+            self._call(self.on_fatal, exc)
+        self._call(self.progress.batch_ended)
+
+    def _take_joining(self) -> list[_Pending]:
+        """Pages that get a free slot now; those already past their deadline or cancelled are dropped."""
+        joining: list[_Pending] = []
+        now = time.monotonic()
+        while self.inbox and self.slots.free_slots() > len(joining):
+            pending = self.inbox.popleft()
+            self.metrics.queue_depth.dec()
+            if pending.future.done() or pending.item.cancelled.is_set() or pending.item.deadline <= now:
+                self.metrics.dropped.inc()
+                self._call(_fail, pending.future, DeadlineExceeded("the request deadline passed before generation"))
+            else:
+                joining.append(pending)
+        return joining
+
+    def _admit_all(self, items: list[Any]) -> list[Any]:
+        return [self.slots.admit(item) for item in items]
+
+    def _answer(self, ended: Any) -> None:
+        pending = self._open.pop(id(ended.item))
+        self._call(_succeed, pending.future, self.engine.generated(ended))
+
+    def _fail_all(self) -> None:
+        error = EngineFailure("the model failed while generating; the server restarts")
+        self.slots.cancel_all()
+        for pending in list(self._open.values()) + list(self.inbox):
+            self._call(_fail, pending.future, error)
+        self._open.clear()
+        self.inbox.clear()
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(fn, *args)
+
+
+def _succeed(fut: asyncio.Future, value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _fail(fut: asyncio.Future, exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)

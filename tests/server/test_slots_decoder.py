@@ -1,0 +1,225 @@
+"""DECODER=slots gives the tokens generate() gives: pages alone, mixed crop counts, rows joining
+mid-flight, per-row budgets and EOS, the n-gram guard acting, cancellation and deadlines, and each
+experts implementation. In process, on the CPU, with the tiny model (eager steps, no graphs).
+
+Two models: the tiny model as written (its random head never loops), and the same model with its
+output head tied to its input embeddings, which makes it repeat its current token as an untrained
+model does, so the n-gram guard (n 20, window 90) must act every 20 tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import pytest
+import torch
+
+from . import samples
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+NEW = 16
+LOOP_NEW = 64  # past 60: the looping model's guard acts at 20, 40 and 60
+# (width, height) -> crops: the global view alone, 2 crops, 3 crops; prompts of three lengths
+PAGES = {(500, 400): 0, (2000, 1000): 2, (1500, 500): 3}
+
+
+def slots_engine(model_dir, new_tokens: int):
+    from ocr_server.config import load_config
+    from ocr_server.engine import Engine
+
+    engine = Engine(load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": "cpu", "MAX_NEW_TOKENS": str(new_tokens),
+                                     "DECODER": "slots", "DECODE_SLOTS": "4"}))
+    engine.load()
+    return engine
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_native):
+    return slots_engine(tiny_native, NEW)
+
+
+@pytest.fixture(scope="module")
+def looping(tiny_native):
+    e = slots_engine(tiny_native, LOOP_NEW)
+    with torch.no_grad():
+        e.model.lm_head.weight.copy_(e.model.model.language_model.embed_tokens.weight)
+    return e
+
+
+def prepare(engine, size, seed: int, new: int = NEW, mode: str = "free"):
+    return engine.prepare(samples.page(*size, seed=seed), prompt_mode=mode, max_visual_tokens=None, max_new_tokens=new)
+
+
+@pytest.fixture(scope="module")
+def alone(engine) -> dict:
+    """Each page alone through generate(): the reference tokens."""
+    return {size: engine.generate_reference([prepare(engine, size, i)])[0].token_ids for i, size in enumerate(PAGES)}
+
+
+def items(engine, new: int = NEW) -> list:
+    return [prepare(engine, size, i, new) for i, size in enumerate(PAGES)]
+
+
+def test_each_page_alone_gets_the_tokens_generate_gives(engine, alone):
+    pages = items(engine)
+    assert [p.plan.crops for p in pages] == list(PAGES.values())
+    assert len({len(p.input_ids) for p in pages}) == 3
+    for page, size in zip(pages, PAGES):
+        got = engine.generate_batch([page])[0]
+        assert got.token_ids == alone[size], size
+        assert len(got.token_ids) == NEW
+
+
+def test_pages_of_mixed_crop_counts_decoded_together_get_their_alone_tokens(engine, alone):
+    got = engine.generate_batch(items(engine))
+    assert [g.token_ids for g in got] == list(alone.values())
+    assert max(engine.slots.step_seconds) >= 3  # they shared steps: a bucket of 3+ rows ran
+
+
+def test_rows_joining_mid_flight_get_their_alone_tokens(engine, alone):
+    slots = engine.slots
+    first, second, third = items(engine)
+    ended = {}
+    assert slots.admit(first) is None
+    for _ in range(5):
+        ended.update({id(f.item): f for f in slots.step()})
+    assert slots.admit(second) is None
+    for _ in range(3):
+        ended.update({id(f.item): f for f in slots.step()})
+    assert slots.admit(third) is None
+    assert len(slots.rows) == 3
+    while not slots.idle():
+        ended.update({id(f.item): f for f in slots.step()})
+    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+
+
+def test_each_row_stops_at_its_own_budget_and_streams_exactly_its_tokens(engine, alone):
+    budgets = [NEW, 3, 7]
+    pages = [prepare(engine, size, i, n) for (i, size), n in zip(enumerate(PAGES), budgets)]
+    seen = [[] for _ in pages]
+    for page, out in zip(pages, seen):
+        page.on_token = out.append
+    got = engine.generate_batch(pages)
+    reference = engine.generate_reference([prepare(engine, size, i, n) for (i, size), n in zip(enumerate(PAGES), budgets)])
+    assert [g.token_ids for g in got] == [r.token_ids for r in reference]
+    assert [g.token_ids for g in got] == [alone[size][:n] for size, n in zip(PAGES, budgets)]
+    assert seen == [g.token_ids for g in got]
+    assert not any(g.finished or g.stopped_early for g in got)
+
+
+def test_a_row_ending_with_eos_ends_where_generate_ends_it_and_frees_its_slot(looping):
+    eos = looping.tokenizer.eos_token_id
+    size = (500, 400)
+    before = looping.generate_reference([prepare(looping, size, 0, LOOP_NEW)])[0].token_ids
+    later = next(t for t in before if t != before[0])  # the token the guard makes it switch to
+    head = looping.model.lm_head.weight
+    saved = head[eos].clone()
+    try:
+        with torch.no_grad():
+            head[eos] = head[later] * 1.01  # EOS wins wherever `later` would have won
+        reference = looping.generate_reference([prepare(looping, size, 0, LOOP_NEW), prepare(looping, (300, 300), 5, 9)])
+        got = looping.generate_batch([prepare(looping, size, 0, LOOP_NEW), prepare(looping, (300, 300), 5, 9)])
+    finally:
+        with torch.no_grad():
+            head[eos] = saved
+    assert [g.token_ids for g in got] == [r.token_ids for r in reference]
+    assert got[0].finished and reference[0].finished and len(got[0].token_ids) == before.index(later)
+    assert looping.slots.free_slots() == looping.slots.plan.slots
+
+
+def repeated_ngram(tokens: list[int], n: int = 20, window: int = 90) -> bool:
+    for end in range(n, len(tokens) + 1):
+        gram = tokens[end - n:end]
+        if gram in [tokens[i:i + n] for i in range(max(0, end - 1 - window), end - n)]:
+            return True
+    return False
+
+
+def test_the_guard_acts_past_60_tokens_as_in_generate(looping):
+    from ocr_server.engine import NGramSettings
+
+    pages = [prepare(looping, size, i, LOOP_NEW) for i, size in enumerate(list(PAGES)[:2])]
+    got = looping.generate_batch(pages)
+    reference = looping.generate_reference([prepare(looping, size, i, LOOP_NEW) for i, size in enumerate(list(PAGES)[:2])])
+    assert [g.token_ids for g in got] == [r.token_ids for r in reference]
+    unguarded = prepare(looping, list(PAGES)[0], 0, LOOP_NEW)
+    unguarded.ngram = NGramSettings(size=0)
+    loop = looping.generate_batch([unguarded])[0].token_ids
+    assert repeated_ngram(loop)  # without the guard the model repeats itself ...
+    for g in got:  # ... with it, never a 20-gram within the window, and it had to act after 60 tokens
+        assert len(g.token_ids) == LOOP_NEW and not repeated_ngram(g.token_ids)
+    assert got[0].token_ids[:60] != loop[:60] and got[0].token_ids[60:] != loop[60:]
+
+
+def test_cancelled_and_expired_rows_leave_at_once_with_a_prefix_of_their_tokens(engine, alone):
+    slots = engine.slots
+    kept, cancelled, expired = items(engine)
+    for page in (kept, cancelled, expired):
+        assert slots.admit(page) is None
+    for _ in range(3):
+        assert slots.step() == []
+    free = slots.free_slots()
+    cancelled.cancelled.set()
+    expired.deadline = time.monotonic() - 1
+    left = {id(f.item): f for f in slots.step()}
+    assert set(left) == {id(cancelled), id(expired)}
+    assert slots.free_slots() == free + 2  # both slots free before the next step
+    for page, size in ((cancelled, list(PAGES)[1]), (expired, list(PAGES)[2])):
+        f = left[id(page)]
+        assert f.stopped_early and not f.finished
+        assert 1 <= len(f.token_ids) < NEW and f.token_ids == alone[size][:len(f.token_ids)]
+    rest = []
+    while not slots.idle():
+        rest += slots.step()
+    assert [f.token_ids for f in rest] == [alone[list(PAGES)[0]]]
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm", "eager"])
+def test_each_experts_implementation_gives_the_same_tokens(engine, alone, experts):
+    from ocr_server.slots import SlotDecoder
+
+    decoder = SlotDecoder(engine.model, replace(engine.slots.plan, experts=experts), eos=engine.tokenizer.eos_token_id,
+                          pad=engine.tokenizer.pad_token_id, collate=engine.collate, ngram_for=engine.ngram_settings)
+    got = decoder.run(items(engine))
+    assert [f.token_ids for f in got] == list(alone.values())
+
+
+def test_the_runner_answers_each_page_when_its_row_ends_while_others_join(engine, alone):
+    """Through the server's runner: a short page joins while a long one decodes, and is answered first."""
+    from ocr_server.metrics import Metrics
+    from ocr_server.slot_runner import SlotRunner
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        runner = SlotRunner(engine, metrics=Metrics(), on_fatal=lambda exc: None)
+        runner.start()
+        order: list[int] = []
+        long_page, short, _ = items(engine)
+        short.max_new_tokens = 4
+        joined = asyncio.Event()
+        streamed: list[int] = []
+
+        def on_token(tok: int) -> None:  # the engine thread: the long row is decoding
+            streamed.append(tok)
+            if len(streamed) == 2:
+                loop.call_soon_threadsafe(joined.set)
+
+        long_page.on_token = on_token
+
+        async def one(page, after=None):
+            if after is not None:
+                await after.wait()
+            got = await runner.submit(page)
+            order.append(page.max_new_tokens)
+            return got
+
+        got = await asyncio.gather(one(long_page), one(short, joined))
+        await runner.stop()
+        return got, order
+
+    got, order = asyncio.run(scenario())
+    sizes = list(PAGES)
+    assert [g.token_ids for g in got] == [alone[sizes[0]], alone[sizes[1]][:4]]
+    assert order == [4, NEW]  # the short page did not wait for the long one

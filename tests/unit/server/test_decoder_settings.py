@@ -1,0 +1,39 @@
+"""The slots decoder's settings and sizing: bad values are refused naming the setting; buckets cover every length."""
+
+from __future__ import annotations
+
+import pytest
+
+from ocr_server.config import ConfigError, load_config
+from ocr_server.slots import buckets, parse_buckets, pick
+
+
+@pytest.mark.parametrize("key,value", [("DECODER", "fast"), ("DECODE_SLOTS", "-1"), ("DECODE_SLOTS", "5000"),
+                                       ("DECODE_KV_BUCKETS", "1024,lots"), ("DECODE_KV_BUCKETS", "0,512"),
+                                       ("EXPERTS", "sonic"), ("CUDA_GRAPHS", "perhaps")])
+def test_a_bad_decoder_setting_is_refused_naming_it(key, value):
+    with pytest.raises(ConfigError, match=key):
+        load_config(env={key: value})
+
+
+def test_the_decoder_defaults_to_auto_with_sizes_chosen_at_load():
+    r = load_config(env={}).runtime
+    assert (r.decoder, r.decode_slots, r.decode_kv_buckets, r.cuda_graphs, r.experts) == ("auto", 0, "", True, "auto")
+
+
+def test_buckets_are_powers_of_two_ending_at_the_top():
+    assert buckets(64, first=1) == (1, 2, 4, 8, 16, 32, 64)
+    assert buckets(9312, first=512) == (512, 1024, 2048, 4096, 8192, 9312)
+    assert buckets(300, first=512) == (300,)
+    assert buckets(6, first=1) == (1, 2, 4, 6)
+
+
+def test_configured_buckets_keep_the_top_and_drop_larger_ones():
+    assert parse_buckets("2048, 1024,4096,20000", 3000, "DECODE_KV_BUCKETS") == (1024, 2048, 3000)
+
+
+def test_pick_takes_the_smallest_bucket_that_holds_the_need():
+    sizes = (512, 1024, 2048)
+    assert [pick(sizes, n) for n in (1, 512, 513, 2048)] == [512, 512, 1024, 2048]
+    with pytest.raises(ValueError):
+        pick(sizes, 2049)
