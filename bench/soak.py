@@ -23,9 +23,10 @@ memory (VmRSS of PID 1, read with `kubectl exec`) and open file descriptors, its
 for the window: requests by kind and outcome, latency p50/p95/p99 of the answered ones. The JSON
 report (`--json`) holds every window and a summary; the run passes (exit 0) when no request got a
 5xx or a transport error, every `bad` request got a 4xx and every good one a 200, no pod restarted,
-and each pod's RSS grew by less than `--max-rss-growth` (5 %) from the first sample after
-`--warmup` seconds (300: allocator arenas and caches fill while the first pages of each size
-arrive) to the last sample. Every loop is bounded: by the deadline and by per-request timeouts.
+and each pod's RSS grew by less than `--max-rss-growth` (5 %) over the samples after `--warmup`
+seconds (300: allocator arenas and caches fill while the first pages of each size arrive),
+measured as the median of the last quarter against the median of the first quarter.
+`--rejudge FILE` applies the judgement to a saved report again. Every loop is bounded: by the deadline and by per-request timeouts.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import base64
 import io
 import json
 import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -97,10 +99,17 @@ def window_summary(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def rss_growth(samples: list[int]) -> float | None:
-    """Growth from the first sample (the first one past warm-up) to the last, as a fraction."""
-    if len(samples) < 2 or samples[0] <= 0:
+    """Growth of the RSS over the steady part of the run, as a fraction: the median of the last
+    quarter of the samples against the median of the first quarter.
+
+    Medians of quarters, not the first and last sample: one sample taken while a large page is in
+    flight is a transient peak (hundreds of MiB on a CPU), not a leak; a leak moves the whole
+    last quarter."""
+    if len(samples) < 2:
         return None
-    return (samples[-1] - samples[0]) / samples[0]
+    k = max(1, len(samples) // 4)
+    first, last = statistics.median(samples[:k]), statistics.median(samples[-k:])
+    return (last - first) / first if first > 0 else None
 
 
 def verdict(summary: dict[str, Any], growth: dict[str, float | None], restarts: dict[str, int],
@@ -261,14 +270,11 @@ def soak(load: Load, pods: Pods, duration: float, interval: float, max_growth: f
     threads = load.run_until(deadline)
     windows: list[dict[str, Any]] = []
     seen = 0
-    first_restarts: dict[str, int] | None = None
     while True:
         time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
         with load.lock:
             fresh, seen = load.outcomes[seen:], len(load.outcomes)
         w = {"minute": round((time.monotonic() - start) / 60, 2), **window_summary(fresh), "pods": pods.sample()}
-        if first_restarts is None:
-            first_restarts = {p: s["restarts"] for p, s in w["pods"].items()}
         windows.append(w)
         lat = w["latency_s"]
         log(f"[{w['minute']:6.1f} min] {w['requests']:4d} requests, {w['failed']} failed, {w['fivexx']} 5xx; "
@@ -283,19 +289,25 @@ def soak(load: Load, pods: Pods, duration: float, interval: float, max_growth: f
         tail = load.outcomes[seen:]
     if tail:  # requests that ended after the last window: counted too
         windows[-1]["after_last_window"] = window_summary(tail)
+    report = {"duration_s": duration, "interval_s": interval, "warmup_s": warmup, "concurrency": load.concurrency,
+              "windows": windows}
+    return {**report, "summary": judge(windows, window_summary(load.outcomes), warmup, max_growth)}
+
+
+def judge(windows: list[dict[str, Any]], summary: dict[str, Any], warmup: float, max_growth: float) -> dict[str, Any]:
+    """The summary with each pod's memory growth, fds and restarts over the run, and the verdict."""
     names = sorted({p for w in windows for p in w["pods"]})
     steady = [w for w in windows if w["minute"] * 60 >= warmup] or windows[-1:]
     rss = {p: [w["pods"][p]["rss_bytes"] for w in steady if p in w["pods"]] for p in names}
     growth = {p: rss_growth(v) for p, v in rss.items()}
-    restarts = {p: windows[-1]["pods"].get(p, {}).get("restarts", 0) - (first_restarts or {}).get(p, 0)
-                for p in names}
-    summary = window_summary(load.outcomes)
+    first, last = windows[0]["pods"], windows[-1]["pods"]
+    restarts = {p: last.get(p, {}).get("restarts", 0) - first.get(p, {}).get("restarts", 0) for p in names}
     why = verdict(summary, growth, restarts, max_growth)
-    return {"duration_s": duration, "interval_s": interval, "warmup_s": warmup, "concurrency": load.concurrency, "windows": windows,
-            "summary": {**summary, "rss_growth": growth, "rss_first_last_bytes": {p: (v[0], v[-1]) for p, v in rss.items()},
-                        "open_fds_first_last": {p: (windows[0]["pods"].get(p, {}).get("open_fds"),
-                                                    windows[-1]["pods"].get(p, {}).get("open_fds")) for p in names},
-                        "restarts": restarts, "passed": not why, "why_failed": why}}
+    return {**{k: summary[k] for k in ("requests", "failed", "fivexx", "by_kind", "latency_s")},
+            "rss_growth": growth, "rss_min_max_bytes": {p: (min(v), max(v)) for p, v in rss.items() if v},
+            "open_fds_first_last": {p: (first.get(p, {}).get("open_fds"), last.get(p, {}).get("open_fds"))
+                                    for p in names},
+            "restarts": restarts, "passed": not why, "why_failed": why}
 
 
 def soak_ocrservice(image: str, replicas: int) -> dict:
@@ -383,15 +395,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instance", default=NAME, help="the OcrService's name (its pods' instance label)")
     p.add_argument("--kubeconfig")
     p.add_argument("--api-key")
+    p.add_argument("--rejudge", type=Path, help="judge a saved --json report again (with --warmup, --max-rss-growth)")
     args = p.parse_args(argv)
+    if args.rejudge:
+        saved = json.loads(args.rejudge.read_text())
+        report = {**saved, "warmup_s": args.warmup,
+                  "summary": judge(saved["windows"], saved["summary"], args.warmup, args.max_rss_growth)}
+        return finish(report, args.json)
     if args.duration <= 0 or args.interval <= 0 or not 0 <= args.warmup < args.duration or not 1 <= args.concurrency <= 256:
         p.error("--duration and --interval must be positive, 0 <= --warmup < --duration, --concurrency 1..256")
-    report = remote_run(args) if args.url else local_run(args)
+    return finish(remote_run(args) if args.url else local_run(args), args.json)
+
+
+def finish(report: dict[str, Any], json_path: Path | None) -> int:
     s = report["summary"]
-    print(json.dumps({k: s[k] for k in ("requests", "failed", "fivexx", "latency_s", "rss_growth", "open_fds_first_last",
+    print(json.dumps({k: s[k] for k in ("requests", "failed", "fivexx", "latency_s", "rss_growth", "rss_min_max_bytes",
+                                        "open_fds_first_last",
                                         "restarts", "passed", "why_failed")}, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=2))
     return 0 if s["passed"] else 1
 
 

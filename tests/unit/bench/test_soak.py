@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from bench.soak import BAD_INPUTS, Outcome, rss_growth, verdict, window_summary
+from bench.soak import BAD_INPUTS, Outcome, judge, rss_growth, verdict, window_summary
 
 
 def outcome(kind: str, result: str, seconds: float = 1.0) -> Outcome:
@@ -37,9 +37,15 @@ def test_window_summary_counts_5xx_and_takes_percentiles_of_answered_requests_on
     assert w["by_kind"]["image"] == {"200": 2}
 
 
-def test_rss_growth_is_measured_from_the_first_sample_to_the_last():
-    assert rss_growth([100, 180, 104]) == 0.04
+def test_rss_growth_compares_the_medians_of_the_first_and_last_quarters():
+    assert rss_growth([100, 100, 100, 100, 104, 104, 104, 104]) == 0.04
     assert rss_growth([100]) is None
+
+
+def test_a_transient_peak_in_one_sample_is_not_growth_but_a_steady_climb_is():
+    steady_with_peak = [1000, 1010, 990, 1000, 1400, 1000, 1005, 995]
+    assert abs(rss_growth(steady_with_peak)) < 0.05
+    assert rss_growth([1000, 1000, 1050, 1100, 1150, 1200, 1250, 1300]) > 0.2
 
 
 def test_verdict_fails_on_memory_growth_restarts_or_broken_promises_and_passes_otherwise():
@@ -57,3 +63,15 @@ def test_every_bad_input_builds_a_multipart_request():
         files, data = make(rng)
         name, payload, ctype = files["file"]
         assert payload and ctype and isinstance(data, dict)
+
+
+def test_judge_reads_restarts_and_memory_from_the_windows_after_warm_up():
+    def window(minute: float, rss: int, restarts: int) -> dict:
+        return {"minute": minute, "pods": {"pod-a": {"rss_bytes": rss, "open_fds": 12, "restarts": restarts}}}
+
+    summary = window_summary([outcome("image", "200")])
+    windows = [window(1, 5000, 0), window(2, 1000, 0), window(3, 1000, 0), window(4, 1000, 1)]
+    judged = judge(windows, summary, warmup=120, max_growth=0.05)
+    assert judged["rss_growth"] == {"pod-a": 0.0}  # the warm-up sample (5000) is not the baseline
+    assert judged["restarts"] == {"pod-a": 1}
+    assert not judged["passed"]
