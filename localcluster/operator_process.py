@@ -29,11 +29,12 @@ class OperatorProcess:
     """One `python -m ocr_operator` process; restartable, always stopped by its own PID."""
 
     def __init__(self, kubeconfig: Path, namespaces: list[str] | None, log_path: Path,
-                 extra_env: dict[str, str] | None = None) -> None:
+                 extra_env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.namespaces = namespaces
         self.log_path = log_path
         self.extra_env = extra_env or {}
+        self.extra_args = list(extra_args or ())
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         # Its Prometheus metrics: one port for the life of this object, so a restarted operator
@@ -53,7 +54,7 @@ class OperatorProcess:
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
         argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
                 "--liveness-port", str(self.port), "--metrics-host", "127.0.0.1",
-                "--metrics-port", str(self.metrics_port), "--log-level", "info"]
+                "--metrics-port", str(self.metrics_port), "--log-level", "info", *self.extra_args]
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
         log = self.log_path.open("a")
         log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")

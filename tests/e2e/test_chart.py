@@ -116,10 +116,15 @@ def watched_namespaces(deployment: dict) -> list[str] | None:
     return namespaces
 
 
+def leader_election_args(deployment: dict) -> list[str]:
+    """The chart Deployment's leader-election flags (the Lease's namespace is the pod's: POD_NAMESPACE)."""
+    return [a for a in deployment["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--leader-elect")]
+
+
 @contextlib.contextmanager
 def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str):
     """`helm install` of the chart (CRD left to the session), then the operator as a local process
-    with a token of the chart's ServiceAccount and the watch scope of the chart's Deployment.
+    with a token of the chart's ServiceAccount, the watch scope and the leader election of the chart's Deployment.
     Yields what the tests read; stops the operator by PID and uninstalls the release after."""
     helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false", *values,
          "--wait", "--timeout", "90s")
@@ -129,7 +134,9 @@ def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str):
         sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
         kubeconfig = tmp / "sa.kubeconfig"
         token = service_account_kubeconfig(cluster, ns, sa, kubeconfig)
-        op = OperatorProcess(kubeconfig, watched_namespaces(deployment), tmp / "operator.log").start()
+        op = OperatorProcess(kubeconfig, watched_namespaces(deployment), tmp / "operator.log",
+                             extra_env={"POD_NAMESPACE": ns, "POD_NAME": f"{name}-local"},
+                             extra_args=leader_election_args(deployment)).start()
         yield {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
                "token": token, "kubeconfig": kubeconfig, "log": op.log_path, "port": op.port,
                "watched": watched_namespaces(deployment), "started": time.time()}
@@ -208,6 +215,15 @@ def test_helm_install_brings_the_operator_deployment_up(cluster, release):
     assert cluster.kubectl("get", "clusterrolebinding", "ocr-causalflow-ocr", check=False).returncode != 0
     status = json.loads(helm(cluster, "status", release["name"], "-n", release["namespace"], "-o", "json").stdout)
     assert status["info"]["status"] == "deployed"
+
+
+def test_operator_under_the_charts_service_account_holds_the_leader_election_lease(cluster, release):
+    """The Deployment's --leader-elect flags and the chart's Lease Role in the release namespace:
+    the operator takes the Lease (a 403 would show in test_service_account_was_never_forbidden)."""
+    ns, lease = release["namespace"], f"{release['name']}-causalflow-ocr"
+    spec = wait_for(lambda: kjson(cluster, "lease", lease, "-n", ns)["spec"], timeout=30,
+                    message=f"Lease {ns}/{lease}; log:\n{release['log']}")
+    assert spec["holderIdentity"].startswith(f"{release['name']}-local_"), spec
 
 
 def test_operator_under_the_charts_service_account_reconciles_an_ocrservice(cluster, release):
