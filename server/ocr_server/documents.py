@@ -90,14 +90,20 @@ def render_pdf(data: bytes, pages: list[int] | None, max_pages: int, dpi: int, m
         out = []
         for index in select_pages(n, pages, max_pages):
             check()
-            page = pdf[index]
-            w_pt, h_pt = page.get_size()
+            try:
+                page = pdf[index]  # a page tree pdfium refuses (nested thousands deep, cyclic) fails here
+                w_pt, h_pt = page.get_size()
+            except pdfium.PdfiumError as exc:
+                raise BadInput(f"page {index + 1} of the PDF could not be read: {exc}", param="file") from None
             scale = dpi / 72.0
             if w_pt * h_pt * scale * scale > max_pixels:  # giant page boxes would allocate gigabytes
                 scale = (max_pixels / max(w_pt * h_pt, 1.0)) ** 0.5
             if w_pt * scale < 1 or h_pt * scale < 1:
                 raise BadInput(f"page {index + 1} has zero size", param="file")
-            bitmap = page.render(scale=scale)
+            try:
+                bitmap = page.render(scale=scale)
+            except pdfium.PdfiumError as exc:
+                raise BadInput(f"page {index + 1} of the PDF could not be rendered: {exc}", param="file") from None
             out.append(Page(index + 1, bitmap.to_pil().convert("RGB")))
         return out
     finally:

@@ -7,7 +7,6 @@ the service and in routes.py, which these routes call. Errors have OpenAI's body
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
@@ -16,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from . import chat
+from .bodies import parse_json
 from .errors import BadInput, OcrError, error_response
 from .protocol import ChatCompletionResponse, ChatCompletionRequest, ErrorOut, ModelCard, ModelList
 from .routes import check_api_key, read_body, record
@@ -44,10 +44,7 @@ def _explain(exc: ValidationError) -> BadInput:
 async def _parse(request: Request) -> ChatCompletionRequest:
     cfg = request.app.state.config.service
     body = await read_body(request, cfg.max_body_bytes * 4 // 3 + 64 * 1024)  # base64 data URLs grow by 4/3
-    try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BadInput("the body is not valid JSON") from None
+    payload = parse_json(body)
     if not isinstance(payload, dict):
         raise BadInput("the JSON body must be an object with model and messages")
     try:

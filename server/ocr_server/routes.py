@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import time
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from . import __version__
+from .bodies import parse_json, single_options
 from .cache import tenant_id
 from .errors import BadInput, BodyTimeout, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
 from .liveness import is_wedged, wedged_message
@@ -23,6 +25,9 @@ from .streaming import Delta, Done, Event
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 408, 413, 415, 422, 429, 500, 503, 504)}
 _RAW_TYPES = ("image/", "application/pdf", "application/octet-stream")
+# A form carries the file and a few options: more fields, or an option field larger than this, is a 400.
+MAX_FORM_FIELDS = 16
+MAX_FIELD_BYTES = 64 * 1024
 
 
 def check_api_key(request: Request) -> str:
@@ -59,6 +64,8 @@ async def read_body(request: Request, limit: int) -> bytes:
     except TimeoutError:
         raise BodyTimeout(f"the body did not arrive within {timeout:g} s (BODY_TIMEOUT_SEC); "
                           f"{size} bytes came") from None
+    except ClientDisconnect:  # nobody reads the answer; a 400, not a 500, in the metrics and the log
+        raise BadInput(f"the connection closed after {size} bytes, before the body was complete") from None
     body = b"".join(chunks)
     request._body = body  # noqa: SLF001 - lets request.form() parse the bytes already read
     return body
@@ -93,7 +100,9 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
     if ctype == "multipart/form-data":
         await read_body(request, limit)
         try:
-            form = await request.form(max_files=1, max_fields=16)
+            form = await request.form(max_files=1, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES)
+        except HTTPException as exc:  # starlette's message: too many files or fields, a field too large
+            raise BadInput(f"the multipart body could not be parsed: {exc.detail}") from None
         except Exception:  # noqa: BLE001 - malformed multipart bodies
             raise BadInput("the multipart body could not be parsed") from None
         upload = form.get("file")
@@ -102,15 +111,16 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
         data = await upload.read()
         if len(data) > cfg.max_body_bytes:
             raise PayloadTooLarge(f"the file exceeds the limit of {cfg.max_body_bytes} bytes", param="file")
-        values = {k: v for k, v in form.multi_items() if k != "file"}
-        values.update(dict(request.query_params))
+        values = single_options(form=[(k, v) for k, v in form.multi_items() if k != "file"],
+                                query=request.query_params.multi_items())
         return data, _options(values)
     if ctype == "application/json":
         body = await read_body(request, limit)
-        try:
-            payload = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadInput("the body is not valid JSON") from None
+        payload = parse_json(body)
+        if request.query_params:
+            key = next(iter(request.query_params))
+            raise InvalidOptions(f"{key}: the options of a JSON request go in its body, not in the query string",
+                                 param=key)
         if not isinstance(payload, dict):
             raise BadInput('the JSON body must be an object like {"image": "<base64>"}')
         try:
@@ -125,9 +135,9 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
         return data, OcrOptions(**req.model_dump(exclude={"image"}))
     if ctype.startswith(_RAW_TYPES):
         data = await read_body(request, cfg.max_body_bytes)
-        return data, _options(dict(request.query_params))
+        return data, _options(single_options(query=request.query_params.multi_items()))
     raise UnsupportedMedia(
-        f"content type {ctype or '(none)'!r} is not accepted; use multipart/form-data (field 'file'), "
+        f"content type {ctype[:100] or '(none)'!r} is not accepted; use multipart/form-data (field 'file'), "
         "application/json ({\"image\": base64}) or a raw image/* or application/pdf body"
     )
 

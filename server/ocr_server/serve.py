@@ -12,13 +12,20 @@ from .config import ServerConfig
 from .timeouts import graceful_shutdown_seconds
 
 
+# The request line and headers of one request, at most: h11 answers 400 beyond (httptools, uvicorn's
+# default parser when installed, keeps headers of any size: a megabyte of them was read and served).
+MAX_HEADER_BYTES = 64 * 1024
+
+
 def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
     """On SIGTERM uvicorn stops accepting and waits for requests in flight: as long as one may run
-    (TIMEOUT_SEC) plus a margin (timeouts.graceful_shutdown_seconds), then cancels what is left."""
+    (TIMEOUT_SEC) plus a margin (timeouts.graceful_shutdown_seconds), then cancels what is left.
+    HTTP is parsed by h11, whose buffer bound caps a request's head at MAX_HEADER_BYTES."""
     s = cfg.service
     return {"host": s.host, "port": s.port, "log_level": s.log_level, "access_log": False,
             "timeout_graceful_shutdown": graceful_shutdown_seconds(cfg.runtime.timeout_sec),
-            "ssl_certfile": s.tls_cert_file, "ssl_keyfile": s.tls_key_file}
+            "ssl_certfile": s.tls_cert_file, "ssl_keyfile": s.tls_key_file,
+            "http": "h11", "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
 
 
 def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:

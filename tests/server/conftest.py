@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +40,12 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def vm_rss_kib(pid: int) -> int:
+    """A process's resident memory now (VmRSS of /proc/<pid>/status), in KiB."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1))
 
 
 def die_with_parent() -> None:
@@ -107,6 +114,7 @@ MAIN_ENV = {
     "MAX_PAGES": "3",
     "LOAD_DELAY_SEC": "3",
     "TIMEOUT_SEC": "120",
+    "BODY_TIMEOUT_SEC": "4",  # the slow-upload test waits this long; a loopback upload takes milliseconds
 }
 
 

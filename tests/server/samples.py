@@ -94,3 +94,40 @@ def tiff_frames(n: int) -> bytes:
     for i in range(n):
         out.append(body + struct.pack("<I", 9 + size * (i + 1) if i + 1 < n else 0))
     return b"".join(out)
+
+
+def _pdf_of(objects: list[bytes]) -> bytes:
+    """A PDF of these object bodies (numbered from 1, object 1 the catalog) with a correct xref."""
+    out = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def pdf_deep_page_tree(depth: int) -> bytes:
+    """One page under `depth` nested /Pages nodes, built by hand (a writer would flatten it)."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(depth):
+        number = level + 2
+        parent = b" /Parent %d 0 R" % (number - 1) if level else b""
+        objects.append(b"<< /Type /Pages /Kids [%d 0 R] /Count 1%s >>" % (number + 1, parent))
+    objects.append(b"<< /Type /Page /MediaBox [0 0 200 150] /Parent %d 0 R >>" % (depth + 1))
+    return _pdf_of(objects)
+
+
+def pdf_deep_objects(depth: int) -> bytes:
+    """A one-page PDF whose resources are `depth` nested dictionaries and whose annotations are
+    `depth` nested arrays: a parser that recurses without a bound overflows its stack."""
+    return _pdf_of([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /MediaBox [0 0 200 150] /Parent 2 0 R /Resources 4 0 R /Annots 5 0 R >>",
+        b"<< /A " * depth + b"1" + b" >>" * depth,
+        b"[" * depth + b"]" * depth,
+    ])

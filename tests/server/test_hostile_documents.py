@@ -1,15 +1,19 @@
-"""Hostile `pages` options and documents of thousands of pages: a quick, clear 4xx naming the
-parameter, and the server keeps serving others meanwhile."""
+"""Hostile `pages` options, documents of thousands of pages or levels, and a trickling upload: a
+quick, clear 4xx (or a bounded 408) naming the parameter, and the server keeps serving others."""
 
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
+import threading
 import time
 
 import httpx
 import pytest
 
 from . import samples
+from .conftest import MAIN_ENV, vm_rss_kib
 
 pytestmark = pytest.mark.server
 
@@ -58,3 +62,79 @@ def test_tiffs_of_twenty_thousand_pages_are_refused_quickly_while_a_normal_reque
         assert r.status_code == 413 and r.json()["error"]["param"] == "pages", r.text[:300]
         assert seconds < 2, f"refused after {seconds:.1f}s"
     assert good.status_code == 200 and good_s < 5, (good.status_code, good_s)
+
+
+def test_a_pdf_of_ten_thousand_empty_pages_is_refused_quickly_naming_pages(server):
+    doc = samples.pdf(10_000)
+    with server.client() as c:
+        t0 = time.monotonic()
+        r = c.post("/v1/ocr", files={"file": ("d.pdf", doc, "application/pdf")})
+        elapsed = time.monotonic() - t0
+    assert r.status_code == 413 and r.json()["error"]["param"] == "pages", r.text[:300]
+    assert "10000 pages" in r.json()["error"]["message"] and elapsed < 3, elapsed
+
+
+def test_a_pdf_page_tree_ten_thousand_levels_deep_is_a_400_naming_the_file(server):
+    with server.client() as c:
+        t0 = time.monotonic()
+        r = _post_pdf(c, samples.pdf_deep_page_tree(10_000))
+        elapsed = time.monotonic() - t0
+        assert c.get("/health").status_code == 200
+    assert r.status_code == 400 and r.json()["error"]["param"] == "file", r.text[:300]
+    assert "could not be read" in r.json()["error"]["message"] and elapsed < 3, elapsed
+
+
+def test_a_pdf_of_objects_nested_a_hundred_thousand_deep_is_read_within_bounds(server):
+    """pdfium stops parsing at its own depth limit (64): the page renders without its hostile
+    resources, and the process neither overflows its stack nor grows."""
+    pid = server.proc.pid
+    with server.client() as c:
+        before = vm_rss_kib(pid)
+        t0 = time.monotonic()
+        r = _post_pdf(c, samples.pdf_deep_objects(100_000))
+        elapsed = time.monotonic() - t0
+        assert c.get("/health").status_code == 200
+    assert r.status_code == 200 and r.json()["layout"]["image_size"] == [400, 300], r.text[:300]
+    assert elapsed < 30 and vm_rss_kib(pid) - before < 48 * 1024
+
+
+def _post_pdf(c: httpx.Client, doc: bytes) -> httpx.Response:
+    return c.post("/v1/ocr", files={"file": ("d.pdf", doc, "application/pdf")})
+
+
+def test_an_upload_at_one_byte_a_second_is_a_408_after_the_body_timeout_while_others_are_served(server):
+    """uvicorn bounds no body in time: BODY_TIMEOUT_SEC does (4 s for the test server). The slow
+    client gets a 408 and its connection is closed; a normal request meanwhile is served."""
+    limit = float(MAIN_ENV["BODY_TIMEOUT_SEC"])
+    host, port = server.url.rsplit("/", 1)[1].split(":")
+    body = samples.png(64, 48)
+    good: list[httpx.Response] = []
+
+    def normal_request() -> None:
+        with server.client() as c:
+            good.append(c.post("/v1/ocr", files={"file": ("p.png", samples.png(80, 60, seed=3), "image/png")}))
+
+    other = threading.Thread(target=normal_request)
+    with socket.create_connection((host, int(port)), timeout=limit + 10) as s:
+        s.sendall(b"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        t0 = time.monotonic()
+        other.start()
+        answer, sent = b"", 0
+        while time.monotonic() - t0 < limit + 10:
+            # Read before each byte: a byte sent after the server closed would reset the connection
+            # and lose its answer.
+            if select.select([s], [], [], 1.0)[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+                continue
+            s.sendall(body[sent:sent + 1])
+            sent += 1
+        elapsed = time.monotonic() - t0
+    other.join(60)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
+    assert b"connection: close" in answer.lower() and b'"type":"body_timeout"' in answer
+    assert limit <= elapsed < limit + 5 and sent < len(body), (elapsed, sent)
+    assert good and good[0].status_code == 200
