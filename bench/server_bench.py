@@ -3,19 +3,24 @@ without HTTP, and the server over HTTP with many concurrent clients.
 
     .venv/bin/python bench/server_bench.py                          # both engines, tiny --for-vllm model, CPU
     .venv/bin/python bench/server_bench.py --engines transformers   # without .venv-vllm
-    .venv/bin/python bench/server_bench.py --full-size --device cuda --new-tokens 512 --size 1024 --clients 64
+    .venv/bin/python bench/server_bench.py --engines transformers --full-size --device cuda --new-tokens 512 \
+        --size 1024 --images 64 --clients 1,8,32,64 --json figures.json     # the GPU figures (bench/gpu_check.sh)
 
-For each engine (transformers here; vLLM in .venv-vllm, run as a worker process of this script):
-- sequential: one page at a time through the engine, as the official infer() does;
-- raw: all pages at once through the engine, no HTTP (transformers: generate batches of
-  --batch-size; vLLM: its AsyncLLM with --clients requests in flight): the engine's own ceiling;
-- server: `python -m ocr_server` with ENGINE set, --clients concurrent HTTP clients.
-It prints pages/s and generated tokens/s of each, and the server's overhead over the raw engine.
+For the transformers engine (in this process):
+- sequential: one page at a time through generate(), as the official infer() does;
+- generate: all pages through generate() in static batches of --batch-size (DECODER=generate);
+- slots: all pages through the slots decoder (DECODER=slots, slots.py), joining as slots free up; also
+  vision+prefill ms per page, ms per decode step by batch size (for each experts implementation with
+  --experts-compare), the CUDA graph capture time and the GPU memory peak;
+- server: `python -m ocr_server` with DECODER=slots, at each --clients level of concurrent HTTP clients.
+For vLLM (in .venv-vllm, a worker process of this script): sequential, raw (its AsyncLLM with the
+largest --clients level in flight) and the server with ENGINE=vllm.
+Per path: pages/s, generated tokens/s, p50/p95 latency; the server's overhead over the raw engine.
 
 Both engines load the same weights: random, in the official layout vLLM reads (the tiny model of
 `python -m ocr_server_testing.tiny_model --for-vllm`: the real vision tower, a tiny language model;
 --full-size: the real architecture, about 3.4B parameters in bf16). The figures measure serving,
-not OCR quality. Generation runs for exactly --new-tokens tokens everywhere (EOS suppressed with
+not OCR quality. Generation runs for exactly --new-tokens tokens everywhere (EOS held back with
 min_new_tokens / min_tokens, the n-gram guard off), so every path does the same work.
 """
 
@@ -111,7 +116,7 @@ def write_model(out: Path, full_size: bool, layout: str = "native") -> Path:
     return out
 
 
-def bench_config(model_dir: Path, args, engine: str):
+def bench_config(model_dir: Path, args, engine: str, decoder: str = "generate"):
     """The server config both the raw paths and the server use: n-gram guard off, no result cache."""
     from dataclasses import replace
 
@@ -119,29 +124,19 @@ def bench_config(model_dir: Path, args, engine: str):
 
     cfg = load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": args.device, "ENGINE": engine,
                            "MAX_NEW_TOKENS": str(args.new_tokens), "MAX_VISUAL_TOKENS": "1120",
-                           "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.clients), "CACHE_ENTRIES": "0"})
+                           "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(max(args.clients)), "CACHE_ENTRIES": "0",
+                           "DECODER": decoder, "DECODE_SLOTS": str(max(args.clients))})
     return replace(cfg, runtime=replace(cfg.runtime, ngram_size=0))
 
 
-def force_length(engine, n: int) -> None:
-    """Exactly n generated tokens on every path (random weights may emit EOS early)."""
-    if hasattr(engine, "model"):  # transformers
-        original = engine.model.generate
+def prepare_for(engine, n: int):
+    """prepare(page) for exactly n generated tokens (EOS held back: random weights may end early)."""
+    def prep(image, new: int = n):
+        item = engine.prepare(image, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=new)
+        item.min_new_tokens = new
+        return item
 
-        def generate(*a, **kw):
-            kw.setdefault("min_new_tokens", min(n, kw.get("max_new_tokens", n)))
-            return original(*a, **kw)
-
-        engine.model.generate = generate
-    else:  # vLLM
-        sampling = engine._sampling
-
-        def with_min_tokens(item):
-            params = sampling(item)
-            params.min_tokens = min(n, item.max_new_tokens)
-            return params
-
-        engine._sampling = with_min_tokens
+    return prep
 
 
 def decoded_pages(images: list[bytes]) -> list[Image.Image]:
@@ -156,33 +151,113 @@ def summary(latencies: list[float], wall: float, pages: int, tokens: int) -> dic
 
 
 def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
-    """Sequential and raw (batched generate, no HTTP) through the transformers engine, in this process."""
+    """Sequential, generate (static batches) and slots through the transformers engine, in this process."""
+    from dataclasses import replace
+
     from ocr_server.engine import Engine
 
     engine = Engine(bench_config(model_dir, args, "transformers"))
     engine.load()
-    force_length(engine, args.new_tokens)
     pages = decoded_pages(images)
-    prep = lambda im, n=args.new_tokens: engine.prepare(im, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=n)  # noqa: E731
-    engine.generate_batch([prep(pages[0], 2)])  # warm-up
+    prep = prepare_for(engine, args.new_tokens)
+    engine.generate_reference([prep(pages[0], 2)])  # warm-up
     seq, tokens = [], 0
     t_all = time.perf_counter()
     for im in pages:
         t = time.perf_counter()
-        tokens += sum(len(g.token_ids) for g in engine.generate_batch([prep(im)]))
+        tokens += sum(len(g.token_ids) for g in engine.generate_reference([prep(im)]))
         sync(args.device)
         seq.append(time.perf_counter() - t)
     out = {"sequential": summary(seq, time.perf_counter() - t_all, len(pages), tokens)}
     raw, tokens = [], 0
     t_all = time.perf_counter()
     for at in range(0, len(pages), args.batch_size):
-        t = time.perf_counter()
-        gens = engine.generate_batch([prep(im) for im in pages[at:at + args.batch_size]])
+        gens = engine.generate_reference([prep(im) for im in pages[at:at + args.batch_size]])
         sync(args.device)
         tokens += sum(len(g.token_ids) for g in gens)
         raw += [time.perf_counter() - t_all] * len(gens)
-    out["raw"] = summary(raw, time.perf_counter() - t_all, len(pages), tokens)
+    out["generate"] = summary(raw, time.perf_counter() - t_all, len(pages), tokens)
+    engine.cfg = replace(engine.cfg, runtime=replace(engine.cfg.runtime, decoder="slots"))
+    engine.slots = engine._slot_decoder(engine.model.device)
+    out.update(slots_paths(engine, pages, prep, args))
     return out
+
+
+def slots_paths(engine, pages: list, prep, args) -> dict:
+    """The slots decoder: all pages joining as slots free up; prefill, per-step and capture figures."""
+    slots = engine.slots
+    slots.run([prep(pages[0], 2)])  # warm-up of the eager path and the prefill
+    out: dict = {"capture_s": slots.capture() if args.device == "cuda" else 0.0,
+                 "kv_mib_per_slot": slots.kv_bytes_per_slot() / 2**20, "slot_count": slots.plan.slots}
+    prefill = []
+    for im in pages[:8]:
+        item = prep(im)
+        sync(args.device)
+        t = time.perf_counter()
+        slots.admit(item)  # vision encoder + language-model prefill + copy into the slot (syncs for its first token)
+        prefill.append(time.perf_counter() - t)
+        drain(slots)
+    out["prefill_ms_per_page"] = {"p50": statistics.median(prefill) * 1000, "max": max(prefill) * 1000}
+    experts = ["grouped_mm", "batched_mm"] if args.experts_compare else [None]
+    out["step_ms"] = {}
+    for impl in experts:
+        if impl is not None and args.device == "cuda":
+            use_experts(slots, impl)
+        out["step_ms"][impl or slots.plan.experts] = step_times(slots, pages, prep, args)
+    if args.experts_compare and args.device == "cuda":
+        use_experts(slots, "grouped_mm" if slots.plan.experts == "auto" else slots.plan.experts)
+    items = [prep(im) for im in pages]
+    ends, waiting = {}, list(items)
+    t_all = time.perf_counter()
+    while waiting or not slots.idle():
+        while waiting and slots.free_slots():
+            item = waiting.pop(0)
+            if (f := slots.admit(item)) is not None:
+                ends[id(item)] = (time.perf_counter() - t_all, len(f.token_ids))
+        for f in slots.step():
+            ends[id(f.item)] = (time.perf_counter() - t_all, len(f.token_ids))
+    sync(args.device)
+    wall = time.perf_counter() - t_all
+    out["slots"] = summary([e[0] for e in ends.values()], wall, len(items), sum(e[1] for e in ends.values()))
+    if args.device == "cuda":
+        import torch
+
+        out["gpu_memory_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    return out
+
+
+def drain(slots) -> None:
+    """Every open row leaves; the pending readbacks are read."""
+    slots.cancel_all()
+    while not slots.idle():
+        slots.step()
+
+
+def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, float]:
+    """ms per decode step with b rows (each a page mid-answer)."""
+    times = {}
+    for b in sorted({b for b in (1, 8, 32, 64) if b <= slots.plan.slots} | {slots.plan.slots}):
+        for i in range(b):
+            slots.admit(prep(pages[i % len(pages)]))
+        for _ in range(3):
+            slots.step()
+        sync(args.device)
+        t = time.perf_counter()
+        for _ in range(steps):
+            slots.step()
+        sync(args.device)
+        times[b] = (time.perf_counter() - t) / steps * 1000
+        drain(slots)
+    return times
+
+
+def use_experts(slots, impl: str) -> None:
+    """Re-capture the decode graphs with another experts implementation (experts.py)."""
+    from ocr_server.experts import experts_function
+
+    slots.experts = {b: experts_function(impl) for b in slots.plan.slot_buckets}
+    slots.graphs = {}
+    slots.capture()
 
 
 async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
@@ -191,9 +266,8 @@ async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
     engine = VllmEngine(bench_config(model_dir, args, "vllm"))
     engine.load()
     engine.loop = asyncio.get_running_loop()
-    force_length(engine, args.new_tokens)
     pages = decoded_pages(images)
-    prep = lambda im, n=args.new_tokens: engine.prepare(im, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=n)  # noqa: E731
+    prep = prepare_for(engine, args.new_tokens)
     await engine.generate(prep(pages[0], 2))  # warm-up
     seq, tokens = [], 0
     t_all = time.perf_counter()
@@ -202,7 +276,7 @@ async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
         tokens += len((await engine.generate(prep(im))).token_ids)
         seq.append(time.perf_counter() - t)
     out = {"sequential": summary(seq, time.perf_counter() - t_all, len(pages), tokens)}
-    gate = asyncio.Semaphore(args.clients)
+    gate = asyncio.Semaphore(max(args.clients))
 
     async def one(im):
         async with gate:
@@ -238,42 +312,30 @@ def sync(device: str) -> None:
 
 
 SERVER_CODE = """
-import os, runpy
+import runpy
 from dataclasses import replace
-n = int(os.environ['OCR_BENCH_MIN_NEW_TOKENS'])
-if os.environ['ENGINE'] == 'vllm':
-    import ocr_server.vllm_engine as m
-    cls = m.VllmEngine
-else:
-    import ocr_server.engine as m
-    cls = m.Engine
-orig = cls.load
-def load(self):
-    self.cfg = replace(self.cfg, runtime=replace(self.cfg.runtime, ngram_size=0))
-    info = orig(self)
-    import sys
-    sys.path.insert(0, os.path.join(os.getcwd(), 'bench'))
-    from server_bench import force_length
-    force_length(self, n)
-    return info
-cls.load = load
+from ocr_server import engine_api
+create = engine_api.create_engine
+def without_guard(cfg):  # the n-gram guard off, as on the raw paths (it has no environment setting)
+    return create(replace(cfg, runtime=replace(cfg.runtime, ngram_size=0)))
+engine_api.create_engine = without_guard
 runpy.run_module('ocr_server', run_name='__main__')
 """
 
 
 def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict:
-    """`python -m ocr_server` with ENGINE=engine, --clients concurrent HTTP clients."""
+    """`python -m ocr_server` with ENGINE=engine (transformers: DECODER=slots), at each --clients level."""
     import httpx
 
     port = free_port()
+    top = max(args.clients)
     env = {**os.environ, "MODEL_PATH": str(model_dir), "DEVICE": args.device, "HOST": "127.0.0.1", "PORT": str(port),
-           "ENGINE": engine, "BATCH_SIZE": str(args.batch_size), "CONCURRENCY": str(args.clients),
-           "QUEUE_SIZE": str(len(images) * 2), "BATCH_WAIT_MS": "30", "MAX_NEW_TOKENS": str(args.new_tokens),
-           "MAX_VISUAL_TOKENS": "1120", "TIMEOUT_SEC": "3600", "CACHE_ENTRIES": "0",
-           # On a GPU the raw paths ran first in this process and are warm: so is the server (its
-           # warm-up compiles every crop count's kernels before Ready), or its first batch pays for it.
-           "WARMUP": "1" if args.device == "cuda" else "0",
-           "OCR_BENCH_MIN_NEW_TOKENS": str(args.new_tokens)}
+           "ENGINE": engine, "DECODER": "slots", "DECODE_SLOTS": str(top), "BATCH_SIZE": str(min(top, 64)),
+           "CONCURRENCY": str(top), "QUEUE_SIZE": str(len(images) * 2), "BATCH_WAIT_MS": "30",
+           "MAX_NEW_TOKENS": str(args.new_tokens), "MAX_VISUAL_TOKENS": "1120", "TIMEOUT_SEC": "3600", "CACHE_ENTRIES": "0",
+           # On a GPU the raw paths ran first in this process and are warm: so is the server (its warm-up
+           # compiles every crop count's kernels and captures the decode graphs before Ready).
+           "WARMUP": "1" if args.device == "cuda" else "0"}
     env.pop("API_KEYS", None)
     python = str(VLLM_PYTHON) if engine == "vllm" else sys.executable
     log = tempfile.NamedTemporaryFile("w+b", suffix=".log", delete=False)
@@ -284,7 +346,8 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
             if proc.poll() is not None:
                 raise SystemExit(f"server exited: {Path(log.name).read_text()[-3000:]}")
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5)
+                if health.status_code == 200:
                     break
             except httpx.TransportError:
                 pass
@@ -295,25 +358,64 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
         async def one(c, gate, data):
             async with gate:
                 t = time.perf_counter()
-                r = await c.post("/v1/ocr", files={"file": ("p.png", data, "image/png")})
+                r = await c.post("/v1/ocr", files={"file": ("p.png", data, "image/png")},
+                                 data={"min_new_tokens": str(args.new_tokens)})
                 r.raise_for_status()
                 return time.perf_counter() - t, r.json()
 
-        async def run_all(batch):
-            gate = asyncio.Semaphore(args.clients)
+        async def run_all(batch, clients):
+            gate = asyncio.Semaphore(clients)
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=3600) as c:
                 return await asyncio.gather(*(one(c, gate, d) for d in batch))
 
-        asyncio.run(run_all([page(args.size + 8, args.size, seed=999)]))  # warm-up (another page: no cache hit)
-        t0 = time.perf_counter()
-        results = asyncio.run(run_all(images))
-        wall = time.perf_counter() - t0
-        out = summary([r[0] for r in results], wall, len(images), sum(r[1]["usage"]["generated_tokens"] for r in results))
-        out["layout"] = results[0][1]["layout"]
+        asyncio.run(run_all([page(args.size + 8, args.size, seed=999)], 1))  # warm-up (another page: no cache hit)
+        out = {"health": health.json()}
+        for clients in args.clients:
+            t0 = time.perf_counter()
+            results = asyncio.run(run_all(images, clients))
+            got = summary([r[0] for r in results], time.perf_counter() - t0, len(images),
+                          sum(r[1]["usage"]["generated_tokens"] for r in results))
+            got["layout"] = results[0][1]["layout"]
+            out[f"clients_{clients}"] = got
+            print(f"{engine} server, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
         return out
     finally:
         proc.terminate()
         proc.wait(60)
+
+
+def clients_list(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--clients {text!r}: comma-separated integers, e.g. 1,8,32,64") from None
+    if not levels or min(levels) < 1 or max(levels) > 1024:
+        raise argparse.ArgumentTypeError(f"--clients {text!r}: each level 1..1024")
+    return levels
+
+
+def line(name: str, f: dict) -> str:
+    return f"  {name:<22} {f['pages_per_s']:.3f} pages/s  {f['tokens_per_s']:.1f} tokens/s  p50 {f['p50_s']:.2f}s  p95 {f['p95_s']:.2f}s"
+
+
+def report(figures: dict, args) -> None:
+    for engine, got in figures["engines"].items():
+        server = got["server"]
+        first = server[f"clients_{args.clients[0]}"]
+        print(f"\n{engine}: layout {first['layout']['crops']} crops, {args.new_tokens} new tokens per page, {args.images} pages")
+        raw_key = "slots" if engine == "transformers" else "raw"
+        for path in ("sequential", "generate", raw_key):
+            if path in got:
+                print(line(path, got[path]))
+        for clients in args.clients:
+            f = server[f"clients_{clients}"]
+            print(line(f"server, {clients} clients", f) + f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})")
+        if engine == "transformers":
+            print(f"  vision+prefill per page: p50 {got['prefill_ms_per_page']['p50']:.1f} ms, max {got['prefill_ms_per_page']['max']:.1f} ms")
+            for impl, times in got["step_ms"].items():
+                print(f"  ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
+            print(f"  decode graphs captured in {got['capture_s']:.1f} s; KV {got['kv_mib_per_slot']:.0f} MiB per slot x {got['slot_count']}"
+                  + (f"; GPU memory peak {got['gpu_memory_peak_gib']:.1f} GiB" if "gpu_memory_peak_gib" in got else ""))
 
 
 def main() -> int:
@@ -321,11 +423,13 @@ def main() -> int:
     p.add_argument("--images", type=int, default=16)
     p.add_argument("--size", type=int, default=640, help="square page size in pixels (1024 for the GPU figure)")
     p.add_argument("--new-tokens", type=int, default=16)
-    p.add_argument("--batch-size", type=int, default=8, help="BATCH_SIZE: transformers' batch, vLLM's max_num_seqs")
-    p.add_argument("--clients", type=int, default=8, help="concurrent clients (CONCURRENCY): raw vLLM and the server")
+    p.add_argument("--batch-size", type=int, default=8, help="generate()'s static batch on the generate path")
+    p.add_argument("--clients", type=clients_list, default=[8],
+                   help="concurrent HTTP clients, one run per level (1,8,32,64); the largest sizes the slots and vLLM's raw path")
     p.add_argument("--engines", default="transformers,vllm", help="comma-separated: transformers, vllm")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--full-size", action="store_true", help="real architecture, random bf16 weights (needs a GPU)")
+    p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and batched_mm experts (GPU)")
     p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: vLLM's sequential/raw paths in .venv-vllm
@@ -349,19 +453,10 @@ def main() -> int:
         for engine in engines:
             got = engine_paths(engine, model_dir, images, args)
             got["server"] = server_path(engine, model_dir, images, args)
-            got["server_overhead"] = got["raw"]["pages_per_s"] / got["server"]["pages_per_s"] - 1
             figures["engines"][engine] = got
             print(f"{engine}: {json.dumps(got)}", file=sys.stderr, flush=True)  # each engine as soon as it is measured
     print(json.dumps(figures, indent=2))
-    for engine, got in figures["engines"].items():
-        print(f"\n{engine}: layout {got['server']['layout']['crops']} crops, {args.new_tokens} new tokens per page")
-        for path in ("sequential", "raw", "server"):
-            f = got[path]
-            print(f"  {path:<10} {f['pages_per_s']:.3f} pages/s  {f['tokens_per_s']:.1f} tokens/s  p50 {f['p50_s']:.2f}s  p95 {f['p95_s']:.2f}s")
-        print(f"  server overhead over the raw engine at {args.clients} clients: {got['server_overhead'] * 100:+.1f} %")
-    if {"transformers", "vllm"} <= set(figures["engines"]):
-        t, v = (figures["engines"][e]["server"]["pages_per_s"] for e in ("transformers", "vllm"))
-        print(f"\nvLLM vs transformers (server): {v / t:.2f}x pages/s")
+    report(figures, args)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
