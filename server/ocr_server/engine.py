@@ -41,7 +41,7 @@ from .tiny_marker import TINY_MARKER, TINY_REVISION, TINY_SERVED_NAME, is_tiny
 log = logging.getLogger("ocr_server.engine")
 
 TD_TOKENS = ("<td>", "</td>")
-DEFAULT_GPU_SLOTS = 64  # DECODE_SLOTS on a GPU: 64 rows of the longest prompt + 8192 new tokens fit an H200 (about 41 GiB of KV)
+DEFAULT_GPU_SLOTS = 64  # DECODE_SLOTS on a GPU: 64 rows of the longest prompt + 8192 new tokens fit an H200 (about 37 GiB of KV)
 
 
 class StartupError(RuntimeError):

@@ -203,8 +203,10 @@ def _health_body(request: Request) -> tuple[int, dict, dict]:
         return 503, {"status": "stalled", "error": why, "version": __version__}, {}
     if service.ready:
         info = service.engine.info
+        decoder = getattr(service.engine, "decoder_report", None)  # the transformers engine's decoder, its slots and graphs
         return 200, {"status": "ok", "model": info.name, "revision": info.revision, "version": __version__,
-                     "device": info.device, "dtype": info.dtype, "layout": info.layout, "tiny": info.tiny}, {}
+                     "device": info.device, "dtype": info.dtype, "layout": info.layout, "tiny": info.tiny,
+                     **({"decoder": decoder()} if decoder else {})}, {}
     if service.load_error:
         return 503, {"status": "failed", "error": service.load_error, "version": __version__}, {}
     return 503, {"status": "loading", "model": request.app.state.config.model.name, "version": __version__}, {"Retry-After": "5"}

@@ -223,3 +223,33 @@ def test_the_runner_answers_each_page_when_its_row_ends_while_others_join(engine
     sizes = list(PAGES)
     assert [g.token_ids for g in got] == [alone[sizes[0]], alone[sizes[1]][:4]]
     assert order == [4, NEW]  # the short page did not wait for the long one
+
+
+def test_the_server_reports_its_slots_and_concurrency_does_not_cap_them(tiny_native, tmp_path):
+    """DECODER=slots behind HTTP: /health names the decoder and its KV per slot; with CONCURRENCY 1
+    and QUEUE_SIZE 1, three pages sent at once are all admitted (the three slots are the cap), where
+    the generate decoder answers the third 429."""
+    import concurrent.futures
+
+    import httpx
+
+    from .conftest import start_server
+
+    server = start_server(tmp_path, {"MODEL_PATH": str(tiny_native), "DECODER": "slots", "DECODE_SLOTS": "3",
+                                     "CONCURRENCY": "1", "QUEUE_SIZE": "1", "MAX_NEW_TOKENS": "4", "TIMEOUT_SEC": "120"})
+    try:
+        health = httpx.get(server.url + "/health").json()
+        decoder = health["decoder"]
+        assert decoder["decoder"] == "slots" and decoder["slots"] == 3 and decoder["kv_bytes_per_slot"] > 0
+        assert decoder["cuda_graphs"] == 0  # a CPU runs the step eagerly
+
+        def post(seed: int) -> httpx.Response:
+            return httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(96, 96, seed=seed), "image/png")},
+                              timeout=120)
+
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(post, (41, 42, 43)))
+        assert [r.status_code for r in answers] == [200, 200, 200], [r.text for r in answers]
+        assert all(r.json()["usage"]["generated_tokens"] >= 1 for r in answers)
+    finally:
+        server.stop()
