@@ -67,6 +67,7 @@ def main() -> int:
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--slots", type=int, default=4, help="DECODE_SLOTS: fewer than --pages, so rows join mid-flight")
     p.add_argument("--head-scale", type=float, default=50.0)
+    p.add_argument("--experts", default="auto", help="EXPERTS of the slots decoder (generate() decodes with batched_mm on a GPU)")
     p.add_argument("--json", help="also write the result to this file")
     args = p.parse_args()
     if args.full_size and args.device != "cuda":
@@ -83,7 +84,7 @@ def main() -> int:
         model_dir = Path(args.model_path) if args.model_path else write_model(Path(tmp) / "model", True, "native")
         engine = Engine(load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": args.device, "DECODER": "slots",
                                          "DECODE_SLOTS": str(args.slots), "MAX_NEW_TOKENS": str(args.new_tokens),
-                                         "MAX_VISUAL_TOKENS": "1120"}))
+                                         "MAX_VISUAL_TOKENS": "1120", "EXPERTS": args.experts}))
         engine.load()
         with torch.no_grad():
             engine.model.lm_head.weight.mul_(args.head_scale)
@@ -106,7 +107,7 @@ def main() -> int:
                 at = next((k for k, (x, y) in enumerate(zip(r.token_ids, g.token_ids)) if x != y), min(len(r.token_ids), len(g.token_ids)))
                 entry.update({"first_divergence": at, "cause": cause(engine, prep(images[i]), r.token_ids, g.token_ids, at)})
             pages.append(entry)
-    result = {"device": args.device, "dtype": str(engine.model.dtype), "head_scale": args.head_scale,
+    result = {"device": args.device, "dtype": str(engine.model.dtype), "head_scale": args.head_scale, "experts": args.experts,
               "slots": args.slots, "graphs": len(engine.slots.graphs), "capture_s": capture,
               "generate_s": t_ref, "slots_s": t_slots, "identical_pages": sum(e["identical"] for e in pages),
               "pages": pages}
