@@ -68,7 +68,7 @@ import ocr_server.slots  # noqa: F401 - the tree's server imports with this tran
 EOF
 
 echo "== token identity, bf16: generate vs slots (full-size random architecture, sharpened head)"
-timeout 210 "$PY" bench/slots_check.py --device cuda --full-size --pages 8 --new-tokens 256 --slots 4 \
+timeout 210 "$PY" bench/slots_check.py --device cuda --full-size --pages 8 --new-tokens 256 --slots 4 --experts batched_mm \
     --json "$OUT/identity.json" | tail -12 || echo "identity check failed or ran out of time (rc $?)"
 
 echo "== bench: sequential, generate, slots raw, slots through the server at 1/8/32/64 clients"
