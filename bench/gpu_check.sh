@@ -67,13 +67,20 @@ for name in ("transformers", "tokenizers", "fastapi", "uvicorn", "pydantic", "ht
 import ocr_server.slots  # noqa: F401 - the tree's server imports with this transformers
 EOF
 
-echo "== token identity, bf16: generate vs slots (full-size random architecture, sharpened head)"
-timeout 210 "$PY" bench/slots_check.py --device cuda --full-size --pages 8 --new-tokens 256 --slots 4 --experts batched_mm \
-    --json "$OUT/identity.json" | tail -12 || echo "identity check failed or ran out of time (rc $?)"
+echo "== the full-size random architecture, bf16, written once for both runs"
+[[ -f "$OUT/model/config.json" ]] || "$PY" -c "
+from pathlib import Path
+from bench.server_bench import write_model
+write_model(Path('$OUT/model'), True, 'official')"
+
+echo "== token identity, bf16: generate vs slots (sharpened head)"
+timeout 180 "$PY" bench/slots_check.py --device cuda --model-path "$OUT/model" --pages 8 --new-tokens 256 --slots 4 \
+    --experts batched_mm --json "$OUT/identity.json" | tail -12 || echo "identity check failed or ran out of time (rc $?)"
 
 echo "== bench: sequential, generate, slots raw, slots through the server at 1/8/32/64 clients"
 left=$(( 470 - ($(date +%s) - start) ))
-timeout "$left" "$PY" bench/server_bench.py --engines transformers --full-size --device cuda --size 1024 \
-    --new-tokens 512 --images 64 --batch-size 8 --clients 1,8,32,64 --experts-compare --json "$OUT/bench.json" \
-    2> "$OUT/bench.log" | sed -n '/^transformers:/,$p' || { echo "bench failed or ran out of time (rc $?)"; tail -20 "$OUT/bench.log"; }
+timeout "$left" "$PY" bench/server_bench.py --engines transformers --model-path "$OUT/model" --device cuda --size 1024 \
+    --new-tokens 512 --images 64 --reference-pages 8 --batch-size 8 --clients 1,8,32,64 --experts-compare \
+    --json "$OUT/bench.json" 2> "$OUT/bench.log" | sed -n '/^transformers:/,$p' \
+    || { echo "bench failed or ran out of time (rc $?)"; tail -20 "$OUT/bench.log"; }
 echo "== done in $(( $(date +%s) - start )) s; figures in $OUT"

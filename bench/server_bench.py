@@ -161,22 +161,23 @@ def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
     pages = decoded_pages(images)
     prep = prepare_for(engine, args.new_tokens)
     engine.generate_reference([prep(pages[0], 2)])  # warm-up
+    few = pages[:args.reference_pages or len(pages)]  # generate()'s paths are slow on long runs: a subset
     seq, tokens = [], 0
     t_all = time.perf_counter()
-    for im in pages:
+    for im in few:
         t = time.perf_counter()
         tokens += sum(len(g.token_ids) for g in engine.generate_reference([prep(im)]))
         sync(args.device)
         seq.append(time.perf_counter() - t)
-    out = {"sequential": summary(seq, time.perf_counter() - t_all, len(pages), tokens)}
+    out = {"sequential": summary(seq, time.perf_counter() - t_all, len(few), tokens)}
     raw, tokens = [], 0
     t_all = time.perf_counter()
-    for at in range(0, len(pages), args.batch_size):
-        gens = engine.generate_reference([prep(im) for im in pages[at:at + args.batch_size]])
+    for at in range(0, len(few), args.batch_size):
+        gens = engine.generate_reference([prep(im) for im in few[at:at + args.batch_size]])
         sync(args.device)
         tokens += sum(len(g.token_ids) for g in gens)
         raw += [time.perf_counter() - t_all] * len(gens)
-    out["generate"] = summary(raw, time.perf_counter() - t_all, len(pages), tokens)
+    out["generate"] = summary(raw, time.perf_counter() - t_all, len(few), tokens)
     engine.cfg = replace(engine.cfg, runtime=replace(engine.cfg.runtime, decoder="slots"))
     engine.slots = engine._slot_decoder(engine.model.device)
     out.update(slots_paths(engine, pages, prep, args))
@@ -201,10 +202,10 @@ def slots_paths(engine, pages: list, prep, args) -> dict:
     experts = ["grouped_mm", "batched_mm"] if args.experts_compare else [None]
     out["step_ms"] = {}
     for impl in experts:
-        if impl is not None and args.device == "cuda":
+        if impl is not None:
             use_experts(slots, impl)
         out["step_ms"][impl or slots.plan.experts] = step_times(slots, pages, prep, args)
-    if args.experts_compare and args.device == "cuda":
+    if args.experts_compare:
         use_experts(slots, "grouped_mm" if slots.plan.experts == "auto" else slots.plan.experts)
     items = [prep(im) for im in pages]
     ends, waiting = {}, list(items)
@@ -252,7 +253,7 @@ def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, flo
 
 
 def use_experts(slots, impl: str) -> None:
-    """Re-capture the decode graphs with another experts implementation (experts.py)."""
+    """Another experts implementation (experts.py) for the decode steps; on a GPU, graphs captured again."""
     from ocr_server.experts import experts_function
 
     slots.experts = {b: experts_function(impl) for b in slots.plan.slot_buckets}
@@ -371,9 +372,10 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
         asyncio.run(run_all([page(args.size + 8, args.size, seed=999)], 1))  # warm-up (another page: no cache hit)
         out = {"health": health.json()}
         for clients in args.clients:
+            batch = images[:min(len(images), max(8, 2 * clients))]  # enough pages to keep `clients` busy
             t0 = time.perf_counter()
-            results = asyncio.run(run_all(images, clients))
-            got = summary([r[0] for r in results], time.perf_counter() - t0, len(images),
+            results = asyncio.run(run_all(batch, clients))
+            got = summary([r[0] for r in results], time.perf_counter() - t0, len(batch),
                           sum(r[1]["usage"]["generated_tokens"] for r in results))
             got["layout"] = results[0][1]["layout"]
             out[f"clients_{clients}"] = got
@@ -402,7 +404,8 @@ def report(figures: dict, args) -> None:
     for engine, got in figures["engines"].items():
         server = got["server"]
         first = server[f"clients_{args.clients[0]}"]
-        print(f"\n{engine}: layout {first['layout']['crops']} crops, {args.new_tokens} new tokens per page, {args.images} pages")
+        print(f"\n{engine}: layout {first['layout']['crops']} crops, {args.new_tokens} new tokens per page, {args.images} pages "
+              f"(sequential and generate: {args.reference_pages or args.images}; the server at n clients: max(8, 2n))")
         raw_key = "slots" if engine == "transformers" else "raw"
         for path in ("sequential", "generate", raw_key):
             if path in got:
@@ -429,7 +432,9 @@ def main() -> int:
     p.add_argument("--engines", default="transformers,vllm", help="comma-separated: transformers, vllm")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--full-size", action="store_true", help="real architecture, random bf16 weights (needs a GPU)")
-    p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and batched_mm experts (GPU)")
+    p.add_argument("--reference-pages", type=int, default=0,
+                   help="run the sequential and generate paths on the first N pages only (0: all)")
+    p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and with batched_mm experts")
     p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
     p.add_argument("--json", help="also write the figures to this file")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: vLLM's sequential/raw paths in .venv-vllm
