@@ -15,8 +15,8 @@ CONTAINER = "server"
 CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
 CHECKSUMS_KEY = f"{naming.PREFIX}/model-checksums"
 TLS_DIR = "/etc/ocr/tls"
-# The API keys' file: read-only, readable by the server whatever uid and groups the pod gives it.
-SECRET_MODE = 0o444
+# The API keys' file: read-only, for its owner (root) and the pod's fsGroup (SERVER_GID: the server).
+SECRET_MODE = 0o440
 PRESTOP_SLEEP_SECONDS = 5
 # The server's graceful shutdown waits for in-flight requests up to spec.inference.timeoutSeconds
 # plus this margin before it exits.

@@ -104,7 +104,8 @@ def test_api_keys_are_a_file_of_the_mounted_secret_so_a_rotation_reaches_the_run
     env = env_of(objs["Deployment"])
     assert "API_KEYS" not in env and env["API_KEYS_FILE"] == {"name": "API_KEYS_FILE", "value": "/etc/ocr/auth/api-keys"}
     (volume,) = [v for v in pod["volumes"] if v["name"] == "api-keys"]
-    assert volume["secret"] == {"secretName": "ocr-keys", "defaultMode": 0o444,
+    assert pod["securityContext"]["fsGroup"] == 10001  # the server's group: it reads the 0440 file
+    assert volume["secret"] == {"secretName": "ocr-keys", "defaultMode": 0o440,
                                 "items": [{"key": "tokens", "path": "api-keys"}]}
     (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "api-keys"]
     assert mount == {"name": "api-keys", "mountPath": "/etc/ocr/auth", "readOnly": True}
