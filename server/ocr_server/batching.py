@@ -158,7 +158,6 @@ class Batcher:
                     live.append(p)
             if not live:
                 continue
-            self.metrics.batch_size.observe(len(live))
             self.progress.batch_started()
             try:
                 results = await loop.run_in_executor(self.executor, self.run_batch, [p.item for p in live])

@@ -179,14 +179,19 @@ class RowStreamer:
 
 
 class RowStop:
-    """Stopping criterion per row: own token budget, deadline, cancellation."""
+    """Stopping criterion per row: own token budget, deadline, cancellation. generate() calls it
+    once per generated token; from the second on (decode steps, not the prefill) it reports the
+    batch's row count to `on_step` (metrics: rows per decode step)."""
 
-    def __init__(self, prompt_len: int, items: list[Prepared], clock: Callable[[], float] = time.monotonic) -> None:
-        self.prompt_len, self.items, self.clock = prompt_len, items, clock
+    def __init__(self, prompt_len: int, items: list[Prepared], clock: Callable[[], float] = time.monotonic,
+                 on_step: Callable[[int], None] | None = None) -> None:
+        self.prompt_len, self.items, self.clock, self.on_step = prompt_len, items, clock, on_step
         self.early = [False] * len(items)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
         produced = input_ids.shape[1] - self.prompt_len
+        if produced > 1 and self.on_step is not None:
+            self.on_step(len(self.items))  # a static batch decodes every row, finished or not
         now = self.clock()
         done = []
         for i, item in enumerate(self.items):
@@ -223,6 +228,8 @@ class Engine:
         self.min_crops = crops_required(cfg.model.min_visual_tokens)
         self.decoder = "generate"
         self.slots: Any = None  # slots.SlotDecoder with DECODER=slots
+        # Told the rows of each decode step of generate() (the runner sets it to the batch-size metric).
+        self.on_decode_step: Callable[[int], None] | None = None
 
     # ---------- loading ----------
     def device(self) -> torch.device:
@@ -484,7 +491,7 @@ class Engine:
 
         inputs = self.collate(items)
         prompt_len = inputs["input_ids"].shape[1]
-        stop = RowStop(prompt_len, items)
+        stop = RowStop(prompt_len, items, on_step=self.on_decode_step)
         eos, pad = self.tokenizer.eos_token_id, self.tokenizer.pad_token_id
         streaming = any(it.on_token is not None for it in items)
         out = self.model.generate(

@@ -69,6 +69,8 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
 
         return SlotRunner(engine, metrics=metrics, on_fatal=on_fatal,
                           wrap_admit=wedge_on_cue if r.test_hooks == "wedge" else None)
+    if hasattr(engine, "on_decode_step"):  # generate() reports the rows of each decode step
+        engine.on_decode_step = metrics.batch_size.observe
     run_batch = engine.generate_batch
     if r.test_hooks == "wedge":
         from .testhooks import wedge_on_cue

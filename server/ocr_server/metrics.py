@@ -49,7 +49,7 @@ class Metrics:
         self.latency = Histogram("ocr_request_latency_seconds", "End-to-end latency of /v1/ocr and /v1/chat/completions (streams: until the last event)", buckets=LATENCY_BUCKETS, registry=r)
         self.queue_depth = Gauge("ocr_queue_depth", "Requests waiting for an engine slot plus pages waiting for a batch", registry=r)
         self.in_flight = Gauge("ocr_in_flight_requests", "Requests inside the engine (decode, crop, generate)", registry=r)
-        self.batch_size = Histogram("ocr_batch_size", "Pages per generate call", buckets=BATCH_BUCKETS, registry=r)
+        self.batch_size = Histogram("ocr_batch_size", "Pages (or split parts) decoded together: the rows of each decode step, observed once per step (generate: every row of its static batch until the longest ends; slots: the pages still decoding)", buckets=BATCH_BUCKETS, registry=r)
         self.visual_tokens = Histogram("ocr_visual_tokens", "Visual tokens per page", buckets=VISUAL_BUCKETS, registry=r)
         self.generated_tokens = Histogram("ocr_generated_tokens", "Generated tokens per page", buckets=GENERATED_BUCKETS, registry=r)
         self.cache_hits = Counter("ocr_cache_hits", "Result cache hits", registry=r)

@@ -65,7 +65,9 @@ class SlotRunner:
         self.progress.work_arrived(was_idle=not self.inbox and not self.progress.running)
         self.inbox.append(_Pending(item, fut))
         self.metrics.queue_depth.inc()
-        self._kick()
+        # After the tasks already ready on the loop: the pages of one request (submitted together by
+        # asyncio.gather) are all in the inbox when the engine thread takes them, so they join in one step.
+        asyncio.get_running_loop().call_soon(self._kick)
         try:
             remaining = item.deadline - time.monotonic()
             return await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.0))

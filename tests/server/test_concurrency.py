@@ -30,10 +30,10 @@ def test_sixteen_simultaneous_requests_succeed_and_are_batched(server):
     assert [r.status_code for r in responses] == [200] * 16, [r.text for r in responses if r.status_code != 200]
     after = httpx.get(server.url + "/metrics").text
     b, a = _batch_hist(before), _batch_hist(after)
-    calls = a["+Inf"] - b["+Inf"]
+    steps = a["+Inf"] - b["+Inf"]  # ocr_batch_size: rows per decode step
     single = a["1.0"] - b["1.0"]
-    # 16 pages in fewer generate calls than requests, and at least one call held several pages
-    assert calls < 16 and calls - single >= 1, f"batch histogram delta: {calls} calls, {single} of size 1"
+    # the pages shared decode steps: at least one step decoded several of them
+    assert steps - single >= 1, f"batch histogram delta: {steps} decode steps, {single} with one page"
 
 
 def test_request_with_a_tiny_deadline_gets_504(server):

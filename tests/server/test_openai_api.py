@@ -299,7 +299,10 @@ def test_a_tall_page_is_split_into_the_reported_parts_generated_in_one_batch(api
     assert r.json()["usage"]["visual_tokens"] == 2 * 256
     assert r.json()["usage"]["generated_tokens"] == sum(p["generated_tokens"] for p in split["parts"])
     b, a = _batches(before), _batches(after)
-    assert a["+Inf"] - b["+Inf"] == 1 and a["2.0"] - b["2.0"] == 1 and a["1.0"] - b["1.0"] == 0, "not one batch of 2"
+    # ocr_batch_size: rows per decode step. Both parts were decoded in the same steps (generate: every
+    # step; slots: at least until the first part ended), and no step held more than the two parts
+    together = (a["2.0"] - a["1.0"]) - (b["2.0"] - b["1.0"])
+    assert together >= 1 and a["+Inf"] - a["2.0"] == b["+Inf"] - b["2.0"], f"parts not decoded together: {b} -> {a}"
     assert metric(after, "ocr_split_parts_count") == metric(before, "ocr_split_parts_count") + 1
     unsplit = httpx.post(api.url + "/v1/ocr", files={"file": ("tall.png", page, "image/png")},
                          data={"max_visual_tokens": "256", "max_new_tokens": "2"}, headers={"X-API-Key": KEY}, timeout=300)
