@@ -62,8 +62,8 @@ class Prepared:
     """One page ready for the model; built in a worker thread, consumed by generate_batch."""
 
     input_ids: list[int]
-    pixel_values: torch.Tensor  # [1, 3, base, base]
-    pixel_values_local: torch.Tensor | None  # [crops, 3, s, s]
+    pixel_values: torch.Tensor  # [1, 3, base, base]: normalised float, or uint8 (pinned) on a GPU (pixels.py)
+    pixel_values_local: torch.Tensor | None  # [crops, 3, s, s], the same
     plan: CropPlan
     max_new_tokens: int
     deadline: float = math.inf  # time.monotonic()
@@ -230,6 +230,10 @@ class Engine:
         self.slots: Any = None  # slots.SlotDecoder with DECODER=slots
         # Told the rows of each decode step of generate() (the runner sets it to the batch-size metric).
         self.on_decode_step: Callable[[int], None] | None = None
+        # On a GPU pages leave the worker threads as uint8 in pinned memory and are normalised on the
+        # device (pixels.py); on a CPU the workers normalise, off the engine thread.
+        self.uint8_pixels = False
+        self.pixel_table: torch.Tensor | None = None
 
     # ---------- loading ----------
     def device(self) -> torch.device:
@@ -315,6 +319,11 @@ class Engine:
             size={"height": cfg.model.base_size, "width": cfg.model.base_size}, tile_size=cfg.model.input_size
         )
         self.whitelist = {tokenizer.convert_tokens_to_ids(t) for t in TD_TOKENS}
+        if device.type == "cuda":
+            from .pixels import normalisation_table
+
+            self.uint8_pixels = True
+            self.pixel_table = normalisation_table(self.image_processor).to(device, dtype)
         self.image_token_id = config.image_token_id
         name = cfg.model.name
         if tiny:
@@ -410,22 +419,24 @@ class Engine:
         prompts.check_tokens, with one <image>). CPU only; runs in a worker thread."""
         plan = self.plan(image, max_visual_tokens)
         m = self.cfg.model
+        raw = {"do_rescale": False, "do_normalize": False} if self.uint8_pixels else {}
         if plan.crops:
             lo, cap = self.crop_bounds(max_visual_tokens)
             out = self.image_processor(image, crop_to_patches=True, min_patches=lo, max_patches=cap,
-                                       tile_size=m.input_size, return_tensors="pt")
+                                       tile_size=m.input_size, return_tensors="pt", **raw)
         else:
-            out = self.image_processor(image, crop_to_patches=False, tile_size=m.base_size, return_tensors="pt")
+            out = self.image_processor(image, crop_to_patches=False, tile_size=m.base_size, return_tensors="pt", **raw)
         got = int(out["num_local_patches"][0])
         if got != plan.crops:  # our plan and transformers' processor must agree, or token counts lie
             raise RuntimeError(f"crop plan {plan.crops} != processor crops {got} for {image.size}")
         n_image_tokens = plan.visual_tokens + 1  # + view separator
         text = (PROMPTS[prompt_mode] if prompt is None else prompt).replace("<image>", "<image>" * n_image_tokens, 1)
         ids = self.tokenizer(text)["input_ids"]
+        local = out.get("pixel_values_local") if plan.crops else None
         return Prepared(
             input_ids=ids,
-            pixel_values=out["pixel_values"],
-            pixel_values_local=out.get("pixel_values_local") if plan.crops else None,
+            pixel_values=self._pinned(out["pixel_values"]),
+            pixel_values_local=self._pinned(local) if local is not None else None,
             plan=plan,
             max_new_tokens=max_new_tokens,
         )
@@ -435,6 +446,18 @@ class Engine:
         t = self.tokenizer
         skip = frozenset(i for i in (t.bos_token_id, t.eos_token_id, t.pad_token_id) if i is not None)
         return IncrementalDecoder(lambda ids: t.decode(ids, skip_special_tokens=False), skip)
+
+    def _pinned(self, pixels: torch.Tensor) -> torch.Tensor:
+        """uint8 pages in page-locked memory: their copy to the GPU is a DMA that does not wait for the host."""
+        return pixels.pin_memory() if self.uint8_pixels and self.model.device.type == "cuda" else pixels
+
+    def _on_device(self, pixels: torch.Tensor) -> torch.Tensor:
+        """One page's views on the model's device in its dtype, normalised there when they are uint8."""
+        if pixels.dtype != torch.uint8:
+            return pixels.to(self.model.device, self.model.dtype)
+        from .pixels import normalise
+
+        return normalise(pixels.to(self.model.device, non_blocking=True), self.pixel_table)
 
     # ---------- one batch ----------
     def collate(self, items: list[Prepared]) -> dict[str, Any]:
@@ -446,13 +469,13 @@ class Engine:
         for row, it in enumerate(items):
             ids[row, width - len(it.input_ids):] = torch.tensor(it.input_ids)
             mask[row, width - len(it.input_ids):] = 1
-        locals_ = [it.pixel_values_local for it in items if it.pixel_values_local is not None]
-        dev, dtype = self.model.device, self.model.dtype
+        locals_ = [self._on_device(it.pixel_values_local) for it in items if it.pixel_values_local is not None]
+        dev = self.model.device
         return {
             "input_ids": ids.to(dev),
             "attention_mask": mask.to(dev),
-            "pixel_values": torch.cat([it.pixel_values for it in items]).to(dev, dtype),
-            "pixel_values_local": torch.cat(locals_).to(dev, dtype) if locals_ else None,
+            "pixel_values": torch.cat([self._on_device(it.pixel_values) for it in items]),  # per page: pinned copies
+            "pixel_values_local": torch.cat(locals_) if locals_ else None,
             "num_local_patches": [it.plan.crops for it in items],
         }
 

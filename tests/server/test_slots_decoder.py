@@ -72,6 +72,19 @@ def test_each_page_alone_gets_the_tokens_generate_gives(engine, alone):
         assert len(got.token_ids) == NEW
 
 
+def test_pages_sent_as_uint8_and_normalised_on_the_device_get_the_same_tokens(engine, alone):
+    """The GPU's way (pixels.py), forced on the CPU: the workers skip normalising, collate does it."""
+    from ocr_server.pixels import normalisation_table
+
+    engine.uint8_pixels, engine.pixel_table = True, normalisation_table(engine.image_processor).to(engine.model.dtype)
+    try:
+        pages = items(engine)
+        assert all(p.pixel_values.dtype == torch.uint8 for p in pages)
+        assert [g.token_ids for g in engine.generate_batch(pages)] == list(alone.values())
+    finally:
+        engine.uint8_pixels, engine.pixel_table = False, None
+
+
 def test_pages_of_mixed_crop_counts_decoded_together_get_their_alone_tokens(engine, alone):
     got = engine.generate_batch(items(engine))
     assert [g.token_ids for g in got] == list(alone.values())
