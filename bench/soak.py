@@ -248,7 +248,17 @@ class Pods:
                            "-o", "json")
         return [p for p in json.loads(out)["items"] if p["status"].get("phase") == "Running"]
 
-    def sample(self) -> dict[str, dict[str, int]]:
+    def sample(self) -> tuple[dict[str, dict[str, int]], str | None]:
+        """Each running pod's figures, and why a read failed (None when none did).
+
+        A failed read (kubectl timing out on a loaded machine) is a missed sample, not the end of
+        the soak: the load goes on and the next window samples again."""
+        try:
+            return self._read(), None
+        except Exception as e:  # noqa: BLE001 - whatever broke the read is reported, the soak goes on
+            return {}, f"{type(e).__name__}: {str(e)[:300]}"
+
+    def _read(self) -> dict[str, dict[str, int]]:
         stats = {}
         for pod in self.list():
             name = pod["metadata"]["name"]
@@ -264,7 +274,8 @@ class Pods:
 # --------------------------------------------------------------------------- the run
 
 def soak(load: Load, pods: Pods, duration: float, interval: float, max_growth: float, warmup: float = 0.0,
-         log: Callable[[str], None] = print) -> dict[str, Any]:
+         log: Callable[[str], None] = print,
+         checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     start = time.monotonic()
     deadline = start + duration
     threads = load.run_until(deadline)
@@ -274,8 +285,14 @@ def soak(load: Load, pods: Pods, duration: float, interval: float, max_growth: f
         time.sleep(max(0.0, min(interval, deadline - time.monotonic())))
         with load.lock:
             fresh, seen = load.outcomes[seen:], len(load.outcomes)
-        w = {"minute": round((time.monotonic() - start) / 60, 2), **window_summary(fresh), "pods": pods.sample()}
+        sampled, error = pods.sample()
+        w = {"minute": round((time.monotonic() - start) / 60, 2), **window_summary(fresh), "pods": sampled}
+        if error:
+            w["sample_error"] = error
+            log(f"[{w['minute']:6.1f} min] the pods could not be read this window: {error}")
         windows.append(w)
+        if checkpoint:  # the report so far, so that nothing measured is lost if this process dies
+            checkpoint({"duration_s": duration, "windows": windows, "partial": True})
         lat = w["latency_s"]
         log(f"[{w['minute']:6.1f} min] {w['requests']:4d} requests, {w['failed']} failed, {w['fivexx']} 5xx; "
             f"p50 {lat['p50'] or 0:.2f}s p95 {lat['p95'] or 0:.2f}s p99 {lat['p99'] or 0:.2f}s; " +
@@ -300,14 +317,18 @@ def judge(windows: list[dict[str, Any]], summary: dict[str, Any], warmup: float,
     steady = [w for w in windows if w["minute"] * 60 >= warmup] or windows[-1:]
     rss = {p: [w["pods"][p]["rss_bytes"] for w in steady if p in w["pods"]] for p in names}
     growth = {p: rss_growth(v) for p, v in rss.items()}
-    first, last = windows[0]["pods"], windows[-1]["pods"]
+    sampled = [w for w in windows if w["pods"]] or windows[:1]
+    first, last = sampled[0]["pods"], sampled[-1]["pods"]
     restarts = {p: last.get(p, {}).get("restarts", 0) - first.get(p, {}).get("restarts", 0) for p in names}
     why = verdict(summary, growth, restarts, max_growth)
+    if set(first) != set(last):
+        why.append(f"the pods changed during the soak: {sorted(first)} at the start, {sorted(last)} at the end")
+    missed = sum(1 for w in windows if w.get("sample_error"))
     return {**{k: summary[k] for k in ("requests", "failed", "fivexx", "by_kind", "latency_s")},
             "rss_growth": growth, "rss_min_max_bytes": {p: (min(v), max(v)) for p, v in rss.items() if v},
             "open_fds_first_last": {p: (first.get(p, {}).get("open_fds"), last.get(p, {}).get("open_fds"))
                                     for p in names},
-            "restarts": restarts, "passed": not why, "why_failed": why}
+            "restarts": restarts, "missed_samples": missed, "passed": not why, "why_failed": why}
 
 
 def soak_ocrservice(image: str, replicas: int) -> dict:
@@ -356,7 +377,8 @@ def local_run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"OcrService {NAME} Ready with {args.replicas} pods; soaking {url} for {args.duration:.0f}s", flush=True)
         pods = Pods(lambda *a: cluster.kubectl(*a).stdout, NAMESPACE, NAME)
         load = Load(url, API_KEY, args.model, args.concurrency, args.seed, args.request_timeout)
-        report = soak(load, pods, args.duration, args.interval, args.max_rss_growth, args.warmup)
+        report = soak(load, pods, args.duration, args.interval, args.max_rss_growth, args.warmup,
+                      checkpoint=checkpointer(args.json))
         report["image"] = images.server_tiny
         return report
     finally:
@@ -374,7 +396,11 @@ def remote_run(args: argparse.Namespace) -> dict[str, Any]:
 
     load = Load(args.url, args.api_key, args.model, args.concurrency, args.seed, args.request_timeout)
     return soak(load, Pods(kubectl, args.namespace, args.instance), args.duration, args.interval, args.max_rss_growth,
-                args.warmup)
+                args.warmup, checkpoint=checkpointer(args.json))
+
+
+def checkpointer(path: Path | None) -> Callable[[dict[str, Any]], None] | None:
+    return (lambda report: path.write_text(json.dumps(report, indent=2))) if path else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -75,3 +75,37 @@ def test_judge_reads_restarts_and_memory_from_the_windows_after_warm_up():
     assert judged["rss_growth"] == {"pod-a": 0.0}  # the warm-up sample (5000) is not the baseline
     assert judged["restarts"] == {"pod-a": 1}
     assert not judged["passed"]
+
+
+def test_a_window_whose_pods_could_not_be_read_is_a_missed_sample_not_a_verdict():
+    def window(minute: float, pods: dict) -> dict:
+        return {"minute": minute, "pods": pods}
+
+    pod = {"pod-a": {"rss_bytes": 1000, "open_fds": 12, "restarts": 0}}
+    windows = [window(1, pod), window(2, {}), window(3, pod)]
+    windows[1]["sample_error"] = "TimeoutExpired: kubectl get pods"
+    judged = judge(windows, window_summary([outcome("image", "200")]), warmup=0, max_growth=0.05)
+    assert judged["passed"] and judged["missed_samples"] == 1
+
+
+def test_a_pod_replaced_during_the_soak_fails_it():
+    windows = [{"minute": 1, "pods": {"pod-a": {"rss_bytes": 1000, "open_fds": 12, "restarts": 0}}},
+               {"minute": 2, "pods": {"pod-b": {"rss_bytes": 1000, "open_fds": 12, "restarts": 0}}}]
+    judged = judge(windows, window_summary([outcome("image", "200")]), warmup=0, max_growth=0.05)
+    assert any("pods changed" in why for why in judged["why_failed"])
+
+
+class _Unreadable:
+    def __init__(self) -> None:
+        self.namespace, self.instance = "ns", "svc"
+
+    def kubectl(self, *args: str) -> str:
+        raise TimeoutError("kubectl timed out")
+
+
+def test_a_failed_pod_read_is_reported_and_does_not_raise():
+    from bench.soak import Pods
+
+    u = _Unreadable()
+    stats, error = Pods(u.kubectl, u.namespace, u.instance).sample()
+    assert stats == {} and "TimeoutError" in error
