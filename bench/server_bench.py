@@ -378,6 +378,10 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
             got = summary([r[0] for r in results], time.perf_counter() - t0, len(batch),
                           sum(r[1]["usage"]["generated_tokens"] for r in results))
             got["layout"] = results[0][1]["layout"]
+            # time outside the model: the pages' preprocessing (worker threads) as a share of the requests' time
+            timings = [r[1]["timings"] for r in results]
+            got["preprocess_ms_p50"] = statistics.median(t["preprocess_ms"] for t in timings)
+            got["preprocess_share"] = sum(t["preprocess_ms"] for t in timings) / sum(t["total_ms"] for t in timings)
             out[f"clients_{clients}"] = got
             print(f"{engine} server, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
         return out
@@ -412,7 +416,8 @@ def report(figures: dict, args) -> None:
                 print(line(path, got[path]))
         for clients in args.clients:
             f = server[f"clients_{clients}"]
-            print(line(f"server, {clients} clients", f) + f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})")
+            print(line(f"server, {clients} clients", f) + f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})"
+                  + f"; preprocessing p50 {f['preprocess_ms_p50']:.1f} ms, {f['preprocess_share']:.1%} of the requests' time")
         if engine == "transformers":
             print(f"  vision+prefill per page: p50 {got['prefill_ms_per_page']['p50']:.1f} ms, max {got['prefill_ms_per_page']['max']:.1f} ms")
             for impl, times in got["step_ms"].items():

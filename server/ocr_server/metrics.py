@@ -25,6 +25,8 @@ BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 VISUAL_BUCKETS = TOKEN_STEPS  # 256, 544, 688, 832, 976, 1120: one bucket per crop count
 GENERATED_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 SPLIT_BUCKETS = (2, 3, 4, 6, 8, 12, 16)
+PREPROCESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+RATIO_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1)
 
 
 # Every metric family the server exports, as it appears on /metrics (the histogram families also
@@ -33,7 +35,8 @@ CPU_METRIC_NAMES = (
     "ocr_requests_total", "ocr_request_latency_seconds", "ocr_queue_depth", "ocr_in_flight_requests",
     "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_cache_hits_total",
     "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
-    "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total",
+    "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total", "ocr_preprocess_seconds",
+    "ocr_preprocess_ratio",
 )
 GPU_METRIC_NAMES = (
     "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
@@ -52,6 +55,10 @@ class Metrics:
         self.batch_size = Histogram("ocr_batch_size", "Pages (or split parts) decoded together: the rows of each decode step, observed once per step (generate: every row of its static batch until the longest ends; slots: the pages still decoding)", buckets=BATCH_BUCKETS, registry=r)
         self.visual_tokens = Histogram("ocr_visual_tokens", "Visual tokens per page", buckets=VISUAL_BUCKETS, registry=r)
         self.generated_tokens = Histogram("ocr_generated_tokens", "Generated tokens per page", buckets=GENERATED_BUCKETS, registry=r)
+        self.preprocess = Histogram("ocr_preprocess_seconds", "Time a request's document took to be decoded, rasterised, "
+                                    "split, cropped and normalised on a worker thread, outside the model", buckets=PREPROCESS_BUCKETS, registry=r)
+        self.preprocess_ratio = Histogram("ocr_preprocess_ratio", "Share of a request's time (not served from the cache) "
+                                          "spent preprocessing its pages, outside the model: preprocess / total", buckets=RATIO_BUCKETS, registry=r)
         self.cache_hits = Counter("ocr_cache_hits", "Result cache hits", registry=r)
         self.cache_misses = Counter("ocr_cache_misses", "Result cache misses", registry=r)
         self.dropped = Counter("ocr_pages_dropped_expired", "Pages dropped before generate because their deadline passed", registry=r)

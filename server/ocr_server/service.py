@@ -248,11 +248,14 @@ class OcrServing:
                     task.cancel()
             t_done = time.monotonic()
 
+        total_s = time.monotonic() - t_start
+        self.metrics.preprocess.observe(prep_s)
+        self.metrics.preprocess_ratio.observe(prep_s / total_s if total_s > 0 else 0.0)
         timings = {
             "queue_ms": round((t_admitted - t_start) * 1000, 2),
             "preprocess_ms": round(prep_s * 1000, 2),
             "generate_ms": round((t_done - t_gen) * 1000, 2),
-            "total_ms": round((time.monotonic() - t_start) * 1000, 2),
+            "total_ms": round(total_s * 1000, 2),
         }
         response = self._assemble(fmt, jobs, results, timings, token_ids=opts.return_token_ids)
         self.cache.put(key, response)

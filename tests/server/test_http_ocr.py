@@ -100,6 +100,21 @@ def test_metrics_change_after_requests(server):
         assert name in after
 
 
+def test_preprocessing_time_and_its_share_of_the_request_are_observed(server):
+    with server.client() as c:
+        before = c.get("/metrics").text
+        r = c.post("/v1/ocr", files={"file": ("p.png", samples.png(330, 210, seed=22), "image/png")})
+        after = c.get("/metrics").text
+    assert r.status_code == 200, r.text
+    timings = r.json()["timings"]
+    for name in ("ocr_preprocess_seconds", "ocr_preprocess_ratio"):
+        assert metric(after, name + "_count") == metric(before, name + "_count") + 1, name
+    took = metric(after, "ocr_preprocess_seconds_sum") - metric(before, "ocr_preprocess_seconds_sum")
+    share = metric(after, "ocr_preprocess_ratio_sum") - metric(before, "ocr_preprocess_ratio_sum")
+    assert took == pytest.approx(timings["preprocess_ms"] / 1000, abs=1e-4)
+    assert share == pytest.approx(timings["preprocess_ms"] / timings["total_ms"], abs=1e-3) and 0 < share < 1
+
+
 @pytest.mark.parametrize(
     "name,data,size",
     [
