@@ -179,6 +179,23 @@ def test_the_ngram_guard_acts_in_both_engines(answers):
             assert not repeated_ngram(tokens), (engine, name, tokens)
 
 
+def test_a_prompt_of_the_callers_own_and_min_tokens_read_the_same_on_both_engines(servers):
+    """A grounding query (not one of the two document prompts) with the end of text held to the
+    budget: both engines read the same prompt ids and generate the same, full-length answer."""
+    body = {**page_body("global", compress_level=3), "prompt": "Locate <|ref|>the title<|/ref|> in the image.",
+            "max_new_tokens": 8, "min_new_tokens": 8}
+    got = {}
+    for engine, server in servers.items():
+        wait_for(server, 200, timeout=1800)
+        r = httpx.post(server.url + "/v1/ocr", json=body, headers=AUTH, timeout=900)
+        assert r.status_code == 200, (engine, r.text)
+        got[engine] = r.json()
+        assert got[engine]["pages"][0]["prompt_token_ids"][0].count(128816) == 1, engine  # <|ref|> as its token
+        assert len(got[engine]["pages"][0]["token_ids"][0]) == 8, engine
+    cause = difference(got["transformers"], got["vllm"])
+    assert cause is None, cause
+
+
 # --- the server's suite, the same assertions on each engine ---------------------------------------
 
 @pytest.fixture(params=ENGINES)
