@@ -519,6 +519,20 @@ class RealNode:
         cluster.wait_ready("containerd", lambda: self.ctr("version", timeout=5, check=False).returncode == 0, 60)
         self._remove_stale_pods()
 
+    def restart_containerd(self, cluster: LocalCluster, timeout: float = 60) -> float:
+        """Stop the node's containerd (SIGTERM to the process this node started, by PID) and start
+        it again with the same config, as an upgrade or a crash of the runtime would; the runc
+        shims, and the containers they hold, keep running meanwhile. Returns the seconds from
+        the stop until the new containerd answers."""
+        comp = cluster.components["containerd"]
+        t0 = time.monotonic()
+        comp.stop(timeout=20)
+        comp.start()
+        self._pids(cluster)
+        cluster.save_state()
+        cluster.wait_ready("containerd", lambda: self.ctr("version", timeout=5, check=False).returncode == 0, timeout)
+        return time.monotonic() - t0
+
     def _remove_stale_pods(self) -> None:
         """containerd's root persists: drop sandboxes/containers a crashed earlier node left in it."""
         if self.crictl("pods", "-q").stdout.strip():
