@@ -10,7 +10,8 @@ PersistentVolume, OcrServices whose pods really run, and a client that talks to 
   the layout of a weights cache.
 - `model_pvc` (function): a hostPath PersistentVolume of that directory bound (claimRef) to a
   ReadOnlyMany PVC `tiny-model` in the test's namespace; `spec.model.pvc` mounts it with
-  `subPath: weights` at the server's CACHE_DIR.
+  `subPath: weights` at the server's CACHE_DIR. `tiny_model_claim(cluster, namespace, volume)`
+  does the same for a fixture of another scope (a module sharing one OcrService).
 - `real_ocrservice(name, image, **spec)`: an OcrService manifest whose pods select and tolerate
   the real node, with short probe settings, small CPU-sized inference settings and
   `imagePullPolicy: Never` (images are imported: nothing is ever pulled, no registry is asked).
@@ -22,12 +23,14 @@ Exposed to the e2e tier by one import line at the bottom of tests/e2e/conftest.p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import ssl
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pytest
@@ -105,6 +108,13 @@ def tiny_model_volume(cluster, real_node) -> Path:
 @pytest.fixture
 def model_pvc(cluster, namespace, tiny_model_volume) -> str:
     """A PVC in the test's namespace bound to a hostPath PV of the tiny model volume; its name."""
+    with tiny_model_claim(cluster, namespace, tiny_model_volume) as name:
+        yield name
+
+
+@contextlib.contextmanager
+def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterator[str]:
+    """`model_pvc` for any scope: the PVC bound in `namespace`, its name; the PV deleted after."""
     pv = f"tiny-model-{namespace}"[:63]
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
         "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
@@ -118,8 +128,10 @@ def model_pvc(cluster, namespace, tiny_model_volume) -> str:
                  "resources": {"requests": {"storage": "1Gi"}}}}))
     wait_for(lambda: json.loads(cluster.kubectl("get", "pvc", PVC_NAME, "-n", namespace, "-o", "json").stdout)
              ["status"].get("phase") == "Bound", timeout=30, message=f"PVC {PVC_NAME} Bound to PV {pv}")
-    yield PVC_NAME
-    cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
+    try:
+        yield PVC_NAME
+    finally:
+        cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
 
 
 def real_ocrservice(name: str, image: str, **spec) -> dict:
