@@ -134,7 +134,7 @@ class RuntimeConfig:
     # None: max(2 x TIMEOUT_SEC, 60) (timeouts.py), filled in by ServerConfig. An engine that owes
     # work and has made no progress for longer fails /health/live (liveness.py).
     liveness_stall_sec: float | None = None
-    # transformers engine's decoder (slots.py): auto = slots on a GPU, generate on a CPU.
+    # transformers engine's decoder (slots.py): auto = slots (on every device; generate is the reference).
     decoder: str = "auto"
     decode_slots: int = 0  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row

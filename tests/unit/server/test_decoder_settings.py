@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+import torch
+
 from ocr_server.config import ConfigError, load_config
+from ocr_server.engine import resolve_decoder
 from ocr_server.slots import buckets, parse_buckets, pick
 
 
@@ -19,6 +22,15 @@ def test_a_bad_decoder_setting_is_refused_naming_it(key, value):
 def test_the_decoder_defaults_to_auto_with_sizes_chosen_at_load():
     r = load_config(env={}).runtime
     assert (r.decoder, r.decode_slots, r.decode_kv_buckets, r.cuda_graphs, r.experts) == ("auto", 0, "", True, "auto")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_auto_picks_the_slots_decoder_on_every_device(device):
+    assert resolve_decoder("auto", torch.device(device)) == "slots"
+
+
+def test_an_explicit_decoder_is_kept():
+    assert resolve_decoder("generate", torch.device("cuda")) == "generate"
 
 
 def test_buckets_are_powers_of_two_ending_at_the_top():
