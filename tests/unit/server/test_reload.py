@@ -89,15 +89,21 @@ def _served_serial(context: ssl.SSLContext, cafile_pems: list[bytes]) -> str:
     return client.getpeercert()["serialNumber"]
 
 
-def test_a_renewed_certificate_loaded_into_the_live_context_is_served_to_new_handshakes(tmp_path):
-    cert1, key1 = self_signed(tmp_path / "c", "one", 0x1001)
-    cert2, key2 = self_signed(tmp_path / "c", "two", 0x2002)
+def _serving(tmp_path, cert: bytes, key: bytes):
+    """A TLS Secret volume holding `cert`/`key`, the live context serving it, and its primed watch."""
     vol = tmp_path / "tls"
-    write_secret_volume(vol, {"tls.crt": cert1, "tls.key": key1})
+    write_secret_volume(vol, {"tls.crt": cert, "tls.key": key})
     live = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     live.load_cert_chain(vol / "tls.crt", vol / "tls.key")
     (w,) = reload.watches(None, None, str(vol / "tls.crt"), str(vol / "tls.key"), live)
     w.prime()
+    return vol, live, w
+
+
+def test_a_renewed_certificate_loaded_into_the_live_context_is_served_to_new_handshakes(tmp_path):
+    cert1, key1 = self_signed(tmp_path / "c", "one", 0x1001)
+    cert2, key2 = self_signed(tmp_path / "c", "two", 0x2002)
+    vol, live, w = _serving(tmp_path, cert1, key1)
     assert _served_serial(live, [cert1, cert2]) == "1001"
 
     write_secret_volume(vol, {"tls.crt": cert2, "tls.key": key2})
@@ -108,12 +114,7 @@ def test_a_renewed_certificate_loaded_into_the_live_context_is_served_to_new_han
 def test_a_certificate_with_a_key_that_does_not_match_keeps_the_served_pair(tmp_path):
     cert1, key1 = self_signed(tmp_path / "c", "one", 0x1001)
     cert2, _ = self_signed(tmp_path / "c", "two", 0x2002)
-    vol = tmp_path / "tls"
-    write_secret_volume(vol, {"tls.crt": cert1, "tls.key": key1})
-    live = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    live.load_cert_chain(vol / "tls.crt", vol / "tls.key")
-    (w,) = reload.watches(None, None, str(vol / "tls.crt"), str(vol / "tls.key"), live)
-    w.prime()
+    vol, live, w = _serving(tmp_path, cert1, key1)
     write_secret_volume(vol, {"tls.crt": cert2, "tls.key": key1})  # mismatched pair
     assert w.poll() == "failed"
     assert _served_serial(live, [cert1, cert2]) == "1001"
