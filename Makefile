@@ -5,7 +5,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 

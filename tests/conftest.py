@@ -1,13 +1,14 @@
-"""Test distribution for `make test`, which runs pytest-xdist in four workers.
+"""Test distribution for `make test`, which runs pytest-xdist in three workers.
 
 On 2 cores the suite is mostly waiting: the e2e tier waits on the API server, the kubelet and
 containers while the unit and server tiers are CPU-bound, so running them side by side saves more
 than half of the serial wall time (the run's CPU time is about 60 % of its wall time with 2 workers).
 
 Units of work, each run by one worker from its start to its end:
-- the e2e tier in three units, each with its own session-scoped local cluster: the real-node tests
+- the e2e tier in two units, each with its own session-scoped local cluster: the real-node tests
   (modules `tests/e2e/test_realnode*.py`), whose worker alone adds the machine's one real node to
-  its cluster; the kwok tests of `SECOND_KWOK_UNIT`; and the other kwok tests (kwok nodes only);
+  its cluster, plus `WITH_THE_REAL_NODE_UNIT` to balance the two; and the other kwok tests, whose
+  cluster has kwok nodes only;
 - any other test with its module, so a module's fixtures start once.
 The heaviest units start first (`HEAVY_FIRST`, by measured duration), the rest by size.
 
@@ -22,23 +23,21 @@ import pytest
 
 E2E_REAL_NODE = "tests/e2e (real node)"
 E2E_KWOK = "tests/e2e (kwok)"
-E2E_KWOK_SECOND = "tests/e2e (kwok, second cluster)"
-# kwok-only modules that run in a second kwok cluster, on another worker, so that no e2e unit is
-# the suite's critical path (measured in one three-worker run on 2026-12-02, seconds: the
-# real-node modules ~840 with their fault, rotation and rollback tests, the engine equivalence
-# module ~800, the kwok modules ~940 of which these ~440).
-SECOND_KWOK_UNIT = ("tests/e2e/test_rollback.py", "tests/e2e/test_chart.py",
-                    "tests/e2e/test_operator_leader_election.py", "tests/e2e/test_pod_security.py")
-HEAVY_FIRST = (E2E_REAL_NODE, "tests/server/test_engine_equivalence.py", E2E_KWOK, E2E_KWOK_SECOND)
+# kwok-only modules that run in the real-node unit's cluster, so the two e2e units take about as
+# long (measured in one three-worker run: real-node modules ~470 s, kwok modules ~830 s of which
+# test_rollback.py ~240 s).
+WITH_THE_REAL_NODE_UNIT = ("tests/e2e/test_rollback.py",)
+# Measured with --durations in a three-worker run (seconds): the kwok e2e unit ~600, the engine
+# equivalence module ~630 (two servers with the full-size vision tower), the real-node unit ~700.
+HEAVY_FIRST = (E2E_REAL_NODE, "tests/server/test_engine_equivalence.py", E2E_KWOK)
 
 
 def work_unit(nodeid: str) -> str:
     """The unit of work a test belongs to: one of the two e2e units, else its module."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        if path.startswith("tests/e2e/test_realnode"):
-            return E2E_REAL_NODE
-        return E2E_KWOK_SECOND if path in SECOND_KWOK_UNIT else E2E_KWOK
+        real = path.startswith("tests/e2e/test_realnode") or path in WITH_THE_REAL_NODE_UNIT
+        return E2E_REAL_NODE if real else E2E_KWOK
     return path
 
 

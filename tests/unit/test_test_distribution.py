@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import E2E_KWOK, E2E_KWOK_SECOND, E2E_REAL_NODE, HEAVY_FIRST, SECOND_KWOK_UNIT, start_order, work_unit
+from tests.conftest import E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, WITH_THE_REAL_NODE_UNIT, start_order, work_unit
 
 E2E = Path(__file__).resolve().parents[1] / "e2e"
 
@@ -21,14 +21,12 @@ def marks_realnode(module: Path) -> bool:
 def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another():
     assert {work_unit(n) for n in ("tests/e2e/test_realnode.py::TestNode::test_c",
                                    "tests/e2e/test_realnode_images.py::test_a[x]")} == {E2E_REAL_NODE}
-    assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]",
-                                   "tests/e2e/test_cluster.py::test_b")} == {E2E_KWOK}
+    assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b")} == {E2E_KWOK}
 
 
-def test_the_kwok_modules_chosen_for_balance_run_in_a_second_kwok_cluster():
-    assert SECOND_KWOK_UNIT and all((E2E.parent.parent / m).is_file() for m in SECOND_KWOK_UNIT)
-    assert {work_unit(f"{m}::test_x") for m in SECOND_KWOK_UNIT} == {E2E_KWOK_SECOND}
-    assert not any(m.startswith("tests/e2e/test_realnode") for m in SECOND_KWOK_UNIT)
+def test_the_kwok_modules_chosen_for_balance_run_in_the_real_node_units_cluster():
+    assert WITH_THE_REAL_NODE_UNIT and all((E2E.parent.parent / m).is_file() for m in WITH_THE_REAL_NODE_UNIT)
+    assert {work_unit(f"{m}::test_x") for m in WITH_THE_REAL_NODE_UNIT} == {E2E_REAL_NODE}
 
 
 def test_every_module_marked_realnode_is_named_so_its_tests_go_to_the_real_node_unit():
@@ -46,7 +44,6 @@ def test_other_tests_go_with_their_module():
 
 
 def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
-    units = ["tests/unit/a.py", E2E_KWOK_SECOND, E2E_REAL_NODE, "tests/server/b.py", E2E_KWOK,
-             "tests/server/test_engine_equivalence.py"]
+    units = ["tests/unit/a.py", E2E_REAL_NODE, "tests/server/b.py", E2E_KWOK, "tests/server/test_engine_equivalence.py"]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
     assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
