@@ -107,6 +107,12 @@ class Load(threading.Thread):
     def ok_count(self) -> int:
         return sum(o.ok for o in self.outcomes)
 
+    def await_answers(self, more: int, after_what: str) -> None:
+        """Wait until `more` requests from now are answered, or any request has failed."""
+        after = self.ok_count()
+        wait_for(lambda: self.ok_count() >= after + more or any(not o.ok for o in self.outcomes), timeout=120,
+                 message=f"{more} more answers after {after_what}")
+
     def finish(self) -> list[Outcome]:
         self.stop_event.set()
         self.join(timeout=150)
@@ -280,9 +286,7 @@ def test_scaling_down_deletes_a_pod_mid_request_and_every_request_is_answered(fa
                           message="a pod deleted by the scale-down and gone")
         outcomes = {name: r.result() for name, r in longs.items()}
         st = faulty.ensure(faulty.manifest(replicas=1, timeout=LONG_TIMEOUT))
-        after = load.ok_count()
-        wait_for(lambda: load.ok_count() >= after + 3 or any(not o.ok for o in load.outcomes), timeout=120,
-                 message="3 more answers after the scale-down")
+        load.await_answers(3, "the scale-down")
     finally:
         load.finish()
         watch.stop()
@@ -318,9 +322,7 @@ def test_a_rollout_replaces_a_pod_mid_request_and_a_long_request_on_it_completes
                  message=f"the old pod {old_name} deleted and gone")
         long = long_request.result()
         st = faulty.ensure(faulty.manifest(replicas=1, timeout=SHORT_TIMEOUT, stall=STALL_SEC))
-        after = load.ok_count()
-        wait_for(lambda: load.ok_count() >= after + 3 or any(not o.ok for o in load.outcomes), timeout=120,
-                 message="3 more answers after the rollout")
+        load.await_answers(3, "the rollout")
     finally:
         load.finish()
         watch.stop()
@@ -406,9 +408,7 @@ def test_restarting_containerd_keeps_the_pods_serving_and_the_node_ready(faulty,
     try:
         t0 = time.monotonic()
         took = real_node.restart_containerd(cluster)
-        after = load.ok_count()
-        wait_for(lambda: load.ok_count() >= after + 5 or any(not o.ok for o in load.outcomes), timeout=120,
-                 message="5 more answers after containerd came back")
+        load.await_answers(5, "containerd came back")
         time.sleep(10)  # a kubelet sync and a node-status round (5 s) later
         wait_for(lambda: _node_ready(cluster)["status"] == "True", timeout=60, message=f"{NODE_NAME} Ready")
         now = wait_for(lambda: (p := faulty.pod(pod["metadata"]["name"])) and pod_ready(p) and p, timeout=60,
