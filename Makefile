@@ -9,7 +9,7 @@ TEST_WORKERS ?= 3
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score test test-unit test-server test-monitoring test-e2e \
+.PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score versitygw test test-unit test-server test-monitoring test-e2e \
         lint demo bench bench-server bench-operator clean
 
 help:
@@ -82,7 +82,11 @@ monitoring-tools:
 kube-score:
 	bash localcluster/build-kube-score.sh
 
-test-unit: venv kube-score
+# versitygw (the S3 server the batch storage tests run, localcluster/s3server.py), cached by version.
+versitygw:
+	bash localcluster/build-versitygw.sh
+
+test-unit: venv kube-score versitygw
 	$(VPY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # The alert rules (promtool), the dashboard's queries against a real Prometheus, the metric names.
@@ -101,7 +105,7 @@ test-e2e: venv cluster-binaries
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
 setup:
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm cluster-binaries monitoring-tools kube-score images-built
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm cluster-binaries monitoring-tools kube-score versitygw images-built
 
 # The product images for the real node, built (not exported) ahead of the tests that import them:
 # first those that need no venv (the torch layer, beside the venv's own install), then the one that
