@@ -3,6 +3,7 @@
 
 What comes from ocr_limits (and the operator's messages in ocr_operator.spec), in
 crds/ocr.causalflow.dev_ocrservices.yaml:
+- the bounds and defaults of spec.rollout.qualityGate (ocr_limits.quality.GATE_FIELDS);
 - `default`, `minimum`, `maximum` and `enum` of every field in ocr_limits.SETTINGS (present when
   the setting has one, removed when not: spec.inference.maxVisualTokens has no schema default, its
   default follows spec.engine and the operator fills it in);
@@ -46,6 +47,7 @@ from ocr_limits import (
     default_max_visual_tokens,
     setting,
 )
+from ocr_limits.quality import GATE_FIELDS  # noqa: E402
 from ocr_operator.spec import TOKEN_BUDGET_ERROR, TOKEN_ORDER_ERROR, engine_error, env_override_error
 
 CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
@@ -98,7 +100,7 @@ def scalar(value: Any) -> str:
     """A YAML scalar as this CRD writes it: plain when unambiguous, else double-quoted."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
+    if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(scalar(v) for v in value) + "]"
@@ -225,6 +227,10 @@ def render(text: str) -> str:
         wanted = {"enum": list(s.choices) or None, "minimum": s.minimum, "maximum": s.maximum, "default": s.default}
         for key in MANAGED:
             lines = set_key(lines, _node(s.field), key, wanted[key], MANAGED)
+    for name, (default, minimum, maximum) in GATE_FIELDS.items():  # spec.rollout.qualityGate's bounds
+        wanted = {"enum": None, "minimum": minimum, "maximum": maximum, "default": default}
+        for key in MANAGED:
+            lines = set_key(lines, _node(f"rollout.qualityGate.{name}"), key, wanted[key], MANAGED)
     for field, description in descriptions().items():
         lines = set_key(lines, _node(field), "description", description, MANAGED)
     lines = fill_block(lines, "visual-token-rules", rules(spec_rules()))

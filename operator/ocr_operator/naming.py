@@ -18,6 +18,8 @@ PREFIX = "ocr.causalflow.dev"
 REVISION_KEY = f"{PREFIX}/revision"
 APPLIED_HASH_KEY = f"{PREFIX}/applied-hash"
 KOPF_PREFIX = f"kopf.{PREFIX}"
+# The pods' readiness gate of an OcrService with spec.rollout.qualityGate (quality.py).
+GATE_CONDITION = f"{PREFIX}/quality-gate"
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -40,6 +42,10 @@ def configmap_name(name: str) -> str:
 
 def revisions_name(name: str) -> str:
     return f"{name}-revisions"
+
+
+def quality_name(name: str) -> str:
+    return f"{name}-quality"
 
 
 def hpa_name(name: str) -> str:

@@ -17,7 +17,12 @@ Rules:
   ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds``,
   readiness not reached within the startup budget (``model_load_timeout_seconds +
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
-  after it was reached; or when the Deployment reports ProgressDeadlineExceeded.
+  after it was reached; or when the Deployment reports ProgressDeadlineExceeded; or, with
+  spec.rollout.qualityGate, when the quality gate (quality.py) finds it reads worse than the last
+  good revision (QualityRegression) or cannot get the golden pages answered (QualityGateError):
+  the reconcile passes that verdict in (``gate_failure``), and the same rollback follows. A gated
+  pod is not Ready before the gate passes, so its startup budget also holds the gate's time
+  (``Policy.gate_seconds``).
 * The last good revision, rolled out again (the spec went back to it), fails only for the
   image pull, container creation, Unschedulable and progress-deadline signals: its pods' restarts,
   OOM kills and readiness are what a running pod lives through (liveness restarting a wedged
@@ -50,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from .naming import GATE_CONDITION
 from .naming import REVISION_KEY as REVISION_LABEL
 
 PROGRESSING = "Progressing"
@@ -102,6 +108,9 @@ class PodView:
     message: str = ""
     deleting: bool = False
     started: datetime | None = None
+    # The quality gate (quality.py): containers Ready, held back only by the readiness gate.
+    awaiting_gate: bool = False
+    ip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,11 +136,13 @@ class Policy:
     settle_seconds: int = 30
     max_restarts: int = 3
     unschedulable_grace_seconds: int = 120
+    gate_seconds: float = 0.0  # the quality gate's time on a new pod (quality.budget_seconds)
 
     @property
     def startup_budget_seconds(self) -> float:
         """How long a new pod may take to become Ready, counted from its creation."""
-        return float(self.model_load_timeout_seconds + self.failure_threshold * self.period_seconds)
+        return float(self.model_load_timeout_seconds + self.failure_threshold * self.period_seconds
+                     + self.gate_seconds)
 
 
 # --------------------------------------------------------------------------- status
@@ -310,7 +321,8 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
             REASON_READINESS_TIMEOUT,
             f"{where} not Ready within {policy.startup_budget_seconds:.0f}s "
             f"(modelLoadTimeoutSeconds {policy.model_load_timeout_seconds} + "
-            f"{policy.failure_threshold} x {policy.period_seconds}s health checks){detail}",
+            f"{policy.failure_threshold} x {policy.period_seconds}s health checks"
+            + (f" + {policy.gate_seconds:.0f}s quality gate" if policy.gate_seconds else "") + f"){detail}",
             pod.name,
         )
     return None
@@ -475,9 +487,11 @@ def _settle(
 
 
 def decide(
-    desired_revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
+    desired_revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime,
+    gate_failure: Failure | None = None,
 ) -> Decision:
-    """One step of the state machine; see the module docstring for the rules."""
+    """One step of the state machine; see the module docstring for the rules. `gate_failure`:
+    the quality gate's verdict against the revision being rolled out (prior.current_revision)."""
     if now.tzinfo is None:
         now = now.replace(tzinfo=timezone.utc)
     phase = prior.phase if prior.phase in PHASES else None
@@ -519,7 +533,7 @@ def decide(
         # Settled: pods coming and going (HPA, node loss) are the Deployment's business.
         return _finish(desired_revision, prior, observed)
 
-    return _progress(desired_revision, prior, observed, policy, now)
+    return _progress(desired_revision, prior, observed, policy, now, gate_failure)
 
 
 def ready_at_change(prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime) -> bool:
@@ -538,10 +552,11 @@ def ready_at_change(prior: RolloutStatus, observed: Observed, policy: Policy, no
 
 
 def _progress(
-    revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
+    revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime,
+    gate_failure: Failure | None = None,
 ) -> Decision:
     """Phase Progressing: fail, settle, or wait for the next deadline."""
-    failure = find_failure(revision, prior, observed, policy, now)
+    failure = find_failure(revision, prior, observed, policy, now) or gate_failure
     if failure is not None:
         return _fail(revision, prior, failure, observed, policy)
 
@@ -683,6 +698,10 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
     if started is None:
         started = parse_time(status.get("startTime"))
     unschedulable = sched.get("status") == "False" and sched.get("reason") == "Unschedulable"
+    containers_ready = (conditions.get("ContainersReady") or {}).get("status") == "True"
+    gate = (conditions.get(GATE_CONDITION) or {}).get("status")
+    awaiting_gate = (containers_ready and ready_cond.get("status") == "False"
+                     and ready_cond.get("reason") == "ReadinessGatesNotReady" and gate != "True")
     if waiting_message:
         message = waiting_message
     elif unschedulable:
@@ -704,6 +723,8 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
         message=message,
         deleting=bool(meta.get("deletionTimestamp")),
         started=started,
+        awaiting_gate=awaiting_gate,
+        ip=status.get("podIP") or None,
     )
 
 

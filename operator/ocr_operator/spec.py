@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo
 
+from ocr_limits import quality as gate_limits
+
 from ocr_limits import (
     CROP_TOKENS,
     DEFAULT_CACHE_DIR,
@@ -229,6 +231,23 @@ class HealthCheck:
 
 
 @dataclass(frozen=True)
+class QualityGate:
+    """spec.rollout.qualityGate: golden pages compared before a new revision takes traffic
+    (quality.py decides, gaterun.py sends the pages). Bounds: ocr_limits.quality."""
+
+    config_map: str
+    max_mean_distance: float = gate_limits.DEFAULT_MAX_MEAN_DISTANCE
+    max_page_distance: float = gate_limits.DEFAULT_MAX_PAGE_DISTANCE
+    max_new_tokens: int = gate_limits.DEFAULT_GATE_MAX_NEW_TOKENS
+    timeout_seconds: int = gate_limits.DEFAULT_GATE_TIMEOUT_SECONDS
+
+
+# The CRD's CEL rule says the same (crds/): the operator reads no Secret, so it has no API key.
+GATE_AUTH_ERROR = ("spec.rollout.qualityGate cannot be used with spec.auth: the operator reads no Secret, "
+                   "so it has no API key for the gate's requests")
+
+
+@dataclass(frozen=True)
 class Rollout:
     health_check: HealthCheck = field(default_factory=HealthCheck)
     model_load_timeout_seconds: int = 900
@@ -239,6 +258,7 @@ class Rollout:
     max_restarts: int = 3
     unschedulable_grace_seconds: int = 300
     revision_history_limit: int = 5
+    quality_gate: QualityGate | None = None
 
 
 @dataclass(frozen=True)
@@ -357,6 +377,32 @@ def _bool(section: Mapping[str, Any], key: str, default: bool, where: str) -> bo
     return value
 
 
+def _number(section: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{where}.{key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _quality_gate(ro: Mapping[str, Any]) -> QualityGate | None:
+    """spec.rollout.qualityGate, or None when there is no gate."""
+    if ro.get("qualityGate") is None:
+        return None
+    w = "spec.rollout.qualityGate"
+    g = _section(ro, "qualityGate", "spec.rollout")
+    pages = _section(g, "goldenPages", w)
+    name = _str(pages, "configMapName", None, f"{w}.goldenPages")
+    if not name:
+        raise SpecError(f"{w}.goldenPages.configMapName is required (the ConfigMap of the golden pages)")
+    return QualityGate(
+        config_map=name,
+        max_mean_distance=_number(g, "maxMeanDistance", QualityGate.max_mean_distance, w),
+        max_page_distance=_number(g, "maxPageDistance", QualityGate.max_page_distance, w),
+        max_new_tokens=_int(g, "maxNewTokens", QualityGate.max_new_tokens, w),
+        timeout_seconds=_int(g, "timeoutSeconds", QualityGate.timeout_seconds, w),
+    )
+
+
 def _section(spec: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     value = spec.get(key) or {}
     if not isinstance(value, Mapping):
@@ -463,6 +509,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         max_restarts=_int(ro, "maxRestarts", Rollout.max_restarts, "spec.rollout"),
         unschedulable_grace_seconds=_int(ro, "unschedulableGraceSeconds", Rollout.unschedulable_grace_seconds, "spec.rollout"),
         revision_history_limit=_int(ro, "revisionHistoryLimit", Rollout.revision_history_limit, "spec.rollout"),
+        quality_gate=_quality_gate(ro),
     )
 
     sv = _section(spec, "service", where)
@@ -607,6 +654,16 @@ def validate(s: OcrServiceSpec) -> None:
         errors.append("spec.rollout.modelLoadTimeoutSeconds must be positive")
     if s.rollout.progress_deadline_seconds <= s.rollout.model_load_timeout_seconds:
         errors.append("spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds")
+    gate = s.rollout.quality_gate
+    if gate is not None:
+        w = "spec.rollout.qualityGate"
+        for name, value in (("maxMeanDistance", gate.max_mean_distance), ("maxPageDistance", gate.max_page_distance),
+                            ("maxNewTokens", gate.max_new_tokens), ("timeoutSeconds", gate.timeout_seconds)):
+            _, low, high = gate_limits.GATE_FIELDS[name]
+            if not low <= value <= high:
+                errors.append(f"{w}.{name} must be within {low}..{high}, got {value}")
+        if s.auth is not None:
+            errors.append(GATE_AUTH_ERROR)
     if s.model.pvc is not None and s.model.path is not None:
         errors.append("spec.model.pvc and spec.model.path are mutually exclusive")
     label_maps = (s.pod_labels, s.service_monitor.labels, s.prometheus_rule.labels)

@@ -737,3 +737,34 @@ def test_a_new_revisions_pods_are_still_judged_on_restarts():
     restarted = pod("new-0", created=1, phase="Running", restarts=5, last_terminated_reason="Error")
     d = step(PROGRESSING_NEW, seen(*old_pods(), restarted), 5)
     assert d.status.phase == rollout.ROLLED_BACK and d.status.failed_reason == "TooManyRestarts"
+
+
+# --------------------------------------------------------------------------- the quality gate's part
+
+
+def test_a_quality_gate_failure_rolls_back_like_a_health_failure_with_one_warning():
+    failure = rollout.Failure("QualityRegression", "page a.png: distance 0.9000 > maxPageDistance 0.1")
+    awaiting = pod("new-0", created=1, phase="Running", awaiting_gate=True, ip="10.0.0.5")
+    d = decide(NEW, PROGRESSING_NEW, seen(*old_pods(), awaiting), POLICY, at(8), gate_failure=failure)
+    assert d.target_revision == OLD and d.status.phase == rollout.ROLLED_BACK
+    assert d.status.failed_reason == "QualityRegression" and "page a.png" in d.status.failed_message
+    assert reasons(d) == ["RolledBack"] and d.degraded.status == "True"
+
+
+def test_a_gated_pod_gets_the_gate_time_on_top_of_its_startup_budget():
+    gated = dataclasses.replace(POLICY, gate_seconds=30)
+    awaiting = pod("new-0", created=0, phase="Running", awaiting_gate=True)
+    assert step(PROGRESSING_NEW, seen(*old_pods(), awaiting), 20, policy=gated).status.phase == rollout.PROGRESSING
+    late = step(PROGRESSING_NEW, seen(*old_pods(), awaiting), 47, policy=gated)
+    assert late.status.failed_reason == rollout.REASON_READINESS_TIMEOUT and "30s quality gate" in late.status.failed_message
+
+
+def test_pod_view_reads_a_pod_held_back_only_by_the_quality_gate_and_its_ip():
+    raw = {"metadata": {"name": "p", "creationTimestamp": "2026-03-01T12:00:00Z"},
+           "status": {"phase": "Running", "podIP": "10.1.2.3", "conditions": [
+               {"type": "ContainersReady", "status": "True"},
+               {"type": "Ready", "status": "False", "reason": "ReadinessGatesNotReady"}]}}
+    view = pod_view(raw)
+    assert view.awaiting_gate and view.ip == "10.1.2.3" and not view.ready
+    raw["status"]["conditions"].append({"type": "ocr.causalflow.dev/quality-gate", "status": "True"})
+    assert not pod_view(raw).awaiting_gate

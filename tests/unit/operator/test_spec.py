@@ -225,3 +225,27 @@ def test_a_metric_target_average_value_wins():
     spec = S.parse({"image": "img", "autoscaling": {"metric": {"name": "ocr_gpu_utilization_ratio",
                                                                "targetAverageValue": "500m"}}})
     assert spec.autoscaling.target_value() == "500m"
+
+
+GATE_SPEC = {"image": "img", "rollout": {"qualityGate": {"goldenPages": {"configMapName": "golden"}}}}
+
+
+@pytest.mark.parametrize("field, attr", [("maxMeanDistance", "max_mean_distance"), ("maxPageDistance", "max_page_distance"),
+                                         ("maxNewTokens", "max_new_tokens"), ("timeoutSeconds", "timeout_seconds")])
+def test_quality_gate_defaults_equal_the_crd_schema_defaults(field, attr):
+    assert getattr(S.parse(GATE_SPEC).rollout.quality_gate, attr) == default_of("rollout", "qualityGate", field)
+
+
+def test_no_quality_gate_section_means_no_gate():
+    assert S.parse({"image": "img"}).rollout.quality_gate is None
+
+
+def test_a_quality_gate_with_api_keys_is_refused_naming_both_fields():
+    with pytest.raises(S.SpecError, match="spec.rollout.qualityGate cannot be used with spec.auth"):
+        S.parse({**GATE_SPEC, "auth": {"secretName": "keys"}})
+
+
+def test_a_quality_gate_threshold_out_of_range_is_refused_naming_the_field():
+    bad = {"image": "img", "rollout": {"qualityGate": {"goldenPages": {"configMapName": "g"}, "maxPageDistance": 1.5}}}
+    with pytest.raises(S.SpecError, match=r"spec.rollout.qualityGate.maxPageDistance must be within 0..1, got 1.5"):
+        S.parse(bad)

@@ -1,0 +1,248 @@
+"""The quality gate's pure half (ocr_operator.quality): golden pages, distances, the verdict, and
+the step after each reconcile's rollout decision."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pytest
+
+from ocr_limits.quality import MAX_GOLDEN_BYTES, MAX_GOLDEN_PAGES, MAX_PAGE_TEXT_CHARS
+from ocr_operator import quality as Q
+from ocr_operator import spec as S
+
+GATE = S.QualityGate(config_map="golden", max_mean_distance=0.05, max_page_distance=0.2)
+ATTEMPT = "2026-12-02T10:00:00.000000Z"
+
+
+def golden(pages: dict[str, bytes], expected: dict[str, str] | None = None) -> dict:
+    return {"binaryData": {k: base64.b64encode(v).decode() for k, v in pages.items()},
+            "data": {f"{k}.txt": v for k, v in (expected or {}).items()}}
+
+
+def pages(expected: dict[str, str] | None = None) -> Q.GoldenPages:
+    read = Q.read_pages(golden({"a.png": b"AAAA", "b.png": b"BBBB"}, expected), "golden")
+    assert isinstance(read, Q.GoldenPages)
+    return read
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    revision: str | None
+    ready: bool = False
+    awaiting_gate: bool = False
+    ip: str | None = "10.0.0.1"
+    deleting: bool = False
+
+
+def outputs(**texts: str) -> tuple[Q.Output, ...]:
+    return tuple(Q.Output.of(page.replace("_", "."), text, 7) for page, text in texts.items())
+
+
+# --------------------------------------------------------------------------- golden pages
+
+
+def test_golden_pages_are_the_binary_keys_in_order_with_their_expected_texts():
+    read = Q.read_pages(golden({"b.png": b"2", "a.png": b"1"}, {"b.png": "two"}), "golden")
+    assert [(p.name, p.data, p.expected) for p in read.pages] == [("a.png", b"1", None), ("b.png", b"2", "two")]
+
+
+def test_a_missing_configmap_names_the_field_and_the_configmap():
+    problem = Q.read_pages(None, "golden")
+    assert problem.reason == Q.PAGES_MISSING
+    assert "spec.rollout.qualityGate.goldenPages.configMapName" in problem.message and "golden" in problem.message
+
+
+@pytest.mark.parametrize("cm, reason", [
+    (golden({f"p{i}.png": b"x" for i in range(MAX_GOLDEN_PAGES + 1)}), Q.PAGES_TOO_LARGE),
+    (golden({"a.png": b"x" * (MAX_GOLDEN_BYTES // 2 + 1), "b.png": b"x" * (MAX_GOLDEN_BYTES // 2)}), Q.PAGES_TOO_LARGE),
+    (golden({"a.png": b"x"}, {"a.png": "t" * (MAX_PAGE_TEXT_CHARS + 1)}), Q.PAGES_TOO_LARGE),
+    ({"data": {"a.txt": "only text"}}, Q.PAGES_INVALID),
+    ({"binaryData": {"a.png": "not base64!"}}, Q.PAGES_INVALID),
+    ({"binaryData": {"a.png": base64.b64encode(b"x").decode()}, "data": {"c.png.txt": "stray"}}, Q.PAGES_INVALID),
+], ids=["too-many-pages", "too-many-bytes", "too-long-text", "no-page", "not-base64", "stray-text"])
+def test_unusable_golden_pages_are_refused_with_their_reason(cm, reason):
+    assert Q.read_pages(cm, "golden").reason == reason
+
+
+def test_the_digest_changes_with_a_page_or_an_expected_text_and_only_then():
+    base = pages()
+    assert pages().digest == base.digest
+    assert pages({"a.png": "text"}).digest != base.digest
+    other = Q.read_pages(golden({"a.png": b"AAAB", "b.png": b"BBBB"}), "golden")
+    assert other.digest != base.digest
+
+
+# --------------------------------------------------------------------------- distance and verdict
+
+
+def test_distance_is_the_normalised_levenshtein_distance():
+    assert Q.distance("abcd", "abcd") == 0.0
+    assert Q.distance("abcd", "abcx") == 0.25
+    assert Q.distance("abcd", "") == 1.0
+    assert Q.distance("", "") == 0.0
+
+
+def test_the_same_outputs_as_the_baseline_pass_with_distance_zero():
+    baseline = Q.Recording("old", pages().digest, outputs(a_png="hello", b_png="world"))
+    verdict = Q.judge(outputs(a_png="hello", b_png="world"), pages(), baseline, GATE)
+    assert verdict.passed and verdict.mean == 0.0 and verdict.against == "revision old"
+
+
+def test_one_page_over_the_page_threshold_fails_naming_the_page_its_distance_and_the_threshold():
+    baseline = Q.Recording("old", pages().digest, outputs(a_png="hello", b_png="world"))
+    verdict = Q.judge(outputs(a_png="hello", b_png="xxxxx"), pages(), baseline, GATE)
+    assert not verdict.passed
+    assert verdict.worst_page == "b.png" and verdict.worst == 1.0
+    assert verdict.message.startswith("page b.png: distance 1.0000 > maxPageDistance 0.2")
+
+
+def test_a_mean_over_its_threshold_fails_even_when_every_page_is_within_its_own():
+    baseline = Q.Recording("old", pages().digest, outputs(a_png="0123456789", b_png="0123456789"))
+    verdict = Q.judge(outputs(a_png="0123456x89", b_png="0123456789"), pages(), baseline, GATE)
+    assert verdict.passed and verdict.worst == 0.1 and verdict.mean == 0.05  # the thresholds are inclusive
+    gate = S.QualityGate(config_map="g", max_mean_distance=0.04, max_page_distance=0.2)
+    verdict = Q.judge(outputs(a_png="0123456x89", b_png="0123456789"), pages(), baseline, gate)
+    assert not verdict.passed and verdict.message.startswith("mean distance 0.0500 over 2 pages > maxMeanDistance 0.04")
+    assert "worst page a.png: distance 0.1000" in verdict.message
+
+
+def test_expected_texts_are_compared_instead_of_the_baseline():
+    truth = pages({"a.png": "hello", "b.png": "world"})
+    baseline = Q.Recording("old", truth.digest, outputs(a_png="zzzzz", b_png="zzzzz"))
+    verdict = Q.judge(outputs(a_png="hello", b_png="world"), truth, baseline, GATE)
+    assert verdict.passed and verdict.against == "expected texts"
+
+
+def test_without_a_baseline_or_expected_texts_the_outputs_are_recorded_not_judged():
+    verdict = Q.judge(outputs(a_png="x", b_png="y"), pages(), None, GATE)
+    assert verdict.passed and verdict.distances == () and "recorded" in verdict.message
+
+
+def test_recorded_outputs_are_bounded_and_hashed():
+    out = Q.Output.of("a.png", "t" * (MAX_PAGE_TEXT_CHARS + 10), 3)
+    assert len(out.text) == MAX_PAGE_TEXT_CHARS and len(out.sha256) == 64
+    rec = Q.Recording("r", "d", (out,))
+    assert Q.parse_records({"data": Q.records_data(Q.Records(rec, None))}).baseline == rec
+
+
+# --------------------------------------------------------------------------- conclude: a finished job
+
+
+def conclude(result, records=Q.Records(), golden_pages=None, **kw):
+    args = dict(gate=GATE, pages=golden_pages or pages(), records=records, prior_record=None,
+                current_revision="new", last_good="old", attempt=ATTEMPT, progressing=True)
+    args.update(kw)
+    return Q.conclude(result, **args)
+
+
+def gate_job(digest=None, attempt=ATTEMPT, revision="new"):
+    return Q.Job(Q.GATE, revision, "pod-new", "10.0.0.2", attempt, digest or pages().digest)
+
+
+def test_a_gate_result_worse_than_the_baseline_fails_the_revision_with_quality_regression():
+    baseline = Q.Recording("old", pages().digest, outputs(a_png="hello", b_png="world"))
+    out = conclude(Q.Result(gate_job(), outputs(a_png="hello", b_png="w0r1d"), seconds=2.0), Q.Records(baseline))
+    assert out.failure[0] == Q.REASON_QUALITY_REGRESSION and "page b.png: distance 0.4000" in out.failure[1]
+    assert out.record["phase"] == Q.FAILED and out.record["worstPage"] == "b.png"
+
+
+def test_a_passing_gate_result_records_the_distances_and_keeps_the_outputs_as_candidate():
+    baseline = Q.Recording("old", pages().digest, outputs(a_png="hello", b_png="world"))
+    out = conclude(Q.Result(gate_job(), outputs(a_png="hello", b_png="world")), Q.Records(baseline))
+    assert out.failure is None and out.record["phase"] == Q.PASSED and out.record["meanDistance"] == 0.0
+    assert out.record["pages"] == [{"name": "a.png", "distance": 0.0}, {"name": "b.png", "distance": 0.0}]
+    assert out.records.candidate.revision == "new" and out.records.baseline == baseline
+
+
+def test_a_page_the_pod_did_not_answer_fails_the_revision_with_quality_gate_error():
+    out = conclude(Q.Result(gate_job(), error="page a.png: HTTP 500"))
+    assert out.failure == (Q.REASON_GATE_ERROR, "pod pod-new did not answer the golden pages: page a.png: HTTP 500")
+
+
+@pytest.mark.parametrize("job, kw", [
+    (gate_job(attempt="2026-12-02T09:00:00.000000Z"), {}),
+    (gate_job(revision="other"), {}),
+    (gate_job(digest="stale"), {}),
+    (gate_job(), {"progressing": False}),
+], ids=["earlier-attempt", "other-revision", "other-pages", "not-rolling-out"])
+def test_a_result_that_no_longer_belongs_to_the_rollout_is_dropped(job, kw):
+    out = conclude(Q.Result(job, outputs(a_png="zzz", b_png="zzz")), **kw)
+    assert out.failure is None and out.record is None and out.records == Q.Records()
+
+
+def test_a_record_result_of_the_last_good_revision_becomes_the_baseline():
+    job = Q.Job(Q.RECORD, "old", "pod-old", "10.0.0.1", ATTEMPT, pages().digest)
+    out = conclude(Q.Result(job, outputs(a_png="hello", b_png="world")))
+    assert out.records.baseline.revision == "old" and out.records.baseline.text("b.png") == "world"
+
+
+# --------------------------------------------------------------------------- next step
+
+
+def step(pods, outcome=None, **kw):
+    args = dict(gate=GATE, pages=pages(), outcome=outcome or Q.Outcome(None, Q.Records()), pods=pods,
+                phase="Progressing", current_revision="new", last_good="old", attempt=ATTEMPT, progressing=True)
+    args.update(kw)
+    return Q.next_step(**args)
+
+
+def valid_baseline():
+    return Q.Records(Q.Recording("old", pages().digest, outputs(a_png="a", b_png="b")))
+
+
+def test_a_new_pod_awaiting_the_gate_gets_the_pages_once_the_baseline_is_recorded():
+    s = step([Pod("old-1", "old", ready=True), Pod("new-1", "new", awaiting_gate=True, ip="10.0.0.9")],
+             Q.Outcome(None, valid_baseline()))
+    assert s.job == Q.Job(Q.GATE, "new", "new-1", "10.0.0.9", ATTEMPT, pages().digest)
+    assert s.admit == () and s.condition[:2] == ("Unknown", "GateRunning")
+
+
+def test_changed_golden_pages_are_recorded_from_a_ready_last_good_pod_before_any_comparison():
+    stale = Q.Records(Q.Recording("old", "an-older-digest", outputs(a_png="a")))
+    s = step([Pod("old-1", "old", ready=True), Pod("new-1", "new", awaiting_gate=True)], Q.Outcome(None, stale))
+    assert s.job.kind == Q.RECORD and s.job.pod == "old-1" and s.job.revision == "old"
+
+
+def test_expected_texts_for_every_page_need_no_baseline():
+    truth = pages({"a.png": "x", "b.png": "y"})
+    s = step([Pod("new-1", "new", awaiting_gate=True)], pages=truth)
+    assert s.job.kind == Q.GATE
+
+
+def test_a_passed_gate_admits_every_awaiting_pod_of_its_revision_and_of_the_last_good_one():
+    record = {"revision": "new", "attempt": ATTEMPT, "phase": Q.PASSED, "message": "ok"}
+    s = step([Pod("new-1", "new", awaiting_gate=True), Pod("new-2", "new", awaiting_gate=True),
+              Pod("old-2", "old", awaiting_gate=True), Pod("x-1", "x", awaiting_gate=True)],
+             Q.Outcome(record, valid_baseline()))
+    assert s.admit == ("new-1", "new-2", "old-2") and s.job is None and s.condition[0] == "True"
+
+
+def test_a_pass_of_an_earlier_attempt_admits_nothing():
+    record = {"revision": "new", "attempt": "2026-12-01T00:00:00.000000Z", "phase": Q.PASSED}
+    s = step([Pod("new-1", "new", awaiting_gate=True)], Q.Outcome(record, valid_baseline()))
+    assert s.admit == () and s.job.kind == Q.GATE
+
+
+def test_unusable_golden_pages_hold_the_gate_with_a_false_condition():
+    problem = Q.PagesProblem(Q.PAGES_MISSING, "spec.rollout.qualityGate.goldenPages.configMapName: gone")
+    s = step([Pod("new-1", "new", awaiting_gate=True)], pages=problem)
+    assert s.job is None and s.condition == ("False", Q.PAGES_MISSING, problem.message)
+
+
+def test_once_the_passed_revision_is_last_good_its_outputs_are_the_baseline():
+    candidate = Q.Recording("new", pages().digest, outputs(a_png="a", b_png="b"))
+    s = step([], Q.Outcome(None, Q.Records(None, candidate)), phase="Healthy", last_good="new", progressing=False)
+    assert s.records.baseline == candidate
+
+
+def test_without_a_gate_only_the_last_good_revisions_pods_are_admitted_and_nothing_runs():
+    s = step([Pod("old-1", "old", awaiting_gate=True), Pod("new-1", "new", awaiting_gate=True)], gate=None)
+    assert s.admit == ("old-1",) and s.job is None and s.condition is None
+
+
+def test_the_gate_extends_the_startup_budget_by_two_timeouts_per_page():
+    assert Q.budget_seconds(GATE, pages()) == 2 * 2 * GATE.timeout_seconds
+    assert Q.budget_seconds(None, pages()) == 0.0
