@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Copy the API files from crds/ into the Helm chart (byte for byte): the OcrService CRD and the
-admission policy that guards spec.replicas of autoscaled OcrServices.
+"""Copy the API files from crds/ into the Helm chart (byte for byte): the OcrService and OcrBatch
+CRDs and the admission policy that guards spec.replicas of autoscaled OcrServices.
 
 Helm charts cannot read files outside their own directory, so the chart keeps copies at
 charts/causalflow-ocr/files/; templates/crd.yaml and templates/replicas-policy.yaml wrap them

@@ -1,12 +1,12 @@
-"""The chart's OcrService CRD is crds/ocr.causalflow.dev_ocrservices.yaml, wrapped for safe upgrades;
-its replicas admission policy is crds/ocr.causalflow.dev_replicas-policy.yaml with the chart's users."""
+"""The chart's CRDs are crds/ocr.causalflow.dev_ocrservices.yaml and ocr.causalflow.dev_ocrbatches.yaml,
+wrapped for safe upgrades; the replicas admission policy is crds/ocr.causalflow.dev_replicas-policy.yaml
+with the chart's users."""
 
 import yaml
 
 from tests.unit.chart.helm import CHART, ROOT, by_kind, template
 
-SOURCE = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
-COPY = CHART / "files" / "ocr.causalflow.dev_ocrservices.yaml"
+SOURCES = [ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml", ROOT / "crds" / "ocr.causalflow.dev_ocrbatches.yaml"]
 
 
 POLICY = ROOT / "crds" / "ocr.causalflow.dev_replicas-policy.yaml"
@@ -43,23 +43,29 @@ def test_replicas_policy_comes_and_stays_with_the_crd():
     assert by_kind(rendered, "ValidatingAdmissionPolicy") == by_kind(rendered, "ValidatingAdmissionPolicyBinding") == []
 
 
-def test_rendered_crd_equals_crds_folder_apart_from_helm_metadata():
-    [rendered] = by_kind(template(), "CustomResourceDefinition")
-    source = yaml.safe_load(SOURCE.read_text())
-    assert rendered["spec"] == source["spec"]
-    assert rendered["metadata"]["name"] == source["metadata"]["name"]
-    for key, value in source["metadata"].get("labels", {}).items():
-        assert rendered["metadata"]["labels"][key] == value
+def test_rendered_crds_equal_the_crds_folders_apart_from_helm_metadata():
+    rendered = {c["metadata"]["name"]: c for c in by_kind(template(), "CustomResourceDefinition")}
+    sources = [yaml.safe_load(path.read_text()) for path in SOURCES]
+    assert sorted(rendered) == sorted(s["metadata"]["name"] for s in sources)
+    for source in sources:
+        crd = rendered[source["metadata"]["name"]]
+        assert crd["spec"] == source["spec"]
+        for key, value in source["metadata"].get("labels", {}).items():
+            assert crd["metadata"]["labels"][key] == value
 
 
-def test_rendered_crd_is_kept_on_uninstall_by_default():
-    [crd] = by_kind(template(), "CustomResourceDefinition")
-    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+def test_rendered_crds_are_kept_on_uninstall_by_default():
+    crds = by_kind(template(), "CustomResourceDefinition")
+    assert len(crds) == 2
+    for crd in crds:
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
 def test_crds_keep_false_drops_the_keep_annotation():
-    [crd] = by_kind(template({"crds.keep": "false"}), "CustomResourceDefinition")
-    assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+    crds = by_kind(template({"crds.keep": "false"}), "CustomResourceDefinition")
+    assert len(crds) == 2
+    for crd in crds:
+        assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
 
 
 def test_crds_install_false_renders_no_crd():

@@ -1,0 +1,85 @@
+"""The OcrBatch CRD file: structural, documented, bounded by ocr_limits.batch, rules naming fields."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from ocr_limits.batch import BATCH_SETTINGS, MAX_PROMPT_CHARS
+from tests import hack_scripts
+
+ROOT = Path(__file__).resolve().parents[3]
+PATH = ROOT / "crds" / "ocr.causalflow.dev_ocrbatches.yaml"
+CRD = yaml.safe_load(PATH.read_text())
+VERSION = CRD["spec"]["versions"][0]
+SCHEMA = VERSION["schema"]["openAPIV3Schema"]
+
+
+def walk(node, path):
+    yield path, node
+    for key, sub in (node.get("properties") or {}).items():
+        yield from walk(sub, f"{path}.{key}")
+    if isinstance(node.get("items"), dict):
+        yield from walk(node["items"], f"{path}[]")
+
+
+def field(path: str) -> dict:
+    node = SCHEMA["properties"]["spec"]
+    for part in path.split("."):
+        node = node["properties"][part]
+    return node
+
+
+def test_the_api_is_a_namespaced_ocrbatch_v1alpha1_with_a_status_subresource():
+    assert CRD["metadata"]["name"] == "ocrbatches.ocr.causalflow.dev" and CRD["spec"]["scope"] == "Namespaced"
+    assert CRD["spec"]["names"]["kind"] == "OcrBatch" and CRD["spec"]["names"]["categories"] == ["ocr"]
+    assert VERSION["name"] == "v1alpha1" and VERSION["subresources"] == {"status": {}}
+
+
+def test_printer_columns_show_service_phase_pages_failed_and_age():
+    cols = [c["name"] for c in VERSION["additionalPrinterColumns"] if not c.get("priority")]
+    assert cols == ["Service", "Phase", "Pages", "Failed", "Age"]
+
+
+def test_every_spec_and_status_field_has_a_description():
+    missing = [p for root in ("spec", "status") for p, n in walk(SCHEMA["properties"][root], root)
+               if not n.get("description")]
+    assert missing == []
+
+
+def test_the_schema_is_structural_without_preserve_unknown_fields():
+    assert not [p for p, n in walk(SCHEMA, "") if n.get("x-kubernetes-preserve-unknown-fields")]
+
+
+def test_every_cel_rule_has_a_message_naming_a_field():
+    rules = [r for _, n in walk(SCHEMA, "") for r in n.get("x-kubernetes-validations") or ()]
+    assert len(rules) >= 8
+    for rule in rules:
+        assert "spec." in rule["message"] or "metadata.name" in rule["message"], rule
+
+
+def test_the_bounds_and_defaults_are_the_ones_ocr_limits_batch_writes():
+    text = PATH.read_text()
+    assert hack_scripts.load("gen-crd.py").render_batch(text) == text, (
+        "crds/ocr.causalflow.dev_ocrbatches.yaml is stale: run .venv/bin/python hack/gen-crd.py")
+    for s in BATCH_SETTINGS:
+        node = field(s.field)
+        assert (node.get("minimum"), node.get("maximum"), node.get("default")) == (s.minimum, s.maximum, s.default), s
+
+
+def test_the_generator_rewrites_a_stale_bound():
+    text = PATH.read_text()
+    stale = text.replace("maximum: 10000\n", "maximum: 9999\n", 1)
+    assert stale != text and hack_scripts.load("gen-crd.py").render_batch(stale) == text
+
+
+def test_the_prompt_bound_is_the_servers():
+    from ocr_server.prompts import MAX_PROMPT_CHARS as SERVER_MAX
+
+    assert MAX_PROMPT_CHARS == SERVER_MAX == field("options.prompt")["maxLength"]
+
+
+def test_input_and_output_take_the_same_locations():
+    assert field("input")["properties"] == field("output")["properties"]
+    assert set(field("input")["properties"]) == {"s3", "pvc"}
