@@ -1,0 +1,316 @@
+"""One index of an OcrBatch's Job: list the input, take this index's shard, OCR each document not
+done yet, page by page, and write its results, its errors and this index's progress.
+
+The loop keeps `concurrency` pages in flight (over as many documents), waits out 429s and
+retries transient failures (retry.py), and writes a document's results only once all its pages
+have an outcome, result file last: so a worker killed at any moment loses at most the pages of
+the documents it had not finished, and its next run does exactly those again. Decisions are in
+the pure modules; this module only sequences them and does the I/O (in threads for the store).
+
+Exit status: 0 when every owned document has an outcome (failed pages included: they are in the
+errors file), 1 on a fatal error (configuration, the input unreadable, the OcrService refusing
+every request with 401/403), 143 on SIGTERM (cancel, or a node draining) after writing the
+progress file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import time
+from typing import Any, Awaitable, Callable, Mapping
+
+from . import results
+from .client import Answer, OcrClient
+from .config import ConfigError, Location, WorkerConfig, load
+from .documents import CHAT, DocumentError, Part, split
+from .progress import Progress, due
+from .retry import Done, Fatal, GiveUp, Retry, decide
+from .shards import take_shard
+from .storage import FileStore, ObjectTooLarge, Store, StoreError
+
+log = logging.getLogger("ocr_operator.batch")
+MAX_RESULT_BYTES = 256 * 1024 * 1024  # a done document's result, read back on restart to count its pages
+MAX_ERRORS_BYTES = 256 * 1024 * 1024
+
+Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
+
+
+class FatalError(Exception):
+    """Every further request would fail the same way: stop the worker."""
+
+
+def open_store(location: Location, role: str, env: Mapping[str, str] = os.environ) -> Store:
+    """The Store of the input or output (`role`): a mounted PVC directory, or an S3 prefix whose
+    credentials come from <ROLE>_AWS_ACCESS_KEY_ID, <ROLE>_AWS_SECRET_ACCESS_KEY and optionally
+    <ROLE>_AWS_ENDPOINT_URL and <ROLE>_AWS_REGION (the operator sets them from the location's
+    credentialsSecret; the input and the output may use different Secrets)."""
+    if location.kind == "pvc":
+        return FileStore(location.path)
+    from .s3 import S3Store  # boto3 is imported only by a worker that reads or writes S3
+
+    prefix = f"{role.upper()}_AWS_"
+    missing = [k for k in ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY") if not env.get(prefix + k)]
+    if missing:
+        raise ConfigError(f"{role}.s3.credentialsSecret: {prefix}{missing[0]} is not set")
+    region = env.get(prefix + "REGION") or "us-east-1"
+    endpoint = env.get(prefix + "ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
+    try:
+        return S3Store.from_url(location.path, endpoint, env[prefix + "ACCESS_KEY_ID"],
+                                env[prefix + "SECRET_ACCESS_KEY"], region)
+    except StoreError as exc:
+        raise ConfigError(f"{role}.s3: {exc}") from None
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, source: Store, sink: Store, send: Send, *,
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 rng: Callable[[], float] = random.random) -> None:
+        self.cfg, self.source, self.sink, self.send = cfg, source, sink, send
+        self.clock, self.sleep, self.rng = clock, sleep, rng
+        self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
+        self.errors: list[dict[str, Any]] = []
+        self.slots = asyncio.Semaphore(cfg.concurrency)
+        self.write_lock = asyncio.Lock()
+        self.last_report: float | None = None
+
+    # --- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> Progress:
+        try:
+            listing = await asyncio.to_thread(self.source.list, self.cfg.max_documents)
+        except StoreError as exc:
+            raise FatalError(f"the input cannot be listed: {exc}") from None
+        mine = take_shard(listing, self.cfg.index, self.cfg.shards)
+        self.progress.documents_total = len(mine)
+        self.errors = await self._read_errors()
+        log.info("index %d of %d: %d of %d documents", self.cfg.index, self.cfg.shards, len(mine), len(listing))
+        await self.report(force=True)
+        todo = iter(mine)
+
+        async def lane() -> None:
+            for key, size in todo:  # the lanes share one iterator: each document is taken once
+                await self.document(key, size)
+
+        try:
+            async with asyncio.TaskGroup() as lanes:  # a fatal error in one lane cancels the others
+                for _ in range(min(self.cfg.concurrency, len(mine))):
+                    lanes.create_task(lane())
+        except* (FatalError, StoreError) as group:  # the output unwritable is as fatal as a 401
+            fatal = group.exceptions[0]
+            self.progress.fatal = str(fatal)
+            with contextlib.suppress(StoreError):
+                await self.report(force=True)
+            raise fatal from None
+        self.progress.finished = True
+        await self.report(force=True)
+        return self.progress
+
+    async def document(self, key: str, size: int) -> None:
+        if size > self.cfg.max_document_bytes:  # decided from the listing: not read at all
+            await self.finish_failed(key, None, f"the document is {size} bytes; the limit is "
+                                     f"{self.cfg.max_document_bytes} (spec.limits.maxDocumentBytes)")
+            return
+        try:
+            data = await asyncio.to_thread(self.source.get, key, self.cfg.max_document_bytes)
+        except ObjectTooLarge as exc:
+            await self.finish_failed(key, None, f"{exc} (spec.limits.maxDocumentBytes)")
+            return
+        except StoreError as exc:  # gone since the listing
+            await self.finish_failed(key, None, f"the document cannot be read: {exc}")
+            return
+        sha = results.digest(data)
+        done_key = results.result_key(key, sha)
+        if await asyncio.to_thread(self.sink.exists, done_key):
+            await self.count_done(done_key)
+            return
+        try:
+            parts = await asyncio.to_thread(split, key, data, self.cfg.max_pages)
+        except DocumentError as exc:
+            await self.finish_failed(key, sha, str(exc))
+            return
+        del data
+        self.progress.pages_total += parts.pages
+        outcomes = await asyncio.gather(*(self.page(part) for part in parts.parts))
+        await self.finish(key, sha, parts.kind, list(zip(parts.parts, outcomes)), parts.errors)
+
+    async def page(self, part: Part) -> Answer:
+        """The final answer for one part (a 200, or the one the page fails with)."""
+        retries, shed = 0, 0.0
+        while True:
+            async with self.slots:
+                answer = await self.send(part, self.cfg.options)
+            step = decide(answer.status, answer.reason, answer.retry_after, retries, shed, self.rng(), self.cfg.retry)
+            if isinstance(step, Done):
+                self.progress.pages_done += 1
+                await self.report()
+                return answer
+            if isinstance(step, Fatal):
+                raise FatalError(step.reason)
+            if isinstance(step, GiveUp):
+                self.progress.pages_failed += 1
+                await self.report()
+                return Answer(answer.status, answer.body, None, step.reason)
+            assert isinstance(step, Retry)
+            if step.shed:
+                shed += step.delay
+                self.progress.requests_shed += 1
+            else:
+                retries += 1
+                self.progress.retries += 1
+            await self.sleep(step.delay)
+
+    # --- outcomes ---------------------------------------------------------------------------------
+
+    async def finish(self, key: str, sha: str, kind: str, answered: list[tuple[Part, Answer]],
+                     bad_lines: list[tuple[int, str]]) -> None:
+        """Write a document's errors (before its results: a crash in between does the document
+        again, and the errors file keeps one entry per page), its Markdown, then its result file."""
+        records, errors = [], [results.error_record(key, sha, line, reason) for line, reason in bad_lines]
+        for part, answer in answered:
+            record, error = self._record(key, sha, part, answer)
+            records.append(record)
+            if error:
+                errors.append(error)
+        if kind == "jsonl":  # a bad line is a line of the output too, without a custom_id
+            records += [results.chat_record("", line, sha, None, None, reason) for line, reason in bad_lines]
+            records.sort(key=lambda r: int(r["id"].rsplit("_", 1)[1]))
+            self.progress.pages_failed += len(bad_lines)
+        else:
+            records.sort(key=lambda r: r["page"])
+        failed_all = not answered or all(a.status != 200 for _, a in answered)
+        if errors:
+            await self.add_errors(errors)
+        if kind != "jsonl" and not failed_all:
+            await asyncio.to_thread(self.sink.put, results.markdown_key(key, sha), results.markdown(key, records))
+        await asyncio.to_thread(self.sink.put, results.result_key(key, sha), results.jsonl(records))
+        self.progress.documents_done += 1
+        await self.report()
+
+    def _record(self, key: str, sha: str, part: Part, answer: Answer) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The result line of one part, and its errors-file entry when it failed."""
+        status, reason = answer.status, answer.reason
+        if status == 200:
+            try:
+                body = json.loads(answer.body)
+                if part.endpoint == CHAT:
+                    return results.chat_record(part.custom_id or "", part.page, sha, 200, body, None), None
+                return results.page_record(key, sha, part.page, body), None
+            except (ValueError, KeyError, TypeError) as exc:  # counted done when it came: it failed
+                self.progress.pages_done -= 1
+                self.progress.pages_failed += 1
+                body, reason = None, f"the server's answer could not be read: {exc}"
+        else:
+            body = _json_or_none(answer.body)
+        error = results.error_record(key, sha, part.page, reason, status)
+        if part.endpoint == CHAT:
+            return results.chat_record(part.custom_id or "", part.page, sha, status, body, reason), error
+        return error, error
+
+    async def finish_failed(self, key: str, sha: str | None, reason: str) -> None:
+        """A document that produced no request: one errors entry (page null); when it was read,
+        a result file holding that entry, so that a restarted worker does not read it again."""
+        log.info("%s: %s", key, reason)
+        entry = results.error_record(key, sha, None, reason)
+        await self.add_errors([entry])
+        if sha is not None:
+            await asyncio.to_thread(self.sink.put, results.result_key(key, sha), results.jsonl([entry]))
+        self.progress.documents_failed += 1
+        await self.report()
+
+    async def count_done(self, done_key: str) -> None:
+        """A document an earlier run finished: counted from its result file, not done again."""
+        data = await asyncio.to_thread(self.sink.get, done_key, MAX_RESULT_BYTES)
+        done, failed, document_failed = results.count_result(data)
+        self.progress.documents_skipped += 1
+        if document_failed:
+            self.progress.documents_failed += 1
+        else:
+            self.progress.documents_done += 1
+        self.progress.pages_total += done + failed
+        self.progress.pages_done += done
+        self.progress.pages_failed += failed
+        await self.report()
+
+    async def add_errors(self, entries: list[dict[str, Any]]) -> None:
+        async with self.write_lock:
+            self.errors = results.merge_errors(self.errors, entries)
+            await asyncio.to_thread(self.sink.put, results.errors_key(self.cfg.index), results.jsonl(self.errors))
+
+    async def _read_errors(self) -> list[dict[str, Any]]:
+        key = results.errors_key(self.cfg.index)
+        if not await asyncio.to_thread(self.sink.exists, key):
+            return []
+        return results.parse_jsonl(await asyncio.to_thread(self.sink.get, key, MAX_ERRORS_BYTES))
+
+    async def report(self, force: bool = False) -> None:
+        """Write the progress file when one is due (coalesced: at most one per interval)."""
+        now = self.clock()
+        if not force and not due(now, self.last_report, self.cfg.progress_interval):
+            return
+        async with self.write_lock:
+            self.last_report = now
+            self.progress.updated_at = now
+            await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), self.progress.to_json())
+
+
+def _json_or_none(data: bytes) -> Any:
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return None
+
+
+def _api_key(cfg: WorkerConfig) -> str | None:
+    if not cfg.api_key_file:
+        return None
+    try:
+        with open(cfg.api_key_file, encoding="utf-8") as f:
+            return f.read(4096).strip() or None
+    except OSError as exc:
+        raise ConfigError(f"apiKeyFile: {cfg.api_key_file} cannot be read: {exc.strerror}") from None
+
+
+async def serve(cfg: WorkerConfig) -> Progress:
+    client = OcrClient(cfg.service_url, concurrency=cfg.concurrency, timeout=cfg.request_timeout,
+                       api_key=_api_key(cfg), ca_file=cfg.ca_file)
+    try:
+        worker = Worker(cfg, open_store(cfg.input, "input"), open_store(cfg.output, "output"), client.send)
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            return await worker.run()
+        except asyncio.CancelledError:
+            await worker.report(force=True)
+            raise
+    finally:
+        await client.close()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        cfg = load()
+    except ConfigError as exc:
+        log.error("invalid configuration: %s", exc)
+        return 1
+    try:
+        progress = asyncio.run(serve(cfg))
+    except (FatalError, ConfigError, StoreError) as exc:
+        log.error("stopped: %s", exc)
+        return 1
+    except asyncio.CancelledError:
+        log.warning("stopped by SIGTERM; the documents not finished are done by the next run")
+        return 143
+    log.info("done: %d documents (%d skipped, %d failed), %d pages done, %d failed", progress.documents_done
+             + progress.documents_failed, progress.documents_skipped, progress.documents_failed,
+             progress.pages_done, progress.pages_failed)
+    return 0

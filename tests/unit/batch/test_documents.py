@@ -1,0 +1,118 @@
+"""What a document is and the requests it becomes (ocr_operator.batch.documents)."""
+
+import io
+import json
+
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+
+from ocr_operator.batch.documents import CHAT, DocumentError, kind_of, split
+
+
+def pdf(sizes: list[tuple[float, float]]) -> bytes:
+    doc = pdfium.PdfDocument.new()
+    for w, h in sizes:
+        doc.new_page(w, h)
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+def empty_pdf() -> bytes:
+    """A well-formed PDF whose page tree is empty (pdfium cannot write one)."""
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for n, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 3\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size 3 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def image(fmt: str, frames: int = 1) -> bytes:
+    imgs = [Image.new("RGB", (40, 30), (i * 40, 0, 0)) for i in range(frames)]
+    buf = io.BytesIO()
+    imgs[0].save(buf, fmt, save_all=frames > 1, append_images=imgs[1:])
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt, kind", [("PNG", "png"), ("JPEG", "jpeg"), ("TIFF", "tiff"), ("WEBP", "webp")])
+def test_an_image_is_known_by_its_content_not_its_name(fmt, kind):
+    assert kind_of("scan.pdf", image(fmt)) == kind
+
+
+def test_a_jsonl_file_is_a_batch_file():
+    assert kind_of("requests.JSONL", b'{"x": 1}') == "jsonl"
+
+
+def test_an_unsupported_type_is_an_error_saying_what_is_accepted():
+    with pytest.raises(DocumentError, match="unsupported type: not a PDF, PNG, JPEG, TIFF or WebP"):
+        kind_of("notes.txt", b"hello")
+
+
+def test_an_empty_file_is_an_error():
+    with pytest.raises(DocumentError, match="the file is empty"):
+        kind_of("a.pdf", b"")
+
+
+def test_a_pdf_becomes_one_single_page_pdf_per_page_in_order():
+    parts = split("a.pdf", pdf([(100, 200), (300, 100), (50, 50)]), max_pages=10).parts
+    assert [p.page for p in parts] == [1, 2, 3]
+    sizes = []
+    for p in parts:
+        one = pdfium.PdfDocument(p.body)
+        assert len(one) == 1 and p.content_type == "application/pdf"
+        sizes.append(tuple(round(x) for x in one[0].get_size()))
+    assert sizes == [(100, 200), (300, 100), (50, 50)]
+
+
+def test_a_pdf_with_too_many_pages_is_an_error_naming_the_limit():
+    with pytest.raises(DocumentError, match="the PDF has 3 pages; the limit is 2 \\(spec.limits.maxPagesPerDocument\\)"):
+        split("a.pdf", pdf([(10, 10)] * 3), max_pages=2)
+
+
+def test_a_pdf_without_pages_is_an_error():
+    with pytest.raises(DocumentError, match="the PDF has no pages"):
+        split("a.pdf", empty_pdf(), max_pages=10)
+
+
+def test_a_corrupt_pdf_is_an_error():
+    with pytest.raises(DocumentError, match="the PDF could not be opened"):
+        split("a.pdf", b"%PDF-1.4\nnot really\n", max_pages=10)
+
+
+def test_a_multipage_tiff_is_sent_whole_with_one_page_selected_per_request():
+    data = image("TIFF", frames=3)
+    parts = split("a.tif", data, max_pages=10).parts
+    assert [(p.page, p.pages, p.body == data) for p in parts] == [(1, "1", True), (2, "2", True), (3, "3", True)]
+
+
+def test_a_tiff_with_too_many_pages_is_an_error():
+    with pytest.raises(DocumentError, match="more than 2 pages"):
+        split("a.tif", image("TIFF", frames=3), max_pages=2)
+
+
+def line(custom_id: str, **over) -> str:
+    item = {"custom_id": custom_id, "method": "POST", "url": CHAT,
+            "body": {"model": "m", "messages": [{"role": "user", "content": "hi"}]}}
+    item.update(over)
+    return json.dumps(item)
+
+
+def test_each_line_of_a_batch_file_is_one_chat_request_and_a_bad_line_is_an_error_of_that_line():
+    text = "\n".join([line("a"), "{not json", line("b", url="/v1/embeddings"), "", line("a"), line("c")])
+    result = split("in.jsonl", text.encode(), max_pages=10)
+    assert [(p.page, p.custom_id, p.endpoint) for p in result.parts] == [(1, "a", CHAT), (6, "c", CHAT)]
+    assert json.loads(result.parts[0].body)["messages"][0]["content"] == "hi"
+    reasons = dict(result.errors)
+    assert "not JSON" in reasons[2] and "only POST /v1/chat/completions" in reasons[3] and "not unique" in reasons[5]
+    assert result.pages == 5
+
+
+def test_a_batch_file_with_more_requests_than_the_limit_is_an_error():
+    with pytest.raises(DocumentError, match="3 requests; the limit is 2"):
+        split("in.jsonl", "\n".join(line(c) for c in "abc").encode(), max_pages=2)
