@@ -22,11 +22,17 @@ def s3():
         yield server
 
 
+@pytest.fixture(scope="module")
+def admin(s3):
+    """A plain boto3 client with the server's root keys: what a user's own tools would do."""
+    return boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
+                        aws_secret_access_key=s3.secret_key, region_name=s3.region)
+
+
 @pytest.fixture
-def bucket(s3) -> str:
+def bucket(admin) -> str:
     name = f"t-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
-                 aws_secret_access_key=s3.secret_key, region_name=s3.region).create_bucket(Bucket=name)
+    admin.create_bucket(Bucket=name)
     return name
 
 
@@ -34,13 +40,14 @@ def store(s3, bucket: str, prefix: str = "in/", access_key: str | None = None, s
     return S3Store(s3.endpoint, bucket, prefix, access_key or s3.access_key, secret_key or s3.secret_key)
 
 
-def test_objects_put_under_the_prefix_are_listed_read_and_found_by_their_relative_keys(s3, bucket):
+def test_objects_put_under_the_prefix_are_listed_read_and_found_by_their_relative_keys(s3, admin, bucket):
     inp = store(s3, bucket, "in/")
     assert isinstance(inp, Store)  # the worker's storage interface, as FileStore
     inp.put("b/scan.png", b"png")
     inp.put("a.pdf", b"%PDF-1.7 x")
     inp.put("empty.pdf", b"")
     store(s3, bucket, "out/").put("a.pdf.jsonl", b"{}")  # another prefix of the bucket: not listed
+    admin.put_object(Bucket=bucket, Key="in/c/", Body=b"")  # a console's "folder": not a document
     assert inp.list(limit=10) == [("a.pdf", 10), ("b/scan.png", 3), ("empty.pdf", 0)]
     assert inp.get("a.pdf", max_bytes=10) == b"%PDF-1.7 x"
     assert inp.get("empty.pdf", max_bytes=10) == b""
