@@ -73,6 +73,8 @@ CHILDREN: tuple[Child, ...] = (
     Child("PrometheusRule", "PrometheusRule", naming.prometheusrule_name),
     # The pod templates of past revisions (revisions.py), a second ConfigMap.
     Child("RevisionHistory", "ConfigMap", naming.revisions_name),
+    # The quality gate's recorded outputs (quality.py), a third ConfigMap; only with a gate.
+    Child("QualityRecords", "ConfigMap", naming.quality_name),
 )
 BY_KEY: dict[str, Child] = {c.key: c for c in CHILDREN}
 
@@ -97,9 +99,13 @@ def watched() -> tuple[ApiKind, ...]:
     return tuple(k for k in KINDS.values() if k.watched)
 
 
+# The quality gate (quality.py) sets its readiness condition on pods: their status subresource only.
+POD_STATUS_RULE = (("", "pods/status"), frozenset({"patch"}))
+
+
 def rbac_rules() -> dict[tuple[str, str], frozenset[str]]:
     """(apiGroup, resource) -> verbs the operator needs on the children and pods."""
-    return {(k.group, k.plural): frozenset(k.verbs) for k in KINDS.values()}
+    return {**{(k.group, k.plural): frozenset(k.verbs) for k in KINDS.values()}, POD_STATUS_RULE[0]: POD_STATUS_RULE[1]}
 
 
 def leader_election_rules() -> dict[tuple[str, str], frozenset[str]]:

@@ -10,7 +10,8 @@ AVAILABLE = "Available"
 PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALING_ACTIVE = "ScalingActive"
-ORDER = (READY, AVAILABLE, PROGRESSING, DEGRADED, SCALING_ACTIVE)
+QUALITY_GATE = "QualityGate"  # spec.rollout.qualityGate's state (quality.py)
+ORDER = (READY, AVAILABLE, PROGRESSING, DEGRADED, SCALING_ACTIVE, QUALITY_GATE)
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 

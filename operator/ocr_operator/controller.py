@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from . import children, naming, status
 from .cache import OWN_WRITE_SECONDS, Store, rv, slim
 from .events import Recorder
+from .gaterun import GateRunner
 from .kube import ApiError, Kube
 from .metrics import METRICS
 from .reconcile import reconcile
@@ -66,6 +67,8 @@ class Controller:
         self.store = Store()
         self.queue: WorkQueue[Key] = WorkQueue(qps=qps, burst=max(1, int(2 * qps)))
         self.recorder = Recorder(self._post_event, self._bump_event)
+        # The quality gate's jobs (gaterun.py): a finished one wakes its OcrService.
+        self.gates = GateRunner(self._gate_done)
         self.timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self.failures: dict[Key, int] = {}
         self.tasks: list[asyncio.Task] = []
@@ -126,6 +129,7 @@ class Controller:
         self.status_written.pop(key, None)
         self.failures.pop(key, None)
         self.queue.forget(key)
+        self.gates.drop(key)
         timer = self.timers.pop(key, None)
         if timer:
             timer[1].cancel()
@@ -137,6 +141,10 @@ class Controller:
 
     def enqueue(self, key: Key, *, urgent: bool = False) -> None:
         self.queue.add(key, urgent=urgent)
+
+    def _gate_done(self, key: Key) -> None:
+        if key in self.cache:
+            self.enqueue(key, urgent=True)
 
     def enqueue_after(self, key: Key, delay: float) -> None:
         """Wake `key` in `delay` seconds (keeps the earliest pending wake-up)."""
@@ -186,6 +194,7 @@ class Controller:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for _, handle in self.timers.values():
             handle.cancel()
+        await self.gates.stop()
         await self.recorder.stop()
         await self.kube.close()
 
@@ -244,7 +253,8 @@ class Controller:
         hold = 0.0 if written is None else max(0.0, self.status_coalesce - (started - written))
         try:
             result = await reconcile(self.kube, owner, now=dt.datetime.now(dt.timezone.utc),
-                                     available=await self._optional_apis(), store=self.store, status_hold=hold)
+                                     available=await self._optional_apis(), store=self.store, status_hold=hold,
+                                     gates=self.gates)
         except ApiError as exc:
             METRICS.failed("api", time.monotonic() - started)
             self._backoff(key, f"API error: {exc}")

@@ -233,6 +233,14 @@ class Kube:
                                    params={"fieldManager": naming.FIELD_MANAGER},
                                    body=patch, content_type="application/merge-patch+json")
 
+    async def strategic_patch(self, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *,
+                              subresource: str | None = None) -> dict[str, Any]:
+        """A strategic merge patch: lists merge by their key (a pod's status conditions by type, so
+        the kubelet's own conditions stay as they are)."""
+        return await self._request("PATCH", TYPES[kind].path(namespace, name, subresource),
+                                   params={"fieldManager": naming.FIELD_MANAGER},
+                                   body=patch, content_type="application/strategic-merge-patch+json")
+
     async def replace(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """PUT `body` whole. With metadata.resourceVersion set, the API server refuses it with 409
         Conflict if the object changed since it was read (leader election's optimistic lock)."""

@@ -399,20 +399,20 @@ def next_step(*, gate: QualityGate | None, pages: GoldenPages | PagesProblem | N
     admit = tuple(sorted(p.name for p in pods if p.awaiting_gate and not p.deleting and p.revision in passed))
     if gate is None:
         return Step(admit, None, None, Records(), None)
-    if isinstance(pages, GoldenPages) and last_good is not None and not _baseline_ok(records, last_good, pages):
-        c = records.candidate
-        if c is not None and c.revision == last_good and c.digest == pages.digest:
-            records = Records(c, c)  # the revision that passed the gate is now the last good one
+    c = records.candidate
+    if c is not None and last_good is not None and c.revision == last_good and records.baseline != c:
+        records = Records(c, c)  # the revision that passed the gate is now the last good one
     step = Step(admit, None, record, records, _condition(record))
     revision = current_revision
-    if not progressing or revision is None or revision in passed:
+    gating = progressing and revision is not None and revision not in passed
+    if isinstance(pages, PagesProblem):  # read because a rollout needs them: a gate waits, a new one is held
+        held = {"revision": revision, "attempt": attempt, "phase": WAITING, "message": pages.message}
+        return Step(admit, None, held if gating else record, records, ("False", pages.reason, pages.message))
+    if not gating or revision is None:
         return step
     if (record or {}).get("revision") == revision and record.get("attempt") == attempt \
             and record.get("phase") == FAILED:
         return step
-    if isinstance(pages, PagesProblem):
-        return Step(admit, None, {"revision": revision, "attempt": attempt, "phase": WAITING,
-                                  "message": pages.message}, records, ("False", pages.reason, pages.message))
     if pages is None:
         return step
     if pages.need_baseline and last_good is not None and not _baseline_ok(records, last_good, pages):

@@ -2,7 +2,11 @@
 
 snapshot -> parse spec -> render -> rollout.decide -> plan -> apply -> status (+ events).
 Called for every reason alike (create, update, restart, a child changed, a deadline); a call
-that finds everything in shape makes no write at all.
+that finds everything in shape makes no write at all. With spec.rollout.qualityGate the quality
+gate (quality.py) is one more input of the decision and one more step after it: the golden
+pages are read while a rollout needs them, a finished gate job's result is concluded before
+rollout.decide, and after the status is written the pods of passed revisions are admitted (their
+readiness-gate condition set) and the next job handed to the gate runner (gaterun.py).
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import children, naming, plan, revisions, rollout, snapshot, status
+from . import children, naming, plan, quality, revisions, rollout, snapshot, status
 from .apply import execute
 from .cache import Store
-from .kube import Kube
+from .gaterun import GateRunner, Target
+from .kube import ApiError, Kube
 from .render import render_all
-from .spec import OcrServiceSpec, SpecError, parse
+from .spec import OcrServiceSpec, QualityGate, SpecError, parse
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +43,10 @@ class Result:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to post
 
 
-def policy(spec: OcrServiceSpec) -> rollout.Policy:
+def policy(spec: OcrServiceSpec, gate_seconds: float = 0.0) -> rollout.Policy:
     r = spec.rollout
     return rollout.Policy(
+        gate_seconds=gate_seconds,
         failure_threshold=r.health_check.failure_threshold,
         period_seconds=r.health_check.period_seconds,
         model_load_timeout_seconds=r.model_load_timeout_seconds,
@@ -117,12 +123,52 @@ async def _confirm_creates(kube: Kube, actions: list[plan.Action], objects: Mapp
     return [again.get(a.kind, a) for a in actions]
 
 
+async def _golden_pages(kube: Kube, namespace: str, gate: QualityGate | None, desired_revision: str,
+                        prior: rollout.RolloutStatus, observed: rollout.Observed
+                        ) -> quality.GoldenPages | quality.PagesProblem | None:
+    """The golden pages, read (one GET) only while the gate may need them: a new revision to
+    roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise."""
+    if gate is None:
+        return None
+    if desired_revision == prior.current_revision and prior.phase != rollout.PROGRESSING \
+            and not any(p.awaiting_gate for p in observed.pods):
+        return None
+    return quality.read_pages(await kube.get("ConfigMap", namespace, gate.config_map), gate.config_map)
+
+
+def _render_records(owner: Mapping[str, Any], records: quality.Records) -> dict[str, Any] | None:
+    """The quality ConfigMap (the last good revision's outputs and the candidate's), owned by
+    the OcrService; None while nothing is recorded."""
+    data = quality.records_data(records)
+    if not data:
+        return None
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": naming.metadata(owner, naming.quality_name(owner["metadata"]["name"])), "data": data}
+
+
+async def _admit(kube: Kube, namespace: str, pods: tuple[str, ...], now: dt.datetime) -> None:
+    """Set the readiness-gate condition True on `pods` (a strategic merge patch of their
+    status: the kubelet's conditions stay). A pod gone meanwhile is no error."""
+    for pod in pods:
+        patch = {"status": {"conditions": [{
+            "type": naming.GATE_CONDITION, "status": "True", "reason": "QualityGatePassed",
+            "message": "the quality gate passed this pod's revision", "lastTransitionTime": status.iso(now)}]}}
+        try:
+            await kube.strategic_patch("Pod", namespace, pod, patch, subresource="status")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+
 async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
                     servicemonitor_available: bool = False, store: Store | None = None,
-                    available: frozenset[str] | None = None, status_hold: float = 0.0) -> Result:
+                    available: frozenset[str] | None = None, status_hold: float = 0.0,
+                    gates: GateRunner | None = None) -> Result:
     """`available`: the optional child kinds the API serves (children.optional_kinds); by
     default ServiceMonitor when `servicemonitor_available`. `status_hold`: how long a status
-    patch of counts and messages only may wait (0: written now)."""
+    patch of counts and messages only may wait (0: written now). `gates`: the quality gate's
+    runner (None: gate jobs are neither run nor concluded, pods of the last good revision are
+    still admitted)."""
     if available is None:
         available = frozenset({"ServiceMonitor"}) if servicemonitor_available else frozenset()
     md = owner["metadata"]
@@ -153,7 +199,26 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     if history.rejected:
         log.warning("%s/%s: revision history entries %s do not match their hash: dropped", ns, name,
                     ", ".join(history.rejected))
-    decision = rollout.decide(fresh.revision, prior, observed, policy(spec), now)
+    gate = spec.rollout.quality_gate
+    pages = await _golden_pages(kube, ns, gate, fresh.revision, prior, observed)
+    records = quality.parse_records(mine.get("QualityRecords"))
+    prior_gate = (owner.get("status") or {}).get("qualityGate")
+    finished = gates.result((ns, name)) if gates is not None else None
+    concluded = quality.conclude(finished, gate=gate, pages=pages, records=records, prior_record=prior_gate,
+                               current_revision=prior.current_revision, last_good=prior.last_good_revision,
+                               attempt=prior.rollout_started, progressing=prior.phase == rollout.PROGRESSING)
+    rules = policy(spec, quality.budget_seconds(gate, pages))
+    held = isinstance(pages, quality.PagesProblem) and fresh.revision not in (
+        prior.current_revision, prior.last_good_revision, prior.failed_revision)
+    if held:
+        decision = rollout.hold(fresh.revision, prior, observed, rules, now, pages.reason, pages.message)
+    else:
+        failure = rollout.Failure(*concluded.failure, pod=finished.job.pod) if concluded.failure and finished else None
+        decision = rollout.decide(fresh.revision, prior, observed, rules, now, gate_failure=failure)
+    rs = decision.status
+    step = quality.next_step(gate=gate, pages=pages, outcome=concluded, pods=observed.pods, phase=rs.phase,
+                             current_revision=rs.current_revision, last_good=rs.last_good_revision,
+                             attempt=rs.rollout_started, progressing=rs.phase == rollout.PROGRESSING)
 
     history = history.record(fresh.revision, fresh.pod_template)
     try:
@@ -173,7 +238,10 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
                                                                        available=available)
 
     objects: dict[str, dict[str, Any] | None] = dict(desired.objects)
+    if held and prior.current_revision is None:
+        del objects["Deployment"]  # the first revision waits for usable golden pages: no rollout at all
     objects["RevisionHistory"] = revisions.render_history(owner, history)
+    objects["QualityRecords"] = _render_records(owner, step.records) if gate is not None else None
     actions = plan.plan(objects, snap.children, uid, children.child_names(name))
     actions = await _confirm_creates(kube, actions, objects, snap, uid, ns, store)
     result.actions = [str(a) for a in actions if a.verb != plan.SKIP]
@@ -189,12 +257,26 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         deployment=outcome.live.get("Deployment"), hpa=outcome.live.get("HorizontalPodAutoscaler"),
         decision=decision, apply_errors=outcome.errors, conflicts=outcome.conflicts,
         active_schedule=desired.active_schedule, scaled_to_zero_by=desired.scaled_to_zero_by,
+        gate_record=step.record, gate_condition=step.condition,
     )
     events = [(e.type, e.reason, e.message) for e in decision.events]
+    verdict = concluded.verdict
+    if verdict is not None and verdict.passed and concluded.failure is None:
+        events.append(("Normal", "QualityGatePassed", f"revision {finished.job.revision}: {verdict.message}"))
     # Told each time a reconcile finds it (the recorder aggregates repeats): the user must act.
     events += [("Warning", status.CHILD_CONFLICT, conflict) for conflict in outcome.conflicts]
     rolling_out = rollout.PROGRESSING in (prior.phase, decision.status.phase)
-    await _write_status(kube, owner, new, changed, events, result, hold=status_hold, rollout_tells=rolling_out)
+    await _write_status(kube, owner, new, changed, events, result, hold=0.0 if finished else status_hold,
+                        rollout_tells=rolling_out)
+    await _admit(kube, ns, step.admit, now)
+    result.writes += len(step.admit)
+    if gates is not None:
+        if finished is not None:
+            gates.forget((ns, name), finished)  # what it decided is written
+        target = Target(spec.service.port, bool(spec.tls_secret_name),
+                        min(gate.max_new_tokens, spec.inference.max_new_tokens),
+                        min(gate.timeout_seconds, spec.inference.timeout_seconds)) if gate else None
+        gates.ensure((ns, name), step.job, pages if isinstance(pages, quality.GoldenPages) else None, target)
 
     waits = [RESYNC_SECONDS]
     if result.status_held:

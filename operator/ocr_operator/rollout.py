@@ -536,6 +536,20 @@ def decide(
     return _progress(desired_revision, prior, observed, policy, now, gate_failure)
 
 
+def hold(desired_revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime,
+         reason: str, message: str) -> Decision:
+    """`desired_revision` may not start rolling out (the quality gate's golden pages cannot be
+    used): what runs stays as it is, judged as before, and Progressing says why the new revision
+    waits. Without any revision yet (the first deploy) nothing is rolled out at all."""
+    why = f"revision {desired_revision} is not rolled out: {message}"
+    progressing = ConditionSpec("Progressing", "False", reason, why)
+    if prior.current_revision is None:
+        return Decision(desired_revision, prior, (), None, progressing, ConditionSpec("Degraded", "True", reason, why))
+    stays = prior.failed_revision if prior.phase in (ROLLED_BACK, FAILED, NO_GOOD_REVISION) and prior.failed_revision \
+        else prior.current_revision
+    return replace(decide(stays, prior, observed, policy, now), progressing=progressing)
+
+
 def ready_at_change(prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime) -> bool:
     """Whether the revision being rolled out (not yet settled) was Ready when the spec changed.
 

@@ -76,8 +76,11 @@ def build(
     conflicts: list[str] | None = None,
     active_schedule: str | None = None,
     scaled_to_zero_by: str | None = None,
+    gate_record: Mapping[str, Any] | None = None,
+    gate_condition: tuple[str, str, str] | None = None,
 ) -> tuple[dict[str, Any], list[tuple[C.Condition, str | None]]]:
-    """The complete new status and the condition transitions it reports."""
+    """The complete new status and the condition transitions it reports. `gate_record` and
+    `gate_condition`: the quality gate's state (status.qualityGate) and its QualityGate condition."""
     md = owner["metadata"]
     old = owner.get("status") or {}
     generation = md.get("generation") or 0
@@ -104,7 +107,7 @@ def build(
         ]
         # Keep what the last valid spec reported about revisions and the rollout.
         for key in ("currentRevision", "desiredRevision", "lastGoodRevision", "failedRevision", "failedReason",
-                    "failedMessage", "rollout", "url", "gpuUtilization", "activeSchedule"):
+                    "failedMessage", "rollout", "url", "gpuUtilization", "activeSchedule", "qualityGate"):
             if key in old:
                 new[key] = old[key]
     else:
@@ -169,6 +172,10 @@ def build(
                                   "until it ends")
         if scaling is not None:
             conds.append(scaling)
+        if gate_record:
+            new["qualityGate"] = dict(gate_record)
+        if gate_condition is not None:
+            conds.append(C.Condition(C.QUALITY_GATE, *gate_condition))
 
     if desired == 0 and spec_error is None and dep:
         why = f"schedule window {scaled_to_zero_by} scales to zero" if scaled_to_zero_by else "no pods are wanted"
@@ -259,6 +266,9 @@ def transition_events(changed: list[tuple[C.Condition, str | None]], *,
             elif previous == C.TRUE or cond.reason in ("InvalidSpec", "ApplyFailed"):
                 events.append(("Warning", f"NotReady{cond.reason}" if cond.reason in ("ReplicasNotReady",) else cond.reason,
                                cond.message))
+        elif cond.type == C.QUALITY_GATE and cond.status == C.FALSE and cond.reason.startswith("GoldenPages"):
+            # Unusable golden pages hold every rollout; a failed gate is told by the rollback's event.
+            events.append(("Warning", cond.reason, cond.message))
         elif cond.type == C.AVAILABLE and previous == C.TRUE and cond.status != C.TRUE:
             # Scaling to zero on purpose (a schedule window, replicas 0) is routine, not a warning.
             events.append(("Normal" if cond.reason == SCALED_TO_ZERO else "Warning", cond.reason, cond.message))

@@ -58,6 +58,10 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch]
+# The quality gate's readiness condition (spec.rollout.qualityGate): a patch of pods' status only.
+- apiGroups: [""]
+  resources: [pods/status]
+  verbs: [patch]
 # Events on status transitions (kopf's own event posting is off); a repeat of the same event
 # bumps the count of the one already posted (patch).
 - apiGroups: [""]

@@ -11,8 +11,8 @@ from ..spec import OcrServiceSpec
 from . import configmap, deployment, hpa, networkpolicy, pdb, prometheusrule, service, servicemonitor
 
 # The children rendered from the spec, in apply order (children.CHILDREN minus the revision
-# history, which revisions.py renders).
-KINDS = tuple(c.key for c in CHILDREN if c.key != "RevisionHistory")
+# history and the quality gate's records, which revisions.py and quality.py render from state).
+KINDS = tuple(c.key for c in CHILDREN if c.key not in ("RevisionHistory", "QualityRecords"))
 
 
 @dataclass(frozen=True)

@@ -61,3 +61,16 @@ class ClusterKube:
         want = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
         return [copy.deepcopy(o) for (k, _), o in self.objects.items()
                 if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())]
+
+
+class GateKube(ClusterKube):
+    """ClusterKube that also takes the quality gate's pod status patches (kept in `pod_patches`)."""
+
+    def __init__(self, objects: dict[tuple[str, str], dict] | None = None):
+        super().__init__(objects)
+        self.pod_patches: list[tuple[str, dict]] = []
+
+    async def strategic_patch(self, kind, namespace, name, patch, *, subresource=None):
+        self.calls.append(("strategic_patch", kind, name))
+        self.pod_patches.append((name, patch))
+        return {}

@@ -15,7 +15,8 @@ FULL = {"autoscaling": {"minReplicas": 1, "maxReplicas": 2, "targetGPUUtilizatio
 def test_render_produces_exactly_the_table_children_in_apply_order():
     body = owner(FULL)
     desired = render_all(body, parsed(body))
-    assert tuple(desired.objects) == KINDS == tuple(c.key for c in children.CHILDREN if c.key != "RevisionHistory")
+    assert tuple(desired.objects) == KINDS == tuple(c.key for c in children.CHILDREN
+                                                    if c.key not in ("RevisionHistory", "QualityRecords"))
 
 
 def test_every_rendered_child_has_the_table_kind_and_name_and_a_controller_owner_reference():

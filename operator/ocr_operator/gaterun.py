@@ -1,0 +1,144 @@
+"""The quality gate, I/O half: send the golden pages straight to one pod, one page at a time.
+
+A job (quality.Job) runs as a task beside the reconciles, so a gate of many slow pages never holds
+a reconcile worker; when it ends, its result is kept and the OcrService is woken. The reconcile
+reads the result, persists the verdict (status, quality ConfigMap) and only then forgets it: an
+operator that stops in between loses a result no one acted on, and the next one runs the job
+again. Requests are the ones clients send (POST /v1/ocr, JSON, the server's greedy decoding and
+its own settings), with the gate's max_new_tokens and timeout_sec. Over TLS the pod's certificate
+is not verified: it names the Service, not the pod's IP, and the pages and answers are no secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+
+from .quality import GoldenPages, Job, Output, Result
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+# A pod that is busy (429) or not answering yet is asked again after this long, within the page's deadline.
+RETRY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """How to reach the server in a pod and what each request asks."""
+
+    port: int
+    https: bool
+    max_new_tokens: int
+    timeout_seconds: int
+
+
+async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: float) -> tuple[str, int]:
+    """One page's text and generated tokens; RuntimeError when the pod refuses it or time runs out."""
+    last = "no answer"
+    while time.monotonic() < deadline:
+        left = max(1.0, deadline - time.monotonic())
+        try:
+            async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=left)) as resp:
+                if resp.status == 200:
+                    answer = await resp.json()
+                    return str(answer.get("text") or ""), int((answer.get("usage") or {}).get("generated_tokens") or 0)
+                text = (await resp.text())[:300]
+                if resp.status not in (429, 503):
+                    raise RuntimeError(f"HTTP {resp.status}: {text}")
+                last = f"HTTP {resp.status}: {text}"
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        await asyncio.sleep(RETRY_SECONDS)
+    raise RuntimeError(f"no answer within the deadline ({last})")
+
+
+async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
+    """Send every page of `pages` to the pod of `job`; the outputs, or the first error."""
+    started = time.monotonic()
+    scheme = "https" if target.https else "http"
+    url = f"{scheme}://{job.ip}:{target.port}/v1/ocr"
+    context: ssl.SSLContext | bool = False if target.https else True
+    outputs: list[Output] = []
+    # trust_env False: a proxy of the operator's environment must not carry a request to a pod IP.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), trust_env=False) as session:
+        for page in pages.pages:
+            body = {"image": base64.b64encode(page.data).decode(), "max_new_tokens": target.max_new_tokens,
+                    "timeout_sec": target.timeout_seconds}
+            try:
+                text, tokens = await _page(session, url, body, time.monotonic() + target.timeout_seconds + 10)
+            except RuntimeError as exc:
+                return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
+            outputs.append(Output.of(page.name, text, tokens))
+    return Result(job, tuple(outputs), None, time.monotonic() - started)
+
+
+class GateRunner:
+    """One job at a time per OcrService; `wake` is called with its key when a job ends."""
+
+    def __init__(self, wake: Callable[[Key], None]) -> None:
+        self.wake = wake
+        self.running: dict[Key, tuple[Job, asyncio.Task]] = {}
+        self.results: dict[Key, Result] = {}
+
+    def result(self, key: Key) -> Result | None:
+        return self.results.get(key)
+
+    def forget(self, key: Key, result: Result) -> None:
+        """The reconcile persisted what `result` decided."""
+        if self.results.get(key) is result:
+            del self.results[key]
+
+    def ensure(self, key: Key, job: Job | None, pages: GoldenPages | None, target: Target | None) -> None:
+        """Run `job` for `key` unless it runs already or its result waits; any other job of
+        `key` is cancelled (the spec moved on). `job` None: cancel whatever runs."""
+        current = self.running.get(key)
+        if current is not None and (job is None or current[0].key != job.key):
+            current[1].cancel()
+            del self.running[key]
+            current = None
+        waiting = self.results.get(key)
+        if job is None or pages is None or target is None or current is not None \
+                or (waiting is not None and waiting.job.key == job.key):
+            return
+        log.info("%s/%s: quality gate: %s job on pod %s (revision %s), %d pages", *key, job.kind, job.pod,
+                 job.revision, len(pages.pages))
+        task = asyncio.get_running_loop().create_task(self._run(key, job, pages, target),
+                                                      name=f"quality-gate-{key[0]}-{key[1]}")
+        self.running[key] = (job, task)
+
+    async def _run(self, key: Key, job: Job, pages: GoldenPages, target: Target) -> None:
+        try:
+            result = await run(job, pages, target)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not leave the gate waiting forever
+            log.exception("%s/%s: quality gate job failed", *key)
+            result = Result(job, (), f"{type(exc).__name__}: {exc}")
+        if self.running.get(key, (None,))[0] is job:
+            del self.running[key]
+        self.results[key] = result
+        log.info("%s/%s: quality gate: %s job on pod %s ended in %.1fs%s", *key, job.kind, job.pod, result.seconds,
+                 f": {result.error}" if result.error else "")
+        self.wake(key)
+
+    def drop(self, key: Key) -> None:
+        """The OcrService is gone."""
+        current = self.running.pop(key, None)
+        if current is not None:
+            current[1].cancel()
+        self.results.pop(key, None)
+
+    async def stop(self) -> None:
+        tasks = [task for _, task in self.running.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.running.clear()
