@@ -3,8 +3,8 @@
 
 docs/reference/server-configuration.md carries the table between `<!-- BEGIN GENERATED:
 server-limits -->` and `<!-- END GENERATED: server-limits -->`: the model's visual-token arithmetic,
-what each engine can serve, and each setting an OcrService sets by a field (its default, its bounds,
-the field). tests/unit/limits/test_generated_docs.py fails when the page is stale.
+what each engine can serve, each setting an OcrService sets by a field (its default, its bounds,
+the field), and the server's queue settings (set through spec.env). tests/unit/limits/test_generated_docs.py fails when the page is stale.
 
     hack/gen-limits-table.py            rewrite the table in the page
     hack/gen-limits-table.py --check    exit 1 when the page is stale
@@ -27,6 +27,7 @@ from ocr_limits import (
     GLOBAL_TOKENS,
     MAX_CROPS,
     MIN_CROPS,
+    SERVER_SETTINGS,
     SETTINGS,
     TOKEN_STEPS,
     TOKEN_STRIDE,
@@ -47,6 +48,8 @@ def _value(s: Setting) -> str:
     """A setting's default and bounds, as the table's Value cell."""
     if s.default is None and s.env == "MAX_VISUAL_TOKENS":
         default = "follows `ENGINE`: " + ", ".join(f"`{default_max_visual_tokens(e)}` ({e})" for e in ENGINES)
+    elif s.default is None and s.follows:
+        default = s.follows
     else:
         default = f"`{s.default}`"
     if s.choices:
@@ -84,6 +87,8 @@ def rows() -> list[tuple[str, str, str]]:
         if s.default is None and s.minimum is None and not s.choices and s.env != "MAX_VISUAL_TOKENS":
             continue  # no default and no bounds (MODEL_PATH, the TLS files): nothing to tabulate
         out.append((f"`{s.env}`", _value(s), f"{s.bounds}; OcrService field `{s.spec_path}`"))
+    for s in SERVER_SETTINGS:
+        out.append((f"`{s.env}`", _value(s), f"{s.bounds}; no OcrService field: set it in `spec.env`"))
     for name in ENGINES:
         value = _engine_value(name)
         if value:

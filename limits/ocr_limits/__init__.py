@@ -8,7 +8,8 @@ torch, and this package imports nothing of the project.
 
 - tokens: the model's visual-token arithmetic (views, crops, 256..1120);
 - engines: what each inference engine can serve, and the defaults that follow the engine;
-- settings: the server settings an OcrService sets by its fields (names, defaults, bounds).
+- settings: the server settings an OcrService sets by its fields (names, defaults, bounds), and the
+  server's own queue limits, which it sets through spec.env.
 """
 
 from .engines import (
@@ -27,8 +28,10 @@ from .settings import (
     DEFAULT_PORT,
     FIELD_FOR_ENV,
     GRACEFUL_SHUTDOWN_MARGIN_SEC,
+    SERVER_SETTINGS,
     SETTINGS,
     Setting,
+    default_batch_queue_threshold,
     graceful_shutdown_seconds,
     setting,
 )
@@ -57,8 +60,8 @@ from .tokens import (
 __all__ = [
     "BASE_SIZE", "CROP_COUNTS", "CROP_SIZE", "CROP_TOKENS", "DEFAULT_CACHE_DIR", "DEFAULT_ENGINE",
     "DEFAULT_MODEL_NAME", "DEFAULT_PORT", "DOWNSAMPLE", "ENGINES", "ENGINE_LIMITS", "EngineLimits",
-    "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SETTINGS", "Setting",
-    "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES", "VLLM",
-    "crops_allowed", "crops_required", "default_max_visual_tokens", "engine_limits", "setting",
-    "token_budget_fits", "view_tokens", "visual_tokens",
+    "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SERVER_SETTINGS", "SETTINGS",
+    "Setting", "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES",
+    "VLLM", "crops_allowed", "crops_required", "default_batch_queue_threshold", "default_max_visual_tokens",
+    "engine_limits", "setting", "token_budget_fits", "view_tokens", "visual_tokens",
 ]

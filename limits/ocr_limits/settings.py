@@ -6,7 +6,8 @@ Both sides read the default and the bounds from here: the server's dataclass def
 checks, the operator's spec defaults, and the CRD's `default`, `minimum`, `maximum` and `enum`
 (written by hack/gen-crd.py). Because the operator renders these from the OcrService's fields,
 `spec.env` may not set them: an env value would silently override the field (the server lets the
-environment win over its file); `FIELD_FOR_ENV` is that list.
+environment win over its file); `FIELD_FOR_ENV` is that list. `SERVER_SETTINGS` are the server's
+own (its queue), with no OcrService field: spec.env sets them.
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ class Setting:
     """One server setting rendered from an OcrService field."""
 
     env: str  # the server's name: its environment variable (MAX_VISUAL_TOKENS)
-    field: str  # the OcrService field, a path under spec (inference.maxVisualTokens)
+    field: str  # the OcrService field, a path under spec (inference.maxVisualTokens); "" for SERVER_SETTINGS
     default: Scalar | None = None  # None: no fixed default (set by the engine, or unset)
     minimum: int | None = None
     maximum: int | None = None
     choices: tuple[Scalar, ...] = ()
     bounds: str = ""  # what the setting bounds, for the reference table
+    follows: str = ""  # a default derived from another setting (default None), for the reference table
 
     @property
     def spec_path(self) -> str:
@@ -75,7 +77,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("TLS_KEY_FILE", "tls.secretName", bounds="HTTPS: the private key, mounted from the TLS Secret"),
     Setting("API_KEYS_FILE", "auth.secretName", bounds="the API keys, mounted from the auth Secret"),
 )
-SETTING = {s.env: s for s in SETTINGS}
+# Server settings with no OcrService field of their own: an OcrService sets them through spec.env
+# (they are not in FIELD_FOR_ENV). The server reads their defaults and bounds from here.
+SERVER_SETTINGS: tuple[Setting, ...] = (
+    Setting("QUEUE_SIZE", "", 64, 1, 4096,
+            bounds="requests waiting for an engine slot; one more is answered 429 with Retry-After"),
+    Setting("BATCH_QUEUE_THRESHOLD", "", None, 0, 4096, follows="half of `QUEUE_SIZE`",
+            bounds="requests waiting (of both classes) from which a batch request is answered 429 with Retry-After; "
+                   "at most QUEUE_SIZE"),
+)
+SETTING = {s.env: s for s in SETTINGS + SERVER_SETTINGS}
 # Names the operator also owns, besides the settings: the config file it renders from the spec, and
 # inline keys, which would bypass spec.auth's Secret (the server refuses API_KEYS with API_KEYS_FILE).
 OPERATOR_ENV = {"CONFIG_FILE": "spec.engine, spec.model and spec.inference", "API_KEYS": "spec.auth.secretName"}
@@ -84,5 +95,11 @@ FIELD_FOR_ENV = {**{s.env: s.spec_path for s in SETTINGS}, **OPERATOR_ENV}
 
 
 def setting(env: str) -> Setting:
-    """The setting the server knows as `env` (KeyError for a name the OcrService has no field for)."""
+    """The shared setting the server knows as `env` (KeyError for a name not declared here)."""
     return SETTING[env]
+
+
+def default_batch_queue_threshold(queue_size: int) -> int:
+    """BATCH_QUEUE_THRESHOLD when unset: half of QUEUE_SIZE, so batch traffic is shed while the
+    other half of the queue still takes interactive requests."""
+    return queue_size // 2

@@ -2,15 +2,18 @@
 
 Admission: at most CONCURRENCY requests inside the engine (decode, crop, generate); at most
 QUEUE_SIZE more wait for a slot; beyond that 429 with Retry-After. Waiting past the deadline: 504.
+Waiting interactive requests get a freed slot before batch ones, and a batch request is shed (429)
+once BATCH_QUEUE_THRESHOLD requests wait (priority.py).
 
 Batching (after Ray Serve's _BatchQueue): one future per page; one task takes the first waiting
-page, then more until BATCH_SIZE or the wait window closes, drops pages whose request expired or
+page (interactive pages before batch ones), then more until BATCH_SIZE or the wait window closes, drops pages whose request expired or
 was cancelled (no GPU time for them), and runs one `generate` in the single engine thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -22,43 +25,82 @@ from typing import Any, AsyncIterator, Callable
 from .errors import DeadlineExceeded, EngineFailure, QueueFull
 from .liveness import ProgressClock
 from .metrics import Metrics
+from .priority import BATCH, INTERACTIVE, ClassQueue, Decision, admit, rank
 
 log = logging.getLogger("ocr_server.batching")
 
 
 class Admission:
-    def __init__(self, concurrency: int, queue_size: int, metrics: Metrics) -> None:
+    """CONCURRENCY slots; waiting requests queue by class (priority.py) and take a freed slot
+    interactive first. A freed slot is handed straight to the next waiter, so a newcomer never
+    overtakes the queue."""
+
+    def __init__(self, concurrency: int, queue_size: int, metrics: Metrics, batch_threshold: int | None = None) -> None:
         self.concurrency, self.queue_size, self.metrics = concurrency, queue_size, metrics
-        self._sem = asyncio.Semaphore(concurrency)
-        self.waiting = 0
+        self.batch_threshold = queue_size if batch_threshold is None else batch_threshold
+        self.free = concurrency
+        self._waiters: ClassQueue[asyncio.Future] = ClassQueue()
         self.inside = 0
         self._avg_latency = 2.0  # seconds, EWMA of time inside the engine; feeds Retry-After
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)
 
     def retry_after(self) -> int:
         return max(1, math.ceil(self._avg_latency * (self.waiting + self.inside) / self.concurrency))
 
+    def _shed(self, request_class: str) -> QueueFull:
+        self.metrics.shed.labels(request_class).inc()
+        busy = f"{self.inside} requests running, {self.waiting} waiting"
+        if request_class == BATCH and self.waiting < self.queue_size:
+            return QueueFull(f"batch requests are shed while {self.waiting} requests wait (BATCH_QUEUE_THRESHOLD="
+                             f"{self.batch_threshold}); {busy}; retry later", retry_after=self.retry_after())
+        return QueueFull(f"the server is at capacity ({busy}); retry later", retry_after=self.retry_after())
+
+    def _release(self) -> None:
+        """Hand the slot to the next live waiter (interactive first), else free it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.free += 1
+
+    async def _wait(self, deadline: float, request_class: str) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter, request_class)
+        self.metrics.queue_depth.inc()
+        self.metrics.queued.labels(request_class).inc()
+        admitted = False
+        try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded("the request deadline passed while waiting for the engine")
+            async with asyncio.timeout(remaining):
+                await waiter
+            admitted = True
+        except TimeoutError:
+            raise DeadlineExceeded("the request deadline passed while waiting for the engine") from None
+        finally:
+            self._waiters.remove(waiter, request_class)
+            self.metrics.queue_depth.dec()
+            self.metrics.queued.labels(request_class).dec()
+            if not admitted and waiter.done() and not waiter.cancelled():
+                self._release()  # the slot was handed over as this request gave up: pass it on
+
     @asynccontextmanager
-    async def slot(self, deadline: float) -> AsyncIterator[None]:
-        if not self._sem.locked():
-            await self._sem.acquire()  # a free slot: returns at once, never counts as waiting
+    async def slot(self, deadline: float, request_class: str = INTERACTIVE) -> AsyncIterator[None]:
+        arrived = time.monotonic()
+        decision = admit(request_class, free=self.free, waiting=self.waiting, queue_size=self.queue_size,
+                         batch_threshold=self.batch_threshold)
+        if decision is Decision.SHED:
+            raise self._shed(request_class)
+        if decision is Decision.RUN:
+            self.free -= 1  # a free slot: taken at once, never counted as waiting
         else:
-            if self.waiting >= self.queue_size:
-                raise QueueFull(
-                    f"the server is at capacity ({self.inside} requests running, {self.waiting} waiting); retry later",
-                    retry_after=self.retry_after(),
-                )
-            self.waiting += 1
-            self.metrics.queue_depth.inc()
-            try:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise DeadlineExceeded("the request deadline passed while waiting for the engine")
-                await asyncio.wait_for(self._sem.acquire(), remaining)
-            except TimeoutError:
-                raise DeadlineExceeded("the request deadline passed while waiting for the engine") from None
-            finally:
-                self.waiting -= 1
-                self.metrics.queue_depth.dec()
+            await self._wait(deadline, request_class)
+        self.metrics.queue_wait.labels(request_class).observe(time.monotonic() - arrived)
         self.inside += 1
         self.metrics.in_flight.inc()
         start = time.monotonic()
@@ -68,7 +110,7 @@ class Admission:
             self._avg_latency = 0.8 * self._avg_latency + 0.2 * (time.monotonic() - start)
             self.inside -= 1
             self.metrics.in_flight.dec()
-            self._sem.release()
+            self._release()
 
 
 @dataclass
@@ -89,7 +131,9 @@ class Batcher:
     ) -> None:
         self.run_batch, self.batch_size, self.wait_s = run_batch, batch_size, wait_s
         self.metrics, self.on_fatal = metrics, on_fatal
-        self.queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        # (class rank, arrival, page): interactive pages first, then first come, first served
+        self.queue: asyncio.PriorityQueue[tuple[int, int, _Pending]] = asyncio.PriorityQueue()
+        self._arrivals = itertools.count()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self._task: asyncio.Task | None = None
         self.progress = ProgressClock()
@@ -111,7 +155,8 @@ class Batcher:
         fut = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.progress.work_arrived(was_idle=self.queue.empty() and not self.progress.running)
-        self.queue.put_nowait(_Pending(item, fut))
+        request_class = getattr(item, "request_class", INTERACTIVE)
+        self.queue.put_nowait((rank(request_class), next(self._arrivals), _Pending(item, fut)))
         self.metrics.queue_depth.inc()
         try:
             remaining = item.deadline - time.monotonic()
@@ -124,12 +169,12 @@ class Batcher:
                 item.cancelled.set()
 
     async def _collect(self) -> list[_Pending]:
-        first = await self.queue.get()
+        *_, first = await self.queue.get()
         batch = [first]
         window_end = time.monotonic() + self.wait_s
         while len(batch) < self.batch_size:
             try:
-                batch.append(self.queue.get_nowait())
+                batch.append(self.queue.get_nowait()[-1])
                 continue
             except asyncio.QueueEmpty:
                 pass
@@ -137,7 +182,7 @@ class Batcher:
             if remaining <= 0:
                 break
             try:
-                batch.append(await asyncio.wait_for(self.queue.get(), remaining))
+                batch.append((await asyncio.wait_for(self.queue.get(), remaining))[-1])
             except TimeoutError:
                 break
         self.metrics.queue_depth.dec(len(batch))

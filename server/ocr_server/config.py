@@ -38,6 +38,7 @@ from ocr_limits import (
     TOKEN_STRIDE,
     crops_allowed,
     crops_required,
+    default_batch_queue_threshold,
     default_max_visual_tokens,
     engine_limits,
     setting,
@@ -119,7 +120,10 @@ class RuntimeConfig:
     concurrency: int = _default("CONCURRENCY")
     batch_size: int = _default("BATCH_SIZE")
     batch_wait_ms: int = 10
-    queue_size: int = 64
+    queue_size: int = _default("QUEUE_SIZE")
+    # Requests waiting from which a batch request (X-Request-Class: batch) is shed with 429 while
+    # interactive ones still queue up to QUEUE_SIZE. None: half of QUEUE_SIZE, filled in by ServerConfig.
+    batch_queue_threshold: int | None = None
     timeout_sec: float = float(_default("TIMEOUT_SEC"))
     max_new_tokens: int = _default("MAX_NEW_TOKENS")
     ngram_size: int = 20
@@ -154,6 +158,9 @@ class ServerConfig:
         if self.model.max_visual_tokens is None:
             cap = default_max_visual_tokens(self.runtime.engine)
             object.__setattr__(self, "model", replace(self.model, max_visual_tokens=cap))
+        if self.runtime.batch_queue_threshold is None:
+            threshold = default_batch_queue_threshold(self.runtime.queue_size)
+            object.__setattr__(self, "runtime", replace(self.runtime, batch_queue_threshold=threshold))
         if self.runtime.liveness_stall_sec is None:
             stall = default_liveness_stall_seconds(self.runtime.timeout_sec)
             object.__setattr__(self, "runtime", replace(self.runtime, liveness_stall_sec=stall))
@@ -189,6 +196,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "BATCH_SIZE": ("runtime", "batch_size"),
     "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
     "QUEUE_SIZE": ("runtime", "queue_size"),
+    "BATCH_QUEUE_THRESHOLD": ("runtime", "batch_queue_threshold"),
     "TIMEOUT_SEC": ("runtime", "timeout_sec"),
     "MAX_NEW_TOKENS": ("runtime", "max_new_tokens"),
     "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
@@ -213,7 +221,7 @@ def key_name(section: str, name: str) -> str:
 
 
 # Settings whose default is None until ServerConfig fills it in from another setting, by type.
-_FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float}
+_FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float, "batch_queue_threshold": int}
 
 
 def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
@@ -349,8 +357,9 @@ def validate(cfg: ServerConfig) -> None:
     _in_range("BATCH_SIZE", r.batch_size)
     if not 0 <= r.batch_wait_ms <= 1000:
         _fail("BATCH_WAIT_MS", r.batch_wait_ms, "0..1000")
-    if r.queue_size < 1:
-        _fail("QUEUE_SIZE", r.queue_size, ">= 1")
+    _in_range("QUEUE_SIZE", r.queue_size)
+    if not 0 <= r.batch_queue_threshold <= r.queue_size:
+        _fail("BATCH_QUEUE_THRESHOLD", r.batch_queue_threshold, f"0..QUEUE_SIZE ({r.queue_size}); unset: half of QUEUE_SIZE")
     if not 0 < r.timeout_sec <= _bounds("TIMEOUT_SEC")[1]:
         _fail("TIMEOUT_SEC", r.timeout_sec, f"0 < value <= {_bounds('TIMEOUT_SEC')[1]} seconds")
     _in_range("MAX_NEW_TOKENS", r.max_new_tokens, "the model's max_position_embeddings")

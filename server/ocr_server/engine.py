@@ -70,6 +70,7 @@ class Prepared:
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None  # None: the server's runtime.ngram_size / ngram_window
     min_new_tokens: int = 0  # EOS is not chosen before this many new tokens (vLLM's min_tokens)
+    request_class: str = "interactive"  # priority.py: interactive pages are taken before batch ones
     # Called from the engine thread with each token this row keeps, as it is generated (streaming).
     on_token: Callable[[int], None] | None = None
 

@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from ocr_limits import TOKEN_STEPS
 
+from .priority import CLASSES
+
 log = logging.getLogger("ocr_server.metrics")
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 21, 30, 60, 120)
@@ -27,6 +29,7 @@ GENERATED_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 SPLIT_BUCKETS = (2, 3, 4, 6, 8, 12, 16)
 PREPROCESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
 RATIO_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1)
+QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 
 
 # Every metric family the server exports, as it appears on /metrics (the histogram families also
@@ -36,7 +39,7 @@ CPU_METRIC_NAMES = (
     "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_cache_hits_total",
     "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
     "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total", "ocr_preprocess_seconds",
-    "ocr_preprocess_ratio",
+    "ocr_preprocess_ratio", "ocr_queued_requests", "ocr_queue_wait_seconds", "ocr_requests_shed_total",
 )
 GPU_METRIC_NAMES = (
     "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
@@ -48,9 +51,20 @@ METRIC_NAMES = CPU_METRIC_NAMES + GPU_METRIC_NAMES
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("ocr_requests", "OCR requests by endpoint and HTTP status", ["endpoint", "status"], registry=r)
+        self.requests = Counter("ocr_requests", "OCR requests by endpoint, HTTP status and request class "
+                                "(X-Request-Class: interactive or batch)", ["endpoint", "status", "class"], registry=r)
         self.latency = Histogram("ocr_request_latency_seconds", "End-to-end latency of /v1/ocr and /v1/chat/completions (streams: until the last event)", buckets=LATENCY_BUCKETS, registry=r)
         self.queue_depth = Gauge("ocr_queue_depth", "Requests waiting for an engine slot plus pages waiting for a batch", registry=r)
+        self.queued = Gauge("ocr_queued_requests", "Requests waiting for an engine slot, by request class "
+                            "(interactive ones are started first)", ["class"], registry=r)
+        self.queue_wait = Histogram("ocr_queue_wait_seconds", "Time an admitted request waited for an engine slot, "
+                                    "by request class (0 when a slot was free)", ["class"], buckets=QUEUE_WAIT_BUCKETS, registry=r)
+        self.shed = Counter("ocr_requests_shed", "Requests answered 429 by admission, by request class (batch ones "
+                            "from BATCH_QUEUE_THRESHOLD waiting, interactive ones from QUEUE_SIZE)", ["class"], registry=r)
+        for request_class in CLASSES:  # every class's series exists from the start, at 0
+            self.queued.labels(request_class)
+            self.queue_wait.labels(request_class)
+            self.shed.labels(request_class)
         self.in_flight = Gauge("ocr_in_flight_requests", "Requests inside the engine (decode, crop, generate)", registry=r)
         self.batch_size = Histogram("ocr_batch_size", "Pages (or split parts) decoded together: the rows of each decode step, observed once per step (generate: every row of its static batch until the longest ends; slots: the pages still decoding)", buckets=BATCH_BUCKETS, registry=r)
         self.visual_tokens = Histogram("ocr_visual_tokens", "Visual tokens per page", buckets=VISUAL_BUCKETS, registry=r)

@@ -1,6 +1,6 @@
 """Thin OpenAI-compatible routes: POST /v1/chat/completions (plain or streamed), GET /v1/models.
 
-Same API keys, body limit, cache, deadlines, admission and metrics as /v1/ocr: they all live in
+Same API keys, body limit, cache, deadlines, admission (and its X-Request-Class) and metrics as /v1/ocr: they all live in
 the service and in routes.py, which these routes call. Errors have OpenAI's body shape
 ({"error": {"message", "type", "param", "code"}}) from the one error table in errors.py.
 """
@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from . import chat
 from .bodies import parse_json
 from .errors import BadInput, OcrError, error_response
+from .priority import OPENAPI_PARAMETERS
 from .protocol import ChatCompletionResponse, ChatCompletionRequest, ErrorOut, ModelCard, ModelList
-from .routes import check_api_key, read_body, record
+from .routes import check_api_key, read_body, read_request_class, record
 from .sse import frame, stream_response
 from .streaming import Delta, Done, Event
 
@@ -65,23 +66,25 @@ async def models(request: Request) -> Response:
     return JSONResponse(ModelList(data=[card]).model_dump())
 
 
-@router.post(CHAT, response_model=ChatCompletionResponse, responses=_ERRORS)
+@router.post(CHAT, response_model=ChatCompletionResponse, responses=_ERRORS,
+             openapi_extra={"parameters": OPENAPI_PARAMETERS})
 async def chat_completions(request: Request) -> Response:
     state = request.app.state
     start = time.monotonic()
     job = None
     try:
+        request_class = read_request_class(request)
         tenant = check_api_key(request)
         req = await _parse(request)
         job = chat.job_from_request(req, served_model=served_model(request),
                                     max_new_tokens=state.config.runtime.max_new_tokens)
         ids = {"request_id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": req.model}
         if job.stream:
-            events = state.service.stream(job.data, job.opts, job.ngram, tenant=tenant)
+            events = state.service.stream(job.data, job.opts, job.ngram, tenant=tenant, request_class=request_class)
             await anext(events)  # Started: errors up to here are plain JSON answers
             return stream_response(request, events, _renderer(ids, job.include_usage), _error_chunks,
                                    endpoint=CHAT, start=start)
-        result = await state.service.ocr(job.data, job.opts, job.ngram, tenant=tenant)
+        result = await state.service.ocr(job.data, job.opts, job.ngram, tenant=tenant, request_class=request_class)
         response: Response = JSONResponse(chat.completion(result, **ids).model_dump())
     except OcrError as exc:
         if job is not None and exc.param in ("file", "image"):

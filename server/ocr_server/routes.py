@@ -18,6 +18,7 @@ from .bodies import parse_json, single_options
 from .cache import tenant_id
 from .errors import BadInput, BodyTimeout, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
 from .liveness import is_wedged, wedged_message
+from .priority import HEADER, INTERACTIVE, OPENAPI_PARAMETERS, parse_request_class
 from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
 from .sse import frame, stream_response
 from .streaming import Delta, Done, Event
@@ -44,6 +45,17 @@ def check_api_key(request: Request) -> str:
     if not ok:
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
     return tenant_id(given)
+
+
+def read_request_class(request: Request) -> str:
+    """The request's class from X-Request-Class (priority.py), kept on request.state for the request
+    counter; a refused header is a 400 and counts as the default class."""
+    request.state.request_class = INTERACTIVE
+    values = request.headers.getlist(HEADER)
+    if len(values) > 1:
+        raise BadInput(f"{HEADER}: given {len(values)} times; send it once", param=HEADER)
+    request.state.request_class = parse_request_class(values[0] if values else None)
+    return request.state.request_class
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -159,18 +171,20 @@ _STREAM_DOC = {"text/event-stream": {"schema": {"type": "string"}, "description"
     "`event: result` with the whole OcrResponse; a failure after the first event is an `event: error`")}}
 
 
-@router.post("/v1/ocr", response_model=OcrResponse, responses={**_ERRORS, 200: {"content": _STREAM_DOC}})
+@router.post("/v1/ocr", response_model=OcrResponse, responses={**_ERRORS, 200: {"content": _STREAM_DOC}},
+             openapi_extra={"parameters": OPENAPI_PARAMETERS})
 async def ocr(request: Request) -> Response:
     state = request.app.state
     start = time.monotonic()
     try:
+        request_class = read_request_class(request)
         tenant = check_api_key(request)
         data, opts = await parse_request(request)
         if opts.stream:
-            events = state.service.stream(data, opts, tenant=tenant)
+            events = state.service.stream(data, opts, tenant=tenant, request_class=request_class)
             await anext(events)  # Started: errors up to here are plain JSON answers
             return stream_response(request, events, _ocr_events, _ocr_error, endpoint="/v1/ocr", start=start)
-        result = await state.service.ocr(data, opts, tenant=tenant)
+        result = await state.service.ocr(data, opts, tenant=tenant, request_class=request_class)
         response: Response = JSONResponse(result)
     except OcrError as exc:
         response = error_response(exc)
@@ -183,7 +197,7 @@ async def ocr(request: Request) -> Response:
 
 def record(request: Request, endpoint: str, status: int, start: float) -> None:
     metrics = request.app.state.metrics
-    metrics.requests.labels(endpoint, str(status)).inc()
+    metrics.requests.labels(endpoint, str(status), getattr(request.state, "request_class", INTERACTIVE)).inc()
     metrics.latency.observe(time.monotonic() - start)
 
 

@@ -30,6 +30,7 @@ from .errors import BadInput, DeadlineExceeded, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
 from .parsing import parse_output, strip_special
+from .priority import INTERACTIVE
 from .prompts import check_tokens, full_prompt, prompt_from_text
 from .protocol import OcrOptions, OcrResponse
 from .streaming import Delta, Done, Event, Started
@@ -88,7 +89,7 @@ class OcrServing:
         # A runner that decodes a fixed number of pages at once (the slots decoder) admits at least
         # that many requests: CONCURRENCY does not cap its batch.
         inside = max(r.concurrency, getattr(self.batcher, "capacity", 0))
-        self.admission = Admission(inside, r.queue_size, self.metrics)
+        self.admission = Admission(inside, r.queue_size, self.metrics, batch_threshold=r.batch_queue_threshold)
         self.batcher.start()
 
     async def on_engine_thread(self, fn, *args, **kwargs):
@@ -179,21 +180,23 @@ class OcrServing:
             stop.set()  # a worker still reading (deadline, client gone) stops at its next page
 
     # ---------- the request ----------
-    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, tenant: str = "") -> dict:
+    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, tenant: str = "",
+                  request_class: str = INTERACTIVE) -> dict:
         """The whole response at once."""
-        async for event in self.stream(data, opts, ngram, live=False, tenant=tenant):
+        async for event in self.stream(data, opts, ngram, live=False, tenant=tenant, request_class=request_class):
             if isinstance(event, Done):
                 return event.response
         raise RuntimeError("the request ended without a result")
 
     async def stream(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, live: bool = True,
-                     tenant: str = "") -> AsyncIterator[Event]:
+                     tenant: str = "", request_class: str = INTERACTIVE) -> AsyncIterator[Event]:
         """Started, then Delta(text) as the first page is generated (live), the rest of the text, Done(response).
 
         The deltas joined are the response's `raw`. Only the first page streams token by token; later
         pages and split pages (their merge needs every part) arrive when generation ends.
         Errors before Started are the request's; after it they end the stream. `tenant`
-        (cache.tenant_id of the API key) scopes the result cache.
+        (cache.tenant_id of the API key) scopes the result cache; `request_class` (priority.py) orders
+        admission and the engine's queue.
         """
         if not self.ready:
             raise ModelLoading("the model is still loading", retry_after=5)
@@ -220,9 +223,12 @@ class OcrServing:
 
         loop = asyncio.get_running_loop()
         sent = ""
-        async with self.admission.slot(deadline):
+        async with self.admission.slot(deadline, request_class):
             t_admitted = time.monotonic()
             fmt, jobs, prep_s = await self._preprocess(data, selected, opts, max_new, deadline, ngram, prompt)
+            for job in jobs:
+                for it in job.items:
+                    it.request_class = request_class
             yield Started()
             tokens: asyncio.Queue[int | None] = asyncio.Queue()
             decoder = None

@@ -1,9 +1,10 @@
 """The runner for DECODER=slots: continuous batching on the one engine thread.
 
-Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free; each page's
-future is answered the moment its row ends (EOS, its own budget, its deadline, cancellation), not
-when a batch ends. The engine thread runs while there is work and returns when there is none, so
-the warm-up (which runs on the same thread, before any request) never waits behind it.
+Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free, interactive
+pages before batch ones (priority.py); each page's future is answered the moment its row ends (EOS,
+its own budget, its deadline, cancellation), not when a batch ends. The engine thread runs while
+there is work and returns when there is none, so the warm-up (which runs on the same thread, before
+any request) never waits behind it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -20,6 +20,7 @@ from typing import Any, Callable
 from .errors import DeadlineExceeded, EngineFailure
 from .liveness import ProgressClock
 from .metrics import Metrics
+from .priority import INTERACTIVE, ClassQueue
 
 log = logging.getLogger("ocr_server.slot_runner")
 Admit = Callable[[list[Any]], list[Any]]
@@ -38,7 +39,7 @@ class SlotRunner:
         self.metrics, self.on_fatal = metrics, on_fatal
         self.capacity = self.slots.plan.slots  # pages decoded at once: the admission limit's floor
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
-        self.inbox: deque[_Pending] = deque()
+        self.inbox: ClassQueue[_Pending] = ClassQueue()  # interactive pages take a free slot first
         self.progress = ProgressClock()
         self._admit: Admit = wrap_admit(self._admit_all) if wrap_admit else self._admit_all
         self._lock = threading.Lock()
@@ -63,7 +64,7 @@ class SlotRunner:
         fut = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.progress.work_arrived(was_idle=not self.inbox and not self.progress.running)
-        self.inbox.append(_Pending(item, fut))
+        self.inbox.append(_Pending(item, fut), getattr(item, "request_class", INTERACTIVE))
         self.metrics.queue_depth.inc()
         # After the tasks already ready on the loop: the pages of one request (submitted together by
         # asyncio.gather) are all in the inbox when the engine thread takes them, so they join in one step.

@@ -70,7 +70,7 @@ def stream_response(
                 yield chunk
         finally:
             await events.aclose()
-            state.metrics.requests.labels(endpoint, str(status)).inc()
+            state.metrics.requests.labels(endpoint, str(status), request.state.request_class).inc()
             state.metrics.latency.observe(time.monotonic() - start)
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=HEADERS)

@@ -59,6 +59,7 @@ class VllmPrepared:
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None
     min_new_tokens: int = 0  # vLLM's min_tokens
+    request_class: str = "interactive"  # priority.py: interactive pages are taken before batch ones
     on_token: Callable[[int], None] | None = None
     input_ids: list[int] = field(default_factory=list)  # vLLM's prompt ids, filled in after generation
 

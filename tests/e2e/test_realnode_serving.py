@@ -73,7 +73,7 @@ def test_ocrservice_pod_runs_the_server_image_with_weights_from_the_pvc_and_serv
         assert small["layout"]["crops"] == 0 and small["usage"]["visual_tokens"] == 256
         metrics = client.get("/metrics")
         assert metrics.status_code == 200
-        assert 'ocr_requests_total{endpoint="/v1/ocr",status="200"} 2.0' in metrics.text, metrics.text[:2000]
+        assert 'ocr_requests_total{class="interactive",endpoint="/v1/ocr",status="200"} 2.0' in metrics.text, metrics.text[:2000]
     finally:
         client.close()
     # Liveness (period 1 s, 3 failures restart) has run many times by now without a restart.

@@ -247,7 +247,7 @@ def test_pdf_pages_give_results_per_page_and_count_in_metrics_on_each_engine(eng
     assert body["pages"][0]["layout"]["image_size"] == [400, 300]
     assert body["usage"]["visual_tokens"] == 2 * 256 and 2 <= body["usage"]["generated_tokens"] <= 8
     assert set(body) >= {"text", "raw", "blocks", "layout", "usage", "timings", "model", "cached", "notice"}
-    ok = '{endpoint="/v1/ocr",status="200"}'
+    ok = '{class="interactive",endpoint="/v1/ocr",status="200"}'
     assert metric(after, "ocr_requests_total", ok) == metric(before, "ocr_requests_total", ok) + 1
     assert metric(after, "ocr_visual_tokens_count") == metric(before, "ocr_visual_tokens_count") + 2
     assert metric(after, "ocr_generated_tokens_count") == metric(before, "ocr_generated_tokens_count") + 2

@@ -90,7 +90,7 @@ def test_metrics_change_after_requests(server):
         before = c.get("/metrics").text
         c.post("/v1/ocr", files={"file": ("p.png", samples.png(320, 200, seed=21), "image/png")})
         after = c.get("/metrics").text
-    ok = '{endpoint="/v1/ocr",status="200"}'
+    ok = '{class="interactive",endpoint="/v1/ocr",status="200"}'
     assert metric(after, "ocr_requests_total", ok) == metric(before, "ocr_requests_total", ok) + 1
     assert metric(after, "ocr_request_latency_seconds_count") > metric(before, "ocr_request_latency_seconds_count")
     assert metric(after, "ocr_visual_tokens_count") > metric(before, "ocr_visual_tokens_count")

@@ -343,7 +343,7 @@ def test_chat_shares_the_cache_body_limit_and_metrics_of_v1_ocr(server):
     assert first.choices[0].message.content == second.choices[0].message.content == ocr["raw"]
     assert ocr["cached"] is True  # the chat request filled the cache /v1/ocr reads
     assert metric(after, "ocr_cache_hits_total") == metric(before, "ocr_cache_hits_total") + 2
-    ok = '{endpoint="/v1/chat/completions",status="200"}'
+    ok = '{class="interactive",endpoint="/v1/chat/completions",status="200"}'
     assert metric(after, "ocr_requests_total", ok) == metric(before, "ocr_requests_total", ok) + 2
     big = "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"0" * (3 * 1024 * 1024)).decode()
     msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": big}}, {"type": "text", "text": FREE}]}]
@@ -374,7 +374,7 @@ def test_a_deadline_passed_inside_a_stream_is_an_error_event_counted_as_504(slow
     assert [k for k, _ in events] == ["error"], r.text
     err = json.loads(events[0][1])["error"]
     assert (err["type"], err["code"]) == ("deadline_exceeded", 504) and "deadline passed" in err["message"]
-    late = '{endpoint="/v1/ocr",status="504"}'
+    late = '{class="interactive",endpoint="/v1/ocr",status="504"}'
     assert metric(after, "ocr_requests_total", late) == metric(before, "ocr_requests_total", late) + 1
 
 

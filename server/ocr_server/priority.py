@@ -1,0 +1,108 @@
+"""Request classes: interactive traffic is served first, batch traffic is shed first.
+
+A request names its class in the X-Request-Class header: `interactive` (the default, a person
+waiting) or `batch` (a bulk job that can retry later). Admission (batching.Admission) starts a
+waiting interactive request before any waiting batch request, and the engine's queues (the
+generate batcher, the slots decoder's inbox) take interactive pages first; within a class the order
+is first come, first served. Once BATCH_QUEUE_THRESHOLD requests wait, a batch request is answered
+429 with Retry-After while interactive requests still queue up to QUEUE_SIZE. Nothing running is
+preempted: an interactive request waits at most for the first slot that frees.
+
+Pure decisions and a queue, no I/O: the routes read the header, batching.py and slot_runner.py
+apply them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import Enum
+from typing import Generic, Iterator, TypeVar
+
+from .errors import BadInput
+
+HEADER = "X-Request-Class"
+INTERACTIVE, BATCH = "interactive", "batch"
+CLASSES = (INTERACTIVE, BATCH)  # in the order they are served
+_SHOWN = 40  # characters of a bad header value quoted back
+# The header in the OpenAPI document of /v1/ocr and /v1/chat/completions (the routes read it themselves).
+OPENAPI_PARAMETERS = [{
+    "name": HEADER, "in": "header", "required": False,
+    "schema": {"type": "string", "enum": list(CLASSES), "default": INTERACTIVE},
+    "description": "interactive (default): started before any waiting batch request; batch: shed first "
+                   "(429 with Retry-After) once BATCH_QUEUE_THRESHOLD requests wait",
+}]
+
+T = TypeVar("T")
+
+
+def parse_request_class(value: str | None) -> str:
+    """The class a header value names; absent is interactive. Anything else is a 400 naming the header."""
+    if value is None:
+        return INTERACTIVE
+    word = value.strip().lower()
+    if word in CLASSES:
+        return word
+    shown = value[:_SHOWN] + ("..." if len(value) > _SHOWN else "")
+    raise BadInput(f"{HEADER}: {shown!r} is not a request class; use {INTERACTIVE} (the default) or {BATCH}",
+                   param=HEADER)
+
+
+def rank(request_class: str) -> int:
+    """Sort key: interactive (0) before batch (1)."""
+    return CLASSES.index(request_class)
+
+
+class Decision(Enum):
+    RUN = "run"  # a slot is free: in at once
+    WAIT = "wait"  # queue for the next slot
+    SHED = "shed"  # 429 with Retry-After
+
+
+def admit(request_class: str, *, free: int, waiting: int, queue_size: int, batch_threshold: int) -> Decision:
+    """What admission does with a new request, given the free slots and the requests already waiting
+    (both classes): batch traffic stops queueing at batch_threshold, interactive at queue_size."""
+    if free > 0:
+        return Decision.RUN
+    limit = batch_threshold if request_class == BATCH else queue_size
+    return Decision.WAIT if waiting < limit else Decision.SHED
+
+
+class ClassQueue(Generic[T]):
+    """First in, first out within a class; every interactive entry leaves before any batch entry.
+
+    One consumer may pop on another thread while the event loop appends (deque's append and popleft
+    are atomic, and only the consumer pops)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[T]] = {c: deque() for c in CLASSES}
+
+    def append(self, entry: T, request_class: str) -> None:
+        self._queues[request_class].append(entry)
+
+    def popleft(self) -> T:
+        for request_class in CLASSES:
+            if self._queues[request_class]:
+                return self._queues[request_class].popleft()
+        raise IndexError("pop from an empty ClassQueue")
+
+    def remove(self, entry: T, request_class: str) -> bool:
+        """Take `entry` out wherever it waits (a request that gave up); False if it is not queued."""
+        try:
+            self._queues[request_class].remove(entry)
+        except ValueError:
+            return False
+        return True
+
+    def count(self, request_class: str) -> int:
+        return len(self._queues[request_class])
+
+    def clear(self) -> None:
+        for q in self._queues.values():
+            q.clear()
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    def __iter__(self) -> Iterator[T]:
+        """Every entry in the order they would leave."""
+        return (entry for c in CLASSES for entry in list(self._queues[c]))

@@ -1,0 +1,144 @@
+"""Request classes (priority.py): interactive requests are started first, batch requests shed first."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from ocr_limits import FIELD_FOR_ENV, SERVER_SETTINGS
+from ocr_server.batching import Admission, Batcher
+from ocr_server.config import ConfigError, load_config
+from ocr_server.errors import BadInput, QueueFull
+from ocr_server.metrics import Metrics
+from ocr_server.priority import BATCH, INTERACTIVE, ClassQueue, Decision, admit, parse_request_class
+
+
+def test_the_header_names_a_class_and_absent_is_interactive():
+    assert parse_request_class(None) == INTERACTIVE
+    assert parse_request_class(" Batch ") == BATCH and parse_request_class("interactive") == INTERACTIVE
+
+
+def test_an_unknown_class_is_a_400_naming_the_header_with_the_value_cut_short():
+    with pytest.raises(BadInput, match="X-Request-Class: 'urgent' is not a request class") as err:
+        parse_request_class("urgent")
+    assert err.value.param == "X-Request-Class" and err.value.status == 400
+    with pytest.raises(BadInput) as long:
+        parse_request_class("x" * 5000)
+    assert len(long.value.message) < 200
+
+
+def test_batch_stops_queueing_at_its_threshold_and_interactive_at_the_queue_size():
+    limits = {"queue_size": 4, "batch_threshold": 2}
+    assert admit(BATCH, free=1, waiting=0, **limits) is Decision.RUN
+    assert admit(BATCH, free=0, waiting=1, **limits) is Decision.WAIT
+    assert admit(BATCH, free=0, waiting=2, **limits) is Decision.SHED
+    assert admit(INTERACTIVE, free=0, waiting=3, **limits) is Decision.WAIT
+    assert admit(INTERACTIVE, free=0, waiting=4, **limits) is Decision.SHED
+
+
+def test_the_class_queue_serves_interactive_first_and_in_order_within_a_class():
+    q: ClassQueue[str] = ClassQueue()
+    for entry, cls in (("b1", BATCH), ("i1", INTERACTIVE), ("b2", BATCH), ("i2", INTERACTIVE)):
+        q.append(entry, cls)
+    assert q.remove("b2", BATCH) and not q.remove("b2", BATCH)
+    assert list(q) == ["i1", "i2", "b1"] and len(q) == 3
+    assert [q.popleft() for _ in range(3)] == ["i1", "i2", "b1"]
+
+
+def test_a_freed_slot_goes_to_the_waiting_interactive_request_before_earlier_batch_ones():
+    async def scenario() -> tuple[list[str], str]:
+        admission = Admission(1, queue_size=4, metrics=Metrics(), batch_threshold=2)
+        order: list[str] = []
+        gate = asyncio.Event()
+
+        async def request(name: str, cls: str) -> None:
+            async with admission.slot(float("inf"), cls):
+                order.append(name)
+                await gate.wait()
+
+        tasks = [asyncio.create_task(request("first", BATCH))]
+        for name, cls in (("b1", BATCH), ("b2", BATCH), ("i1", INTERACTIVE)):
+            await asyncio.sleep(0)
+            tasks.append(asyncio.create_task(request(name, cls)))
+        await asyncio.sleep(0.01)
+        with pytest.raises(QueueFull) as shed:  # 3 wait: batch is over its threshold (2), interactive is not (4)
+            async with admission.slot(float("inf"), BATCH):
+                pass
+        gate.set()
+        await asyncio.gather(*tasks)
+        return order, shed.value.message
+
+    order, message = asyncio.run(scenario())
+    assert order == ["first", "i1", "b1", "b2"]
+    assert "BATCH_QUEUE_THRESHOLD=2" in message
+
+
+def test_a_waiter_that_gives_up_passes_its_slot_on():
+    async def scenario() -> list[str]:
+        admission = Admission(1, queue_size=4, metrics=Metrics())
+        order: list[str] = []
+        gate = asyncio.Event()
+
+        async def request(name: str) -> None:
+            async with admission.slot(float("inf"), INTERACTIVE):
+                order.append(name)
+                await gate.wait()
+
+        first = asyncio.create_task(request("first"))
+        await asyncio.sleep(0)
+        gone, last = asyncio.create_task(request("gone")), asyncio.create_task(request("last"))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        gate.set()
+        await asyncio.gather(first, last)
+        return order
+
+    assert asyncio.run(scenario()) == ["first", "last"]
+
+
+def test_the_generate_batcher_takes_waiting_interactive_pages_before_batch_ones():
+    ran: list[str] = []
+    started = threading.Event()
+    release = threading.Event()
+
+    def run_batch(items):
+        started.set()
+        release.wait(10)
+        ran.extend(i.name for i in items)
+        return [i.name for i in items]
+
+    class Item:
+        def __init__(self, name: str, request_class: str) -> None:
+            self.name, self.request_class = name, request_class
+            self.deadline, self.cancelled = float("inf"), threading.Event()
+
+    async def scenario() -> None:
+        batcher = Batcher(run_batch, batch_size=1, wait_s=0, metrics=Metrics(), on_fatal=lambda exc: None)
+        batcher.start()
+        jobs = [asyncio.ensure_future(batcher.submit(Item("busy", BATCH)))]
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        for name, cls in (("b1", BATCH), ("b2", BATCH), ("i1", INTERACTIVE)):
+            jobs.append(asyncio.ensure_future(batcher.submit(Item(name, cls))))
+        await asyncio.sleep(0.01)
+        release.set()
+        await asyncio.gather(*jobs)
+        await batcher.stop()
+
+    asyncio.run(scenario())
+    assert ran == ["busy", "i1", "b1", "b2"]
+
+
+def test_the_batch_threshold_defaults_to_half_the_queue_and_is_bounded_by_it():
+    assert load_config(env={"QUEUE_SIZE": "10"}).runtime.batch_queue_threshold == 5
+    assert load_config(env={"BATCH_QUEUE_THRESHOLD": "0"}).runtime.batch_queue_threshold == 0
+    with pytest.raises(ConfigError, match=r"BATCH_QUEUE_THRESHOLD=11 is not allowed: 0..QUEUE_SIZE \(10\)"):
+        load_config(env={"QUEUE_SIZE": "10", "BATCH_QUEUE_THRESHOLD": "11"})
+    with pytest.raises(ConfigError, match="QUEUE_SIZE=5000 is not allowed: 1..4096"):
+        load_config(env={"QUEUE_SIZE": "5000"})
+
+
+def test_the_queue_settings_are_left_to_spec_env():
+    assert {s.env for s in SERVER_SETTINGS} == {"QUEUE_SIZE", "BATCH_QUEUE_THRESHOLD"}
+    assert not {s.env for s in SERVER_SETTINGS} & set(FIELD_FOR_ENV)
