@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from dataclasses import dataclass, field
 
 OCR = "/v1/ocr"
@@ -23,6 +24,9 @@ CONTENT_TYPES = {"pdf": "application/pdf", "png": "image/png", "jpeg": "image/jp
 MAGIC = ((b"%PDF-", "pdf"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"II*\x00", "tiff"),
          (b"MM\x00*", "tiff"))
 MAX_CUSTOM_ID_CHARS = 512
+# pdfium is not thread-safe (its last-error code is global too), and the worker splits documents on
+# threads: one PDF at a time.
+_PDFIUM = threading.Lock()
 
 
 class DocumentError(Exception):
@@ -72,14 +76,19 @@ def _too_many(n: int, max_pages: int, what: str) -> DocumentError:
 
 
 def split_pdf(data: bytes, max_pages: int) -> list[Part]:
+    with _PDFIUM:
+        return _split_pdf(data, max_pages)
+
+
+def _split_pdf(data: bytes, max_pages: int) -> list[Part]:
     import pypdfium2 as pdfium
 
     try:
         pdf = pdfium.PdfDocument(data)
-    except pdfium.PdfiumError as exc:
-        if getattr(exc, "err_code", None) == pdfium.raw.FPDF_ERR_SUCCESS:  # no error, no document: no pages
-            raise DocumentError("the PDF has no pages") from None
-        raise DocumentError(f"the PDF could not be opened: {exc}") from None
+    except pdfium.PdfiumError:
+        # Not pdfium's reason: its last-error code is only set by some failures and stays from an
+        # earlier one (a PDF without pages fails to load and sets none).
+        raise DocumentError("the PDF could not be opened: it is damaged, encrypted or has no pages") from None
     try:
         n = len(pdf)
         if n == 0:

@@ -240,7 +240,10 @@ class Worker:
 
     async def add_errors(self, entries: list[dict[str, Any]]) -> None:
         async with self.write_lock:
-            self.errors = results.merge_errors(self.errors, entries)
+            merged = results.merge_errors(self.errors, entries)
+            if merged == self.errors:  # known already (a document too large, decided again): nothing to write
+                return
+            self.errors = merged
             await asyncio.to_thread(self.sink.put, results.errors_key(self.cfg.index), results.jsonl(self.errors))
 
     async def _read_errors(self) -> list[dict[str, Any]]:

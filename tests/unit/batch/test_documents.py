@@ -75,14 +75,10 @@ def test_a_pdf_with_too_many_pages_is_an_error_naming_the_limit():
         split("a.pdf", pdf([(10, 10)] * 3), max_pages=2)
 
 
-def test_a_pdf_without_pages_is_an_error():
-    with pytest.raises(DocumentError, match="the PDF has no pages"):
-        split("a.pdf", empty_pdf(), max_pages=10)
-
-
-def test_a_corrupt_pdf_is_an_error():
-    with pytest.raises(DocumentError, match="the PDF could not be opened"):
-        split("a.pdf", b"%PDF-1.4\nnot really\n", max_pages=10)
+@pytest.mark.parametrize("data", [empty_pdf(), b"%PDF-1.4\nnot really\n"], ids=["no-pages", "corrupt"])
+def test_a_pdf_without_pages_or_corrupt_is_an_error_saying_so(data):
+    with pytest.raises(DocumentError, match="^the PDF could not be opened: it is damaged, encrypted or has no pages$"):
+        split("a.pdf", data, max_pages=10)
 
 
 def test_a_multipage_tiff_is_sent_whole_with_one_page_selected_per_request():
