@@ -3,7 +3,8 @@
 Every page goes to the OcrService as a request of its own, so a failed page is retried or
 reported alone and the server's per-request page limit never applies to a long document: a PDF
 is cut into one-page PDFs (pypdfium2 copies the page and what it uses, so the server renders the
-same pixels), a multi-page TIFF is sent with the `pages` option, an image is one page, and each
+same pixels), each only when its request is sent (pages sharing a large font or image would
+otherwise hold a copy of it each, all at once), a multi-page TIFF is sent with the `pages` option, an image is one page, and each
 line of an OpenAI batch file (*.jsonl) is one /v1/chat/completions request. A document that
 cannot become parts (empty, corrupt, unsupported, too many pages) raises DocumentError with the
 reason the errors file gives; a bad line of a batch file is an error of that line only.
@@ -24,8 +25,8 @@ CONTENT_TYPES = {"pdf": "application/pdf", "png": "image/png", "jpeg": "image/jp
 MAGIC = ((b"%PDF-", "pdf"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"II*\x00", "tiff"),
          (b"MM\x00*", "tiff"))
 MAX_CUSTOM_ID_CHARS = 512
-# pdfium is not thread-safe (its last-error code is global too), and the worker splits documents on
-# threads: one PDF at a time.
+# pdfium is not thread-safe (its last-error code is global too), and the worker cuts pages on
+# threads: one pdfium call at a time.
 _PDFIUM = threading.Lock()
 
 
@@ -38,7 +39,7 @@ class Part:
     """One request: a page of a document, or a line of a batch file."""
 
     page: int  # 1-based page, or line number of a batch file
-    body: bytes
+    body: bytes | None  # None: a PDF page, cut out by Split.body() when it is sent
     content_type: str
     endpoint: str = OCR
     pages: str | None = None  # the server's `pages` option (a page of a multi-page TIFF)
@@ -50,10 +51,22 @@ class Split:
     kind: str
     parts: list[Part]
     errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): bad lines of a batch file
+    pdf: PdfPages | None = None  # the open PDF the parts' bodies are cut from
 
     @property
     def pages(self) -> int:
         return len(self.parts) + len(self.errors)
+
+    def body(self, part: Part) -> bytes:
+        """The request body of a part (a PDF page is cut out now; call it on a worker thread)."""
+        if part.body is not None:
+            return part.body
+        assert self.pdf is not None
+        return self.pdf.page(part.page)
+
+    def close(self) -> None:
+        if self.pdf is not None:
+            self.pdf.close()
 
 
 def kind_of(key: str, data: bytes) -> str:
@@ -75,41 +88,51 @@ def _too_many(n: int, max_pages: int, what: str) -> DocumentError:
     return DocumentError(f"the {what} has {n} pages; the limit is {max_pages} (spec.limits.maxPagesPerDocument)")
 
 
-def split_pdf(data: bytes, max_pages: int) -> list[Part]:
-    with _PDFIUM:
-        return _split_pdf(data, max_pages)
+class PdfPages:
+    """An open PDF (its pages counted, at most max_pages) that cuts out one page at a time as a
+    PDF of its own."""
 
+    def __init__(self, data: bytes, max_pages: int) -> None:
+        import pypdfium2 as pdfium
 
-def _split_pdf(data: bytes, max_pages: int) -> list[Part]:
-    import pypdfium2 as pdfium
+        self._pdfium = pdfium
+        with _PDFIUM:
+            try:
+                self._pdf = pdfium.PdfDocument(data)
+            except pdfium.PdfiumError:
+                # Not pdfium's reason: its last-error code is only set by some failures and stays from
+                # an earlier one (a PDF without pages fails to load and sets none).
+                raise DocumentError("the PDF could not be opened: it is damaged, encrypted or has no pages") from None
+            self.count = len(self._pdf)
+        if self.count == 0 or self.count > max_pages:
+            self.close()
+            if self.count == 0:
+                raise DocumentError("the PDF has no pages")
+            raise _too_many(self.count, max_pages, "PDF")
 
-    try:
-        pdf = pdfium.PdfDocument(data)
-    except pdfium.PdfiumError:
-        # Not pdfium's reason: its last-error code is only set by some failures and stays from an
-        # earlier one (a PDF without pages fails to load and sets none).
-        raise DocumentError("the PDF could not be opened: it is damaged, encrypted or has no pages") from None
-    try:
-        n = len(pdf)
-        if n == 0:
-            raise DocumentError("the PDF has no pages")
-        if n > max_pages:
-            raise _too_many(n, max_pages, "PDF")
-        parts = []
-        for index in range(n):
+    def page(self, number: int) -> bytes:
+        """Page `number` (1-based) as a one-page PDF."""
+        pdfium = self._pdfium
+        with _PDFIUM:
             one = pdfium.PdfDocument.new()
             try:
-                one.import_pages(pdf, [index])
+                one.import_pages(self._pdf, [number - 1])
                 buf = io.BytesIO()
                 one.save(buf)
             except pdfium.PdfiumError as exc:
-                raise DocumentError(f"page {index + 1} of the PDF could not be read: {exc}") from None
+                raise DocumentError(f"page {number} of the PDF could not be read: {exc}") from None
             finally:
                 one.close()
-            parts.append(Part(index + 1, buf.getvalue(), CONTENT_TYPES["pdf"]))
-        return parts
-    finally:
-        pdf.close()
+        return buf.getvalue()
+
+    def close(self) -> None:
+        with _PDFIUM:
+            self._pdf.close()
+
+
+def split_pdf(data: bytes, max_pages: int) -> Split:
+    pdf = PdfPages(data, max_pages)
+    return Split("pdf", [Part(n, None, CONTENT_TYPES["pdf"]) for n in range(1, pdf.count + 1)], pdf=pdf)
 
 
 def tiff_pages(data: bytes, max_pages: int) -> int:
@@ -185,12 +208,12 @@ def _chat_line(n: int, line: str, seen: set[str]) -> Part:
 
 
 def split(key: str, data: bytes, max_pages: int) -> Split:
-    """The requests of one document (DocumentError when it has none to send)."""
+    """The requests of one document (DocumentError when it has none to send); close() it when done."""
     kind = kind_of(key, data)
     if kind == "jsonl":
         return split_jsonl(data, max_pages)
     if kind == "pdf":
-        return Split(kind, split_pdf(data, max_pages))
+        return split_pdf(data, max_pages)
     if kind == "tiff":
         return Split(kind, split_tiff(data, max_pages))
     return Split(kind, [Part(1, data, CONTENT_TYPES[kind])])

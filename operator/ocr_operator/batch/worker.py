@@ -24,12 +24,13 @@ import random
 import signal
 import sys
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping
 
 from . import results
 from .client import Answer, OcrClient
 from .config import ConfigError, Location, WorkerConfig, load
-from .documents import CHAT, DocumentError, Part, split
+from .documents import CHAT, DocumentError, Part, Split, split
 from .progress import Progress, due
 from .retry import Done, Fatal, GiveUp, Retry, decide
 from .shards import take_shard
@@ -137,15 +138,24 @@ class Worker:
             return
         del data
         self.progress.pages_total += parts.pages
-        outcomes = await asyncio.gather(*(self.page(part) for part in parts.parts))
+        try:
+            outcomes = await asyncio.gather(*(self.page(parts, part) for part in parts.parts))
+        finally:
+            await asyncio.to_thread(parts.close)
         await self.finish(key, sha, parts.kind, list(zip(parts.parts, outcomes)), parts.errors)
 
-    async def page(self, part: Part) -> Answer:
+    async def page(self, doc: Split, part: Part) -> Answer:
         """The final answer for one part (a 200, or the one the page fails with)."""
         retries, shed = 0, 0.0
         while True:
-            async with self.slots:
-                answer = await self.send(part, self.cfg.options)
+            async with self.slots:  # a PDF page is cut out only once it has a slot: at most `concurrency` exist
+                try:
+                    body = await asyncio.to_thread(doc.body, part)
+                except DocumentError as exc:
+                    self.progress.pages_failed += 1
+                    return Answer(None, b"", None, str(exc))
+                answer = await self.send(replace(part, body=body), self.cfg.options)
+                del body
             step = decide(answer.status, answer.reason, answer.retry_after, retries, shed, self.rng(), self.cfg.retry)
             if isinstance(step, Done):
                 self.progress.pages_done += 1

@@ -59,15 +59,16 @@ def test_an_empty_file_is_an_error():
         kind_of("a.pdf", b"")
 
 
-def test_a_pdf_becomes_one_single_page_pdf_per_page_in_order():
-    parts = split("a.pdf", pdf([(100, 200), (300, 100), (50, 50)]), max_pages=10).parts
-    assert [p.page for p in parts] == [1, 2, 3]
+def test_a_pdf_becomes_one_single_page_pdf_per_page_in_order_each_cut_out_when_asked():
+    doc = split("a.pdf", pdf([(100, 200), (300, 100), (50, 50)]), max_pages=10)
+    assert [(p.page, p.body, p.content_type) for p in doc.parts] == [(n, None, "application/pdf") for n in (1, 2, 3)]
     sizes = []
-    for p in parts:
-        one = pdfium.PdfDocument(p.body)
-        assert len(one) == 1 and p.content_type == "application/pdf"
+    for p in reversed(doc.parts):
+        one = pdfium.PdfDocument(doc.body(p))
+        assert len(one) == 1
         sizes.append(tuple(round(x) for x in one[0].get_size()))
-    assert sizes == [(100, 200), (300, 100), (50, 50)]
+    doc.close()
+    assert sizes == [(50, 50), (300, 100), (100, 200)]
 
 
 def test_a_pdf_with_too_many_pages_is_an_error_naming_the_limit():
@@ -83,8 +84,8 @@ def test_a_pdf_without_pages_or_corrupt_is_an_error_saying_so(data):
 
 def test_a_multipage_tiff_is_sent_whole_with_one_page_selected_per_request():
     data = image("TIFF", frames=3)
-    parts = split("a.tif", data, max_pages=10).parts
-    assert [(p.page, p.pages, p.body == data) for p in parts] == [(1, "1", True), (2, "2", True), (3, "3", True)]
+    doc = split("a.tif", data, max_pages=10)
+    assert [(p.page, p.pages, doc.body(p) == data) for p in doc.parts] == [(1, "1", True), (2, "2", True), (3, "3", True)]
 
 
 def test_a_tiff_with_too_many_pages_is_an_error():
