@@ -64,8 +64,12 @@ class OcrClient:
             data, headers = part.body, {**self.headers, "Content-Type": part.content_type}
         try:
             async with self.session.post(self.base_url + part.endpoint, data=data, headers=headers) as resp:
-                body = await resp.content.read(MAX_ANSWER_BYTES)
-                reason = "" if resp.status == 200 else error_message(body)
-                return Answer(resp.status, body, resp.headers.get("Retry-After"), reason)
+                body = bytearray()
+                async for chunk in resp.content.iter_chunked(1 << 16):
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        return Answer(None, b"", None, f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
+                reason = "" if resp.status == 200 else error_message(bytes(body))
+                return Answer(resp.status, bytes(body), resp.headers.get("Retry-After"), reason)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Answer(None, b"", None, f"{type(exc).__name__}: {exc}"[:500] or type(exc).__name__)

@@ -1,0 +1,58 @@
+"""The worker as a real process (`python -m ocr_operator.batch`) where no server is needed: a
+server that never answers, an output it cannot write, an input that is not there. The runs with a
+real server are tests/server/test_batch_worker.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localcluster.ports import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64  # only sniffed here: no request is answered
+
+
+def run(tmp: Path, **config) -> subprocess.CompletedProcess:
+    doc = {"serviceUrl": f"http://127.0.0.1:{free_port()}", "input": {"pvc": {"path": str(tmp / "in")}},
+           "output": {"pvc": {"path": str(tmp / "out")}}, "maxRetries": 1, **config}
+    return subprocess.run([sys.executable, "-m", "ocr_operator.batch"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "BATCH_CONFIG": json.dumps(doc)})
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.png").write_bytes(PNG)
+    return tmp_path
+
+
+def test_a_page_no_server_answers_fails_after_its_retries_and_the_batch_ends(folder):
+    proc = run(folder)
+    assert proc.returncode == 0, proc.stderr
+    [entry] = [json.loads(line) for line in (folder / "out" / "errors" / "index-00000.jsonl").read_text().splitlines()]
+    assert (entry["document"], entry["page"], entry["status"]) == ("a.png", 1, None)
+    assert entry["error"].startswith("no answer after 2 attempts: ")
+    progress = json.loads((folder / "out" / "progress" / "index-00000.json").read_text())
+    assert (progress["pages_failed"], progress["retries"], progress["finished"]) == (1, 1, True)
+
+
+def test_an_output_that_cannot_be_written_stops_the_worker_saying_so(folder):
+    (folder / "out").write_bytes(b"a file, not a directory")
+    proc = run(folder)
+    assert proc.returncode == 1 and "cannot be written" in proc.stderr
+
+
+def test_an_input_that_is_not_there_stops_the_worker_saying_so(folder):
+    proc = run(folder, input={"pvc": {"path": str(folder / "nope")}})
+    assert proc.returncode == 1 and "the input cannot be listed" in proc.stderr and "nope" in proc.stderr
+
+
+def test_an_invalid_configuration_stops_the_worker_naming_the_field(folder):
+    proc = run(folder, parallelism=0)
+    assert proc.returncode == 1 and "invalid configuration: parallelism: 0 is not in 1..64" in proc.stderr
