@@ -17,6 +17,8 @@ declared here (NAMES):
   ocr_operator_ocrservices{phase}                    OcrServices by rollout phase (Healthy, Progressing, RolledBack, ...)
   ocr_operator_ocrservice_conditions{type,status}    OcrServices by condition (Ready=True, Degraded=False, ...)
   ocr_operator_workqueue_depth                       keys waiting for a reconcile
+  ocr_operator_quality_gate_distance{namespace,ocrservice,stat}  the quality gate's last verdict
+                                                     (status.qualityGate): mean or worst page distance, 0..1
   ocr_operator_api_requests_total{method,resource}   requests the operator sent to the API server (client-go's
                                                      rest_client_requests_total): PATCH ocrservices/status, POST events, ...
 
@@ -44,7 +46,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 NAMES = ("ocr_operator_reconciles_total", "ocr_operator_reconcile_errors_total",
          "ocr_operator_reconcile_duration_seconds", "ocr_operator_rollbacks_total",
          "ocr_operator_ocrservices", "ocr_operator_ocrservice_conditions", "ocr_operator_workqueue_depth",
-         "ocr_operator_api_requests_total")
+         "ocr_operator_api_requests_total", "ocr_operator_quality_gate_distance")
 
 
 class StateCollector(Collector):
@@ -61,6 +63,9 @@ class StateCollector(Collector):
         depth = GaugeMetricFamily("ocr_operator_workqueue_depth", "OcrService keys waiting for a reconcile")
         requests = CounterMetricFamily("ocr_operator_api_requests", "Requests sent to the Kubernetes API server",
                                        labels=["method", "resource"])
+        gate = GaugeMetricFamily("ocr_operator_quality_gate_distance",
+                                 "The quality gate's last verdict per OcrService: mean or worst page normalised edit "
+                                 "distance (0..1)", labels=["namespace", "ocrservice", "stat"])
         c = self.controller
         if c is not None:
             by_phase: dict[str, int] = {}
@@ -72,6 +77,12 @@ class StateCollector(Collector):
                 for cond in st.get("conditions") or ():
                     key = (str(cond.get("type")), str(cond.get("status")))
                     by_cond[key] = by_cond.get(key, 0) + 1
+                verdict = st.get("qualityGate") or {}
+                if verdict.get("phase") in ("Passed", "Failed") and verdict.get("meanDistance") is not None:
+                    md = obj.get("metadata") or {}
+                    where = [str(md.get("namespace")), str(md.get("name"))]
+                    gate.add_metric(where + ["mean"], float(verdict["meanDistance"]))
+                    gate.add_metric(where + ["worst"], float(verdict.get("worstDistance") or 0.0))
             for phase, n in sorted(by_phase.items()):
                 phases.add_metric([phase], n)
             for (type_, status), n in sorted(by_cond.items()):
@@ -84,6 +95,7 @@ class StateCollector(Collector):
         yield conds
         yield depth
         yield requests
+        yield gate
 
 
 def _snapshot(c: Controller) -> list[dict]:

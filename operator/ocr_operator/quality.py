@@ -80,10 +80,11 @@ class PagesProblem:
     message: str
 
 
-def read_pages(configmap: Mapping[str, Any] | None, name: str) -> GoldenPages | PagesProblem:
+def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "") -> GoldenPages | PagesProblem:
     """The golden pages of the ConfigMap `name` (as the API returns it: binaryData in base64),
     or what is wrong with them. Bounded: MAX_GOLDEN_PAGES pages, MAX_GOLDEN_BYTES in all, expected
-    texts of MAX_PAGE_TEXT_CHARS."""
+    texts of MAX_PAGE_TEXT_CHARS. `settings` (the gate's request settings) is part of the digest:
+    outputs recorded with other settings are no baseline."""
     where = f"{PAGES_FIELD}: ConfigMap {name}"
     if configmap is None:
         return PagesProblem(PAGES_MISSING, f"{where} not found in the OcrService's namespace")
@@ -115,7 +116,7 @@ def read_pages(configmap: Mapping[str, Any] | None, name: str) -> GoldenPages | 
         return PagesProblem(PAGES_INVALID, f"{where}: data key {strays[0]} names no page (expected texts are "
                                            f"data keys <binaryData key>{EXPECTED_SUFFIX})")
     digest = hashlib.sha256(json.dumps(
-        [[p.name, hashlib.sha256(p.data).hexdigest(), p.expected] for p in pages]).encode()).hexdigest()[:16]
+        [settings] + [[p.name, hashlib.sha256(p.data).hexdigest(), p.expected] for p in pages]).encode()).hexdigest()[:16]
     return GoldenPages(tuple(pages), digest)
 
 

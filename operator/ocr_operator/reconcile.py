@@ -123,17 +123,28 @@ async def _confirm_creates(kube: Kube, actions: list[plan.Action], objects: Mapp
     return [again.get(a.kind, a) for a in actions]
 
 
-async def _golden_pages(kube: Kube, namespace: str, gate: QualityGate | None, desired_revision: str,
-                        prior: rollout.RolloutStatus, observed: rollout.Observed
+def _target(spec: OcrServiceSpec) -> Target | None:
+    """How the gate reaches a pod and what it asks: the gate's tokens and deadline, at most the
+    server's own (spec.inference), so a gate request is one a client may send."""
+    gate = spec.rollout.quality_gate
+    if gate is None:
+        return None
+    return Target(spec.service.port, bool(spec.tls_secret_name), min(gate.max_new_tokens, spec.inference.max_new_tokens),
+                  min(gate.timeout_seconds, spec.inference.timeout_seconds))
+
+
+async def _golden_pages(kube: Kube, namespace: str, gate: QualityGate | None, target: Target | None,
+                        desired_revision: str, prior: rollout.RolloutStatus, observed: rollout.Observed
                         ) -> quality.GoldenPages | quality.PagesProblem | None:
     """The golden pages, read (one GET) only while the gate may need them: a new revision to
     roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise."""
-    if gate is None:
+    if gate is None or target is None:
         return None
     if desired_revision == prior.current_revision and prior.phase != rollout.PROGRESSING \
             and not any(p.awaiting_gate for p in observed.pods):
         return None
-    return quality.read_pages(await kube.get("ConfigMap", namespace, gate.config_map), gate.config_map)
+    return quality.read_pages(await kube.get("ConfigMap", namespace, gate.config_map), gate.config_map,
+                              settings=f"maxNewTokens={target.max_new_tokens}")
 
 
 def _render_records(owner: Mapping[str, Any], records: quality.Records) -> dict[str, Any] | None:
@@ -200,7 +211,8 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
         log.warning("%s/%s: revision history entries %s do not match their hash: dropped", ns, name,
                     ", ".join(history.rejected))
     gate = spec.rollout.quality_gate
-    pages = await _golden_pages(kube, ns, gate, fresh.revision, prior, observed)
+    target = _target(spec)
+    pages = await _golden_pages(kube, ns, gate, target, fresh.revision, prior, observed)
     records = quality.parse_records(mine.get("QualityRecords"))
     prior_gate = (owner.get("status") or {}).get("qualityGate")
     finished = gates.result((ns, name)) if gates is not None else None
@@ -273,9 +285,6 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     if gates is not None:
         if finished is not None:
             gates.forget((ns, name), finished)  # what it decided is written
-        target = Target(spec.service.port, bool(spec.tls_secret_name),
-                        min(gate.max_new_tokens, spec.inference.max_new_tokens),
-                        min(gate.timeout_seconds, spec.inference.timeout_seconds)) if gate else None
         gates.ensure((ns, name), step.job, pages if isinstance(pages, quality.GoldenPages) else None, target)
 
     waits = [RESYNC_SECONDS]

@@ -15,7 +15,8 @@ from tests.monitoring.common import CHART, RULE_TESTS, RULES, RUNBOOKS, alert_ru
 
 EXPECTED_ALERTS = {
     "OcrGPUMemoryHigh", "OcrLatencyP95High", "OcrErrorRateHigh", "OcrHealthChecksFailing",
-    "OcrServiceDegraded", "OcrServiceRolledBack", "OcrServiceRolloutStuck", "OcrServiceAtMaxReplicas",
+    "OcrServiceDegraded", "OcrServiceRolledBack", "OcrServiceQualityRegression", "OcrServiceRolloutStuck",
+    "OcrServiceAtMaxReplicas",
     "OcrOperatorReconcileErrors",
 }
 

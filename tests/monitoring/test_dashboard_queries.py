@@ -121,7 +121,9 @@ def test_every_server_panel_query_returns_series(stack):
                                                  "Rollout phase", "Rollouts and rollbacks in range",
                                                  # the operator's: run against the cluster's chain (tests/e2e/test_metrics_chain.py)
                                                  "Operator: reconciles and errors", "Operator: reconcile duration p95",
-                                                 "Operator: OcrServices by phase and rollbacks by reason"}
+                                                 "Operator: OcrServices by phase and rollbacks by reason",
+                                                 # the operator's, per OcrService (the quality gate's verdict)
+                                                 "Quality gate: distance of the last verdict"}
 
     # the figures are the requests just sent, not merely present
     assert float(query(url, substitute('sum(ocr_cache_hits_total{namespace=~"$namespace", service=~"$service"})'))[0]["value"][1]) == 1

@@ -297,6 +297,11 @@ def test_operator_ephemeral_storage_is_requested_and_limited_above_its_tmp_volum
     assert _quantity_mi(resources["limits"]["ephemeral-storage"]) > _quantity_mi(tmp["emptyDir"]["sizeLimit"])
 
 
+# The quality gate's requests: to the OCR server pods (operator/ocr_operator/naming.py's labels), any namespace.
+SERVER_PODS_EGRESS = {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {
+    "app.kubernetes.io/name": "causalflow-ocr", "app.kubernetes.io/component": "inference-server"}}}]}
+
+
 def _policy(rendered: str, name: str) -> dict:
     [policy] = [p for p in by_kind(rendered, "NetworkPolicy") if p["metadata"]["name"] == name]
     return policy
@@ -309,8 +314,10 @@ def test_operator_network_policy_admits_only_the_health_and_metrics_ports_and_eg
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert policy["spec"]["ingress"] == [{"ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]}]
-    # No DNS: the operator reaches the API server by the address the kubelet gives it.
-    assert policy["spec"]["egress"] == [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}]
+    # No DNS: the operator reaches the API server by the address the kubelet gives it, and the OCR
+    # server pods by their IPs (the quality gate).
+    assert policy["spec"]["egress"] == [{"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]},
+                                        SERVER_PODS_EGRESS]
 
 
 def test_operator_network_policy_can_pin_the_api_server_and_the_scrapers():
@@ -319,7 +326,8 @@ def test_operator_network_policy_can_pin_the_api_server_and_the_scrapers():
                                "--set-json", 'networkPolicy.ingressFrom=[{"namespaceSelector":{"matchLabels":{"name":"monitoring"}}}]',
                                "--set", "livenessProbe.enabled=false"))
     spec = _policy(rendered, "ocr-causalflow-ocr")["spec"]
-    assert spec["egress"] == [{"ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}]
+    assert spec["egress"] == [{"ports": [{"port": 6443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]},
+                              SERVER_PODS_EGRESS]
     assert spec["ingress"] == [{"ports": [{"port": 8081, "protocol": "TCP"}],
                                 "from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}]
 

@@ -93,3 +93,20 @@ def test_api_requests_are_counted_by_method_and_resource():
     s = samples(m)
     assert s[("ocr_operator_api_requests_total", (("method", "PATCH"), ("resource", "ocrservices/status")))] == 3
     assert s[("ocr_operator_api_requests_total", (("method", "POST"), ("resource", "events")))] == 2
+
+
+def test_the_quality_gates_last_verdict_is_exported_per_ocrservice_as_mean_and_worst_distance():
+    async def run() -> dict:
+        c = Controller(kube=None, workers=1)
+        m = OperatorMetrics()
+        m.state.controller = c
+        c.ocrservice_event("ADDED", owner(name="gated", status={"qualityGate": {
+            "phase": "Failed", "meanDistance": 0.42, "worstDistance": 0.8}}))
+        c.ocrservice_event("ADDED", owner(name="running", status={"qualityGate": {"phase": "Running"}}))
+        return samples(m)
+
+    s = asyncio.run(run())
+    where = (("namespace", "team-a"), ("ocrservice", "gated"))
+    assert s[("ocr_operator_quality_gate_distance", where + (("stat", "mean"),))] == 0.42
+    assert s[("ocr_operator_quality_gate_distance", where + (("stat", "worst"),))] == 0.8
+    assert not [k for k in s if k[0] == "ocr_operator_quality_gate_distance" and ("ocrservice", "running") in k[1]]

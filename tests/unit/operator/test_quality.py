@@ -75,6 +75,11 @@ def test_the_digest_changes_with_a_page_or_an_expected_text_and_only_then():
     assert other.digest != base.digest
 
 
+def test_outputs_recorded_with_other_gate_settings_are_no_baseline():
+    cm = golden({"a.png": b"AAAA"})
+    assert Q.read_pages(cm, "g", settings="maxNewTokens=32").digest != Q.read_pages(cm, "g", settings="maxNewTokens=64").digest
+
+
 # --------------------------------------------------------------------------- distance and verdict
 
 

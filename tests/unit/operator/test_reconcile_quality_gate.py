@@ -87,7 +87,7 @@ def rolling_out(result_texts, baseline_text="hello world"):
     holding a finished gate job on that pod whose page answered `result_texts`."""
     old, new = owner({"rollout": GATE}), owner({"rollout": GATE, "env": [{"name": "X", "value": "1"}]})
     b, _ = revision(new)
-    pages = quality.read_pages(GOLDEN, "golden")
+    pages = quality.read_pages(GOLDEN, "golden", settings="maxNewTokens=512")  # the gate's default
     a, _ = revision(old)
     records = quality.Records(quality.Recording(a, pages.digest, (quality.Output.of("a.png", baseline_text, 3),)))
     cm = {"apiVersion": "v1", "kind": "ConfigMap",
