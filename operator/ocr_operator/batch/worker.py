@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping
 
 from . import results
+from .budget import ByteBudget
 from .client import Answer, OcrClient
 from .config import ConfigError, Location, WorkerConfig, load
 from .documents import CHAT, DocumentError, Part, Split, split
@@ -39,6 +40,9 @@ from .storage import FileStore, ObjectTooLarge, Store, StoreError
 log = logging.getLogger("ocr_operator.batch")
 MAX_RESULT_BYTES = 256 * 1024 * 1024  # a done document's result, read back on restart to count its pages
 MAX_ERRORS_BYTES = 256 * 1024 * 1024
+# The documents a worker holds at once are at most this many times limits.maxDocumentBytes in all
+# (budget.py): size the worker's memory for it.
+DOCUMENT_BUDGET = 2
 
 Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
 
@@ -78,6 +82,7 @@ class Worker:
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
         self.errors: list[dict[str, Any]] = []
         self.slots = asyncio.Semaphore(cfg.concurrency)
+        self.budget = ByteBudget(DOCUMENT_BUDGET * cfg.max_document_bytes)
         self.write_lock = asyncio.Lock()
         self.last_report: float | None = None
 
@@ -97,7 +102,8 @@ class Worker:
 
         async def lane() -> None:
             for key, size in todo:  # the lanes share one iterator: each document is taken once
-                await self.document(key, size)
+                async with self.budget.hold(min(size, self.cfg.max_document_bytes)):
+                    await self.document(key, size)
 
         try:
             async with asyncio.TaskGroup() as lanes:  # a fatal error in one lane cancels the others
