@@ -140,8 +140,9 @@ async def _golden_pages(kube: Kube, namespace: str, gate: QualityGate | None, ta
     roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise."""
     if gate is None or target is None:
         return None
-    if desired_revision == prior.current_revision and prior.phase != rollout.PROGRESSING \
-            and not any(p.awaiting_gate for p in observed.pods):
+    settled = desired_revision == prior.current_revision and prior.phase != rollout.PROGRESSING
+    refused = desired_revision == prior.failed_revision and prior.phase != rollout.PROGRESSING  # not retried
+    if (settled or refused) and not any(p.awaiting_gate and not p.deleting for p in observed.pods):
         return None
     return quality.read_pages(await kube.get("ConfigMap", namespace, gate.config_map), gate.config_map,
                               settings=f"maxNewTokens={target.max_new_tokens}")
@@ -280,11 +281,11 @@ async def reconcile(kube: Kube, owner: Mapping[str, Any], *, now: dt.datetime,
     rolling_out = rollout.PROGRESSING in (prior.phase, decision.status.phase)
     await _write_status(kube, owner, new, changed, events, result, hold=0.0 if finished else status_hold,
                         rollout_tells=rolling_out)
+    if gates is not None and finished is not None:
+        gates.forget((ns, name), finished)  # what it decided is written: never concluded twice
     await _admit(kube, ns, step.admit, now)
     result.writes += len(step.admit)
     if gates is not None:
-        if finished is not None:
-            gates.forget((ns, name), finished)  # what it decided is written
         gates.ensure((ns, name), step.job, pages if isinstance(pages, quality.GoldenPages) else None, target)
 
     waits = [RESYNC_SECONDS]

@@ -130,3 +130,14 @@ def test_without_a_gate_no_golden_pages_are_read_and_no_quality_configmap_is_wri
     assert not [c for c in kube.calls if c[2] in ("golden", "ocr-quality") and c[0] != "get"]
     assert ("get", "ConfigMap", "golden") not in kube.calls and "qualityGate" not in kube.status
     assert condition(kube, "QualityGate") is None
+
+
+def test_a_revision_the_gate_failed_is_decided_once_and_its_pages_are_not_read_again():
+    kube, body, gates, a, b = rolling_out("xxxxx xxxxx")
+    run(kube, body, gates)
+    del kube.objects[("Pod", "b-1")]  # the rollback removed it
+    kube.calls.clear()
+    again = run(kube, {**body, "status": kube.status}, gates)
+    assert kube.status["failedReason"] == "QualityRegression" and kube.status["rollout"]["phase"] == "RolledBack"
+    assert ("get", "ConfigMap", "golden") not in kube.calls
+    assert [e for e in again.events if e[1] in ("RolledBack", "QualityGatePassed")] == []
