@@ -34,7 +34,12 @@ class Progress:
         return round(self.pages_done / elapsed, 3) if elapsed > 0 else 0.0
 
     def to_json(self) -> bytes:
-        return json.dumps({**asdict(self), "pages_per_second": self.pages_per_second()}, sort_keys=True).encode()
+        """The report (a few hundred bytes: the fatal error is cut to 1000 characters, so that it fits a
+        termination message)."""
+        doc = {**asdict(self), "pages_per_second": self.pages_per_second()}
+        if self.fatal:
+            doc["fatal"] = self.fatal[:1000]
+        return json.dumps(doc, sort_keys=True).encode()
 
 
 def due(now: float, last_write: float | None, interval: float) -> bool:

@@ -7,6 +7,10 @@ have an outcome, result file last: so a worker killed at any moment loses at mos
 the documents it had not finished, and its next run does exactly those again. Decisions are in
 the pure modules; this module only sequences them and does the I/O (in threads for the store).
 
+Progress goes three ways, each at most once per interval: progress/index-<n>.json in the output
+(for users, and kept), a `{"progress": {...}}` line on stdout (the operator reads the last one
+from a running pod's log) and, at exit, the container's termination message (a finished pod's).
+
 Exit status: 0 when every owned document has an outcome (failed pages included: they are in the
 errors file), 1 on a fatal error (configuration, the input unreadable, the OcrService refusing
 every request with 401/403), 143 on SIGTERM (cancel, or a node draining) after writing the
@@ -43,6 +47,8 @@ MAX_ERRORS_BYTES = 256 * 1024 * 1024
 # The documents a worker holds at once are at most this many times limits.maxDocumentBytes in all
 # (budget.py): size the worker's memory for it.
 DOCUMENT_BUDGET = 2
+PROGRESS_LINE = b'{"progress": '  # each report on stdout: {"progress": {...}}
+TERMINATION_LOG = "/dev/termination-log"  # the container's terminationMessagePath (Kubernetes' default)
 
 Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
 
@@ -73,11 +79,25 @@ def open_store(location: Location, role: str, env: Mapping[str, str] = os.enviro
         raise ConfigError(f"{role}.s3: {exc}") from None
 
 
+def _stdout(report: bytes) -> None:
+    sys.stdout.buffer.write(PROGRESS_LINE + report + b"}\n")
+    sys.stdout.flush()
+
+
+def write_termination_message(progress: Progress, path: str) -> None:
+    """The last report as the container's termination message (Kubernetes keeps it in the pod's
+    status, at most 4096 bytes), where the operator reads a finished index's counts; skipped
+    outside a pod, where the file does not exist."""
+    if os.path.exists(path):
+        with contextlib.suppress(OSError), open(path, "wb") as f:
+            f.write(progress.to_json()[:4096])
+
+
 class Worker:
     def __init__(self, cfg: WorkerConfig, source: Store, sink: Store, send: Send, *,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 rng: Callable[[], float] = random.random) -> None:
-        self.cfg, self.source, self.sink, self.send = cfg, source, sink, send
+                 rng: Callable[[], float] = random.random, emit: Callable[[bytes], None] = _stdout) -> None:
+        self.cfg, self.source, self.sink, self.send, self.emit = cfg, source, sink, send, emit
         self.clock, self.sleep, self.rng = clock, sleep, rng
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
         self.errors: list[dict[str, Any]] = []
@@ -269,14 +289,18 @@ class Worker:
         return results.parse_jsonl(await asyncio.to_thread(self.sink.get, key, MAX_ERRORS_BYTES))
 
     async def report(self, force: bool = False) -> None:
-        """Write the progress file when one is due (coalesced: at most one per interval)."""
+        """Write the progress file when one is due (coalesced: at most one per interval), and the
+        same report as one line on stdout, where the operator reads it from the pod's log (it
+        cannot read a PVC)."""
         now = self.clock()
         if not force and not due(now, self.last_report, self.cfg.progress_interval):
             return
         async with self.write_lock:
             self.last_report = now
             self.progress.updated_at = now
-            await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), self.progress.to_json())
+            report = self.progress.to_json()
+            await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), report)
+            self.emit(report)
 
 
 def _json_or_none(data: bytes) -> Any:
@@ -299,6 +323,7 @@ def _api_key(cfg: WorkerConfig) -> str | None:
 async def serve(cfg: WorkerConfig) -> Progress:
     client = OcrClient(cfg.service_url, concurrency=cfg.concurrency, timeout=cfg.request_timeout,
                        api_key=_api_key(cfg), ca_file=cfg.ca_file)
+    worker = None
     try:
         worker = Worker(cfg, open_store(cfg.input, "input"), open_store(cfg.output, "output"), client.send)
         task = asyncio.current_task()
@@ -312,6 +337,8 @@ async def serve(cfg: WorkerConfig) -> Progress:
             raise
     finally:
         await client.close()
+        if worker is not None:
+            write_termination_message(worker.progress, os.environ.get("TERMINATION_LOG", TERMINATION_LOG))
 
 
 def main() -> int:

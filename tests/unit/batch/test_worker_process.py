@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[3]
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64  # only sniffed here: no request is answered
 
 
-def run(tmp: Path, **config) -> subprocess.CompletedProcess:
+def run(tmp: Path, env: dict[str, str] | None = None, **config) -> subprocess.CompletedProcess:
     doc = {"serviceUrl": f"http://127.0.0.1:{free_port()}", "input": {"pvc": {"path": str(tmp / "in")}},
            "output": {"pvc": {"path": str(tmp / "out")}}, "maxRetries": 1, **config}
     return subprocess.run([sys.executable, "-m", "ocr_operator.batch"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "BATCH_CONFIG": json.dumps(doc)})
+                          timeout=60, env={**os.environ, "BATCH_CONFIG": json.dumps(doc), **(env or {})})
 
 
 @pytest.fixture
@@ -56,3 +56,12 @@ def test_an_input_that_is_not_there_stops_the_worker_saying_so(folder):
 def test_an_invalid_configuration_stops_the_worker_naming_the_field(folder):
     proc = run(folder, parallelism=0)
     assert proc.returncode == 1 and "invalid configuration: parallelism: 0 is not in 1..64" in proc.stderr
+
+
+def test_each_report_is_a_line_on_stdout_and_the_last_one_the_termination_message(folder):
+    message = folder / "termination-log"
+    message.write_bytes(b"")
+    proc = run(folder, env={"TERMINATION_LOG": str(message)})
+    reports = [json.loads(line)["progress"] for line in proc.stdout.splitlines() if line.startswith('{"progress": ')]
+    assert reports and reports[-1]["finished"] and reports[-1]["pages_failed"] == 1
+    assert json.loads(message.read_text()) == json.loads((folder / "out" / "progress" / "index-00000.json").read_text())
