@@ -15,6 +15,9 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
 
+NAME_MAX = 255  # bytes of one file name on Linux filesystems (ext4, xfs, overlayfs, NFS)
+
+
 class StoreError(Exception):
     """A store operation that cannot succeed as asked (the message says which key and why)."""
 
@@ -63,7 +66,12 @@ class FileStore:
         self.root = Path(root)
 
     def _path(self, key: str) -> Path:
-        return self.root / PurePosixPath(check_key(key))
+        """The file of a key; a name longer than the filesystem takes is refused here, so exists()
+        already says that the object can never be written."""
+        for part in check_key(key).split("/"):
+            if len(os.fsencode(part)) > NAME_MAX:
+                raise StoreError(f"{key}: the name {part[:40]!r}... is longer than {NAME_MAX} bytes")
+        return self.root / PurePosixPath(key)
 
     def list(self, limit: int) -> list[tuple[str, int]]:
         if not self.root.is_dir():

@@ -154,7 +154,12 @@ class Worker:
             return
         sha = results.digest(data)
         done_key = results.result_key(key, sha)
-        if await asyncio.to_thread(self.sink.exists, done_key):
+        try:
+            done = await asyncio.to_thread(self.sink.exists, done_key)
+        except StoreError as exc:  # e.g. a key too long for S3 once the suffix is added: this document only
+            await self.finish_failed(key, None, f"its result cannot be written: {exc}")
+            return
+        if done:
             await self.count_done(done_key)
             return
         try:

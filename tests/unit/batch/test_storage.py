@@ -77,3 +77,8 @@ def test_put_into_an_unwritable_directory_is_a_store_error(store, tmp_path):
 
 def test_exists_says_whether_an_object_is_there(store):
     assert store.exists("b/two.pdf") and not store.exists("b") and not store.exists("zzz")
+
+
+def test_a_name_longer_than_the_filesystem_takes_is_refused_before_writing(store):
+    with pytest.raises(StoreError, match="longer than 255 bytes"):
+        store.exists("results/" + "n" * 256 + ".jsonl")

@@ -65,3 +65,13 @@ def test_each_report_is_a_line_on_stdout_and_the_last_one_the_termination_messag
     reports = [json.loads(line)["progress"] for line in proc.stdout.splitlines() if line.startswith('{"progress": ')]
     assert reports and reports[-1]["finished"] and reports[-1]["pages_failed"] == 1
     assert json.loads(message.read_text()) == json.loads((folder / "out" / "progress" / "index-00000.json").read_text())
+
+
+def test_a_document_whose_result_name_is_too_long_fails_alone(tmp_path):
+    (tmp_path / "in").mkdir()
+    name = "n" * 250 + ".png"  # fits the filesystem; with .<hash>.jsonl its result does not
+    (tmp_path / "in" / name).write_bytes(PNG)
+    proc = run(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [entry] = [json.loads(line) for line in (tmp_path / "out" / "errors" / "index-00000.jsonl").read_text().splitlines()]
+    assert entry["document"] == name and entry["error"].startswith("its result cannot be written")
