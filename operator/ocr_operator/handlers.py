@@ -17,6 +17,8 @@ from typing import Mapping
 import kopf
 
 from . import children, naming, settings as operator_settings
+from .batch import controller as batch_controller
+from .batch.render import LABEL_BATCH
 from .controller import Controller
 from .kube import Kube
 from .metrics import METRICS
@@ -30,6 +32,7 @@ MANAGED = {naming.LABEL_MANAGED_BY: naming.FIELD_MANAGER}
 
 class _State:
     controller: Controller | None = None
+    batches: batch_controller.BatchController | None = None
     namespaces: list[str] | None = None  # set by __main__; None = every namespace
     insights: object | None = None  # kopf's served-resources view, set by __main__ (rescan.py)
 
@@ -59,15 +62,20 @@ def login(**kwargs):
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_):
     operator_settings.configure(settings)
+    settings.watching.label_selectors["batch", "v1", "jobs"] = operator_settings.MANAGED_SELECTOR
     workers = int(os.environ.get("OCR_OPERATOR_WORKERS", "8"))
     rescan = KopfRescan(STATE.insights, settings).rescan if STATE.insights is not None else None
     STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces, rescan=rescan)
     METRICS.state.controller = STATE.controller
     await STATE.controller.start()
+    STATE.batches = batch_controller.BatchController(STATE.controller.kube, STATE.controller)
+    STATE.batches.start()
 
 
 @kopf.on.cleanup()
 async def cleanup(**_):
+    if STATE.batches is not None:
+        await STATE.batches.stop()
     if STATE.controller is not None:
         await STATE.controller.stop()
 
@@ -100,3 +108,23 @@ def _child_handler(kind: str):
 for _kind in children.watched():
     kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=MANAGED,
                   id=f"wake-owner-{_kind.plural}")(_child_handler(_kind.kind))
+
+
+# OcrBatches (batch/controller.py): the batches, their Jobs and their worker pods (the same
+# label-filtered pod watch as above; the workers carry LABEL_BATCH).
+@kopf.on.event("ocr.causalflow.dev", "v1alpha1", "ocrbatches")
+async def ocrbatch_event(event, **_):
+    if STATE.batches is not None:
+        STATE.batches.batch_event(event.get("type"), event["object"])
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_BATCH: kopf.PRESENT}, id="wake-batch-jobs")
+async def batch_job_event(event, **_):
+    if STATE.batches is not None:
+        STATE.batches.job_event(event.get("type"), event["object"])
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_BATCH: kopf.PRESENT}, id="wake-batch-pods")
+async def batch_pod_event(event, **_):
+    if STATE.batches is not None:
+        STATE.batches.pod_event(event.get("type"), event["object"])

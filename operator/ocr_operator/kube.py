@@ -27,6 +27,7 @@ from lightkube.config.client_adapter import ConnectionParams
 from lightkube.config.kubeconfig import KubeConfig
 
 from . import __version__, children, naming
+from .batch import kinds as batch_kinds
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ TYPES: dict[str, ResourceType] = {
     "ReplicaSet": ResourceType("apps/v1", "replicasets"),
     **{k.kind: ResourceType(k.api_version, k.plural) for k in children.KINDS.values()},
     children.LEASE.kind: ResourceType(children.LEASE.api_version, children.LEASE.plural),
+    **{k.kind: ResourceType(k.api_version, k.plural) for k in batch_kinds.KINDS.values()},
 }
 
 
@@ -157,7 +159,7 @@ class Kube:
             await self._session.close()
 
     async def _request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-                       body: Any = None, content_type: str = "application/json") -> Any:
+                       body: Any = None, content_type: str = "application/json", raw: bool = False) -> Any:
         self.requests += 1
         if method != "GET":
             self.writes += 1
@@ -197,7 +199,15 @@ class Kube:
             payload = payload if isinstance(payload, dict) else {}
             raise ApiError(status, payload.get("reason") or phrase,
                            payload.get("message") or content[:500].decode(errors="replace"))
+        if raw:
+            return content
         return json.loads(content) if content else None
+
+    async def read_log(self, namespace: str, pod: str, *, tail_lines: int, limit_bytes: int) -> str:
+        """The last `tail_lines` lines of a pod's (only) container's log, at most `limit_bytes`."""
+        content = await self._request("GET", TYPES["Pod"].path(namespace, pod, "log"),
+                                      params={"tailLines": tail_lines, "limitBytes": limit_bytes}, raw=True)
+        return content.decode(errors="replace")
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -62,6 +62,28 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+# OcrBatches (operator/ocr_operator/batch/kinds.py, checked against its table like the children):
+# watched, their status patched, their Jobs created once, watched and deleted on cancel, the
+# workers' last progress line read from their log, PVCs looked up before a Job starts, and
+# Secrets read by name only (the S3 credentials' presence, the callback's HMAC key), never listed.
+- apiGroups: [ocr.causalflow.dev]
+  resources: [ocrbatches]
+  verbs: [get, list, watch]
+- apiGroups: [ocr.causalflow.dev]
+  resources: [ocrbatches/status]
+  verbs: [patch]
+- apiGroups: [ocr.causalflow.dev]
+  resources: [ocrbatches/finalizers]
+  verbs: [update]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims, secrets]
+  verbs: [get]
 # Events on status transitions (kopf's own event posting is off); a repeat of the same event
 # bumps the count of the one already posted (patch).
 - apiGroups: [""]

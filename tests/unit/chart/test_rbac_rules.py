@@ -1,4 +1,5 @@
-"""The chart's RBAC rules against the operator's one table of children (children.KINDS).
+"""The chart's RBAC rules against the operator's one table of children (children.KINDS) and the
+OcrBatch controller's (batch/kinds.py).
 
 Reads the rules straight from templates/_rbac_rules.tpl (plain YAML inside a `define`), so it
 needs no helm binary: a kind added to the table without a rule, or a verb granted that the
@@ -13,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from ocr_operator import children
+from ocr_operator.batch import kinds as batch_kinds
 
 RULES = Path(__file__).resolve().parents[3] / "charts" / "causalflow-ocr" / "templates" / "_rbac_rules.tpl"
 
@@ -42,10 +44,17 @@ def test_every_child_kind_and_pods_get_exactly_the_verbs_the_table_needs():
         assert chart.get((group, resource)) == verbs, f"{group or 'core'}/{resource}: chart {sorted(chart.get((group, resource), ()))}, table {sorted(verbs)}"
 
 
-def test_the_chart_grants_nothing_beyond_the_table_but_the_ocrservice_and_its_events():
+def test_every_ocrbatch_kind_and_subresource_gets_exactly_the_verbs_the_batch_table_needs():
+    chart = granted(rules("causalflow-ocr.namespacedRules"))
+    for (group, resource), verbs in batch_kinds.rbac_rules().items():
+        assert chart.get((group, resource)) == verbs, f"{group or 'core'}/{resource}: chart {sorted(chart.get((group, resource), ()))}, table {sorted(verbs)}"
+
+
+def test_the_chart_grants_nothing_beyond_the_tables_but_the_ocrservice_and_its_events():
     own = {("ocr.causalflow.dev", "ocrservices"), ("ocr.causalflow.dev", "ocrservices/status"),
            ("ocr.causalflow.dev", "ocrservices/finalizers"), ("", "events")}
-    extra = set(granted(rules("causalflow-ocr.namespacedRules"))) - set(children.rbac_rules()) - own
+    extra = (set(granted(rules("causalflow-ocr.namespacedRules"))) - set(children.rbac_rules())
+             - set(batch_kinds.rbac_rules()) - own)
     assert not extra, f"rules without a kind in children.KINDS: {sorted(extra)}"
 
 
@@ -56,11 +65,11 @@ def test_leader_election_gets_exactly_the_verbs_the_lease_needs_and_get_update_o
         assert rule["verbs"] == ["create"] or rule.get("resourceNames") == [RELEASE_NAME], rule
 
 
-def test_no_wildcards_and_no_secrets_anywhere():
+def test_no_wildcards_and_secrets_only_read_by_name():
     for name in ("causalflow-ocr.namespacedRules", "causalflow-ocr.clusterRules", "causalflow-ocr.leaderElectionRules"):
         for (group, resource), verbs in granted(rules(name)).items():
             assert "*" not in (group, resource) and "*" not in verbs
-            assert resource != "secrets"
+            assert resource != "secrets" or verbs == {"get"}, verbs
 
 
 def test_the_watched_kinds_are_the_ones_kopf_is_told_to_filter_by_label():
