@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 PROGRESS_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PROGRESS_SECONDS", "10"))
-PREFLIGHT_RETRY_SECONDS = 15.0
+# How soon a batch held back by its preflight looks again (the OcrService, a PVC or a Secret may appear).
+PREFLIGHT_RETRY_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS", "15"))
 LOG_TAIL_LINES, LOG_LIMIT_BYTES = 50, 64 * 1024
 READY = "Ready"
 
@@ -262,6 +263,8 @@ class BatchController:
             new = {**st, "phase": decide.PENDING}
             new["conditions"] = self._conditions(batch, st, [C.Condition(READY, C.FALSE, missing.reason,
                                                                          missing.message)], now)
+            if (st.get("conditions") or [{}])[0].get("reason") != missing.reason:
+                log.info("OcrBatch %s/%s held back: %s", ns, name, missing.message)
             await self._write(key, batch, st, new)
             self.enqueue_after(key, PREFLIGHT_RETRY_SECONDS)
             return
@@ -279,6 +282,8 @@ class BatchController:
                 raise
             job = await self.kube.get("Job", ns, render.job_name(name))
         self.jobs[key] = job
+        log.info("OcrBatch %s/%s: Job %s created (%s worker(s) -> %s)", ns, name, render.job_name(name),
+                 batch["spec"].get("parallelism", 1), url)
         new = {**st, "phase": decide.PENDING, "jobName": render.job_name(name), "startTime": iso(now)}
         new["conditions"] = self._conditions(batch, st, [C.Condition(READY, C.TRUE, "JobCreated",
                                                                      f"Job {render.job_name(name)} sends the pages "
@@ -328,6 +333,7 @@ class BatchController:
                  C.Condition(decide.END_CONDITION[ph.phase], C.TRUE, ph.reason, ph.message)]
         new["conditions"] = self._conditions(batch, st, conds, now)
         await self._write(key, batch, st, new)
+        log.info("OcrBatch %s/%s %s: %s", *key, ph.phase, ph.message)
         self.recorder.emit(batch, "Normal" if ph.phase == decide.SUCCEEDED else "Warning", ph.phase, ph.message, now)
         self._callback(key, {**batch, "status": new}, ph.phase)
 
@@ -380,6 +386,8 @@ class BatchController:
         if current is None or current["metadata"].get("uid") != batch["metadata"].get("uid"):
             return
         st = self.current_status(key, current)
+        log.info("OcrBatch %s/%s callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
+                 outcome.attempts, outcome.error)
         try:
             await self._record_callback(key, current, st, record)
         finally:

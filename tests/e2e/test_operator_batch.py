@@ -1,0 +1,81 @@
+"""The OcrBatch controller on the kwok cluster (the operator as a local process; the workers' pods are
+kwok's, so nothing is OCRed here: tests/e2e/test_realnode_batch.py runs a batch for real).
+
+One batch walks through its life: held back while its OcrService does not exist, then while its
+PVC does not exist (each time the Ready condition names the field and the object, and no Job is
+created), started once both exist (an Indexed Job owned by the batch, its workers' ConfigMap),
+then cancelled: the Job is deleted, the phase is Cancelled, an Event says so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from localcluster.operator_process import OperatorProcess
+from localcluster.waiting import wait_for
+from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig
+
+pytestmark = pytest.mark.e2e
+
+BATCH = "archive"
+
+
+def manifest() -> dict:
+    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch", "metadata": {"name": BATCH},
+            "spec": {"service": "reader", "input": {"pvc": {"claimName": "docs", "path": "/in"}},
+                     "output": {"pvc": {"claimName": "docs", "path": "/out"}}, "parallelism": 2}}
+
+
+def ready(ocr) -> dict | None:
+    st = (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}
+    return next((c for c in st.get("conditions", []) if c["type"] == "Ready"), None)
+
+
+def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_indexed_job_and_cancels(
+        cluster, namespace, ocr, ocr_crd, tmp_path, request):
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log", extra_env={
+        "OCR_OPERATOR_BATCH_IMAGE": "registry.invalid/causalflow/ocr-operator:1.0",
+        "OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS": "1"}).start()
+    failed_before = request.session.testsfailed
+    try:
+        ocr.apply(manifest())
+        held = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "ServiceNotFound" and c, timeout=30,
+                        message="held back: no OcrService")
+        assert held["status"] == "False" and "spec.service: OcrService reader does not exist" in held["message"]
+
+        ocr.apply(ocrservice("reader"))
+        held = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "ClaimNotFound" and c, timeout=30,
+                        message="held back: no PVC")
+        assert "spec.input.pvc.claimName: PersistentVolumeClaim docs does not exist" in held["message"]
+        assert ocr.list("job") == []
+        assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
+
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "docs"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        job = wait_for(lambda: ocr.get("job", BATCH), timeout=30, message="the workers' Job")
+        spec = job["spec"]
+        assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
+        assert [o["kind"] for o in job["metadata"]["ownerReferences"]] == ["OcrBatch"]
+        config = json.loads(ocr.get("configmap", f"{BATCH}-batch")["data"]["config.json"])
+        svc = ocr.get("service", "reader")
+        assert config["serviceUrl"] == f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
+        started = wait_for(lambda: (c := ready(ocr)) and c["status"] == "True" and c, timeout=30,
+                           message="Ready True once the Job exists")
+        assert started["reason"] in ("JobCreated", "Running", "WorkersStarting")
+
+        ocr.patch("ocrbatch", BATCH, {"spec": {"cancel": True}})
+        st = wait_for(lambda: (s := (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}).get("phase")
+                      == "Cancelled" and s, timeout=30, message="phase Cancelled")
+        assert next(c for c in st["conditions"] if c["type"] == "Cancelled")["status"] == "True"
+        wait_for(lambda: ocr.get("job", BATCH) is None or ocr.get("job", BATCH)["metadata"].get("deletionTimestamp"),
+                 timeout=30, message="the Job deleted")
+        reasons = {e["reason"] for e in ocr.list("events") if e["involvedObject"].get("kind") == "OcrBatch"}
+        assert {"Started", "Cancelled"} <= reasons, reasons
+    finally:
+        op.stop()
+        if request.session.testsfailed > failed_before:
+            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
