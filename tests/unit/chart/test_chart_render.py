@@ -335,6 +335,12 @@ def test_operator_network_policy_can_pin_the_api_server_and_the_scrapers():
                                 "from": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}]
 
 
+def test_the_operator_may_reach_callback_receivers_only_where_the_values_open_egress():
+    receiver = {"to": [{"ipBlock": {"cidr": "203.0.113.10/32"}}], "ports": [{"port": 443, "protocol": "TCP"}]}
+    rendered = template(extra=("--set-json", f"networkPolicy.callbackEgress=[{json.dumps(receiver)}]"))
+    assert _policy(rendered, "ocr-causalflow-ocr")["spec"]["egress"][-1] == receiver
+
+
 def test_with_health_and_metrics_off_the_operator_pod_accepts_no_connection():
     rendered = template({"livenessProbe.enabled": "false", "metrics.enabled": "false"})
     assert _policy(rendered, "ocr-causalflow-ocr")["spec"]["ingress"] == []
