@@ -198,6 +198,9 @@ class BatchController:
             self._callback(key, {**batch, "status": st}, phase)
             return
         job = await self._job(ns, name)
+        if job is not None and not decide.owned(job, batch):
+            await self._hold(key, batch, st, decide.job_conflict(render.job_name(name)), now)
+            return
         if decide.cancel_requested(batch):
             if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp"):
                 await self.kube.delete("Job", ns, render.job_name(name), uid=job["metadata"].get("uid"))
@@ -260,13 +263,7 @@ class BatchController:
         ns, name = key
         missing, found = await self._preflight(batch)
         if missing is not None:
-            new = {**st, "phase": decide.PENDING}
-            new["conditions"] = self._conditions(batch, st, [C.Condition(READY, C.FALSE, missing.reason,
-                                                                         missing.message)], now)
-            if (st.get("conditions") or [{}])[0].get("reason") != missing.reason:
-                log.info("OcrBatch %s/%s held back: %s", ns, name, missing.message)
-            await self._write(key, batch, st, new)
-            self.enqueue_after(key, PREFLIGHT_RETRY_SECONDS)
+            await self._hold(key, batch, st, missing, now)
             return
         if not self.settings.image:
             raise RuntimeError("OCR_OPERATOR_BATCH_IMAGE is not set: the operator does not know the workers' image")
@@ -281,6 +278,10 @@ class BatchController:
             if exc.status != 409:
                 raise
             job = await self.kube.get("Job", ns, render.job_name(name))
+            self.jobs[key] = job
+            if job is None or not decide.owned(job, batch):
+                await self._hold(key, batch, st, decide.job_conflict(render.job_name(name)), now)
+                return
         self.jobs[key] = job
         log.info("OcrBatch %s/%s: Job %s created (%s worker(s) -> %s)", ns, name, render.job_name(name),
                  batch["spec"].get("parallelism", 1), url)
@@ -293,6 +294,17 @@ class BatchController:
                            f"{batch['spec'].get('parallelism', 1)} worker(s) for OcrService {batch['spec']['service']}",
                            now)
         self.enqueue_after(key, self.progress_seconds)
+
+    async def _hold(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], missing: decide.Missing,
+                    now: dt.datetime) -> None:
+        """Pending, the Ready condition naming what is missing; look again after PREFLIGHT_RETRY_SECONDS."""
+        new = {**st, "phase": decide.PENDING}
+        new["conditions"] = self._conditions(batch, st, [C.Condition(READY, C.FALSE, missing.reason,
+                                                                     missing.message)], now)
+        if (st.get("conditions") or [{}])[0].get("reason") != missing.reason:
+            log.info("OcrBatch %s/%s held back: %s", *key, missing.message)
+        await self._write(key, batch, st, new)
+        self.enqueue_after(key, PREFLIGHT_RETRY_SECONDS)
 
     async def _read_logs(self, key: Key) -> None:
         """The last progress line of each running worker (one log read per worker per interval)."""

@@ -90,6 +90,18 @@ def service_url(endpoint: Mapping[str, Any]) -> str:
     return f"http://{host}:{spec['ports'][0]['port']}"
 
 
+def owned(obj: Mapping[str, Any], batch: Mapping[str, Any]) -> bool:
+    """Whether `obj` (the Job of the batch's name) is this batch's: a Job of someone else's, or of a
+    deleted batch of the same name still being collected, is never taken for it."""
+    uid = batch["metadata"].get("uid")
+    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or ())
+
+
+def job_conflict(name: str) -> Missing:
+    return Missing("JobConflict", f"metadata.name: a Job named {name} exists in this namespace and is not this "
+                                  "OcrBatch's (another owner's, or a deleted batch's still being removed)")
+
+
 def cancel_requested(batch: Mapping[str, Any]) -> bool:
     return bool((batch.get("spec") or {}).get("cancel"))
 

@@ -131,3 +131,12 @@ def test_the_progress_status_has_the_printer_columns_fields():
     st = decide.progress_status(s)
     assert st["pageSummary"] == "4/10" and st["pages"] == {"total": 10, "done": 4, "failed": 0}
     assert st["pagesPerSecond"] == "2.00" and st["documents"]["total"] == 4
+
+
+def test_only_a_job_owned_by_this_batch_is_taken_for_its_job():
+    batch = {"metadata": {"name": "archive", "uid": "u-2"}}
+    mine = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-2"}]}}
+    earlier = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-1"}]}}  # a deleted batch's
+    assert decide.owned(mine, batch)
+    assert not decide.owned(earlier, batch) and not decide.owned({"metadata": {}}, batch)
+    assert decide.job_conflict("archive").reason == "JobConflict"
