@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -44,11 +45,37 @@ PROGRESS_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PROGRESS_SECONDS", "
 # How soon a batch held back by its preflight looks again (the OcrService, a PVC or a Secret may appear).
 PREFLIGHT_RETRY_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS", "15"))
 LOG_TAIL_LINES, LOG_LIMIT_BYTES = 50, 64 * 1024
+S3_CHECK_SECONDS = 20.0
 READY = "Ready"
 
 
 def iso(now: dt.datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str]) -> str | None:
+    """Why the S3 input cannot be listed (no such bucket or prefix, credentials refused, no answer),
+    or None: the workers' own check (worker.open_store, S3Store.list), made once before the Job."""
+    from .config import ConfigError, Location
+    from .storage import StoreError, TooManyObjects
+    from .worker import open_store
+
+    env = {f"INPUT_{k}": base64.b64decode(v).decode(errors="replace") for k, v in secret_data.items()
+           if k.startswith("AWS_")}
+
+    def check() -> str | None:
+        try:
+            open_store(Location("s3", s3["url"]), "input", env).list(1)
+        except TooManyObjects:
+            return None  # more than one object: it exists
+        except (ConfigError, StoreError) as exc:
+            return str(exc)[:500]
+        return None
+
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(check), S3_CHECK_SECONDS)
+    except asyncio.TimeoutError:
+        return f"{s3['url']} did not answer within {S3_CHECK_SECONDS:.0f} s"
 
 
 def worker_settings(env: Mapping[str, str] = os.environ) -> render.WorkerSettings:
@@ -257,7 +284,11 @@ class BatchController:
                 got = await self.kube.get("Secret", ns, secret)
                 secrets[secret] = None if got is None else (got.get("data") or {})
         found = decide.Found(service, endpoint, claims, secrets)
-        return decide.preflight(spec, found), found
+        missing = decide.preflight(spec, found)
+        if missing is None and "s3" in spec["input"]:
+            error = await s3_input_error(spec["input"]["s3"], secrets.get(spec["input"]["s3"]["credentialsSecret"]) or {})
+            missing = decide.preflight(spec, dataclasses.replace(found, input_error=error))
+        return missing, found
 
     async def _start(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], now: dt.datetime) -> None:
         ns, name = key
