@@ -394,6 +394,8 @@ def next_step(*, gate: QualityGate | None, pages: GoldenPages | PagesProblem | N
     in this attempt; without a gate only the former (a rollback to a gated revision)."""
     pods = tuple(pods)
     record, records = outcome.record, outcome.records
+    if progressing and record and record.get("phase") == FAILED and record.get("attempt") != attempt:
+        record = None  # a new attempt (the spec went back, or on): the failure it reported is history
     passed = {last_good} - {None}
     if record and record.get("phase") == PASSED and record.get("attempt") == attempt:
         passed.add(record.get("revision"))

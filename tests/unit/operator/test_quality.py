@@ -251,3 +251,12 @@ def test_without_a_gate_only_the_last_good_revisions_pods_are_admitted_and_nothi
 def test_the_gate_extends_the_startup_budget_by_two_timeouts_per_page():
     assert Q.budget_seconds(GATE, pages()) == 2 * 2 * GATE.timeout_seconds
     assert Q.budget_seconds(None, pages()) == 0.0
+
+
+def test_a_new_attempt_clears_the_failed_verdict_of_an_earlier_one():
+    failed = {"revision": "bad", "attempt": "2026-12-01T00:00:00.000000Z", "phase": Q.FAILED,
+              "reason": Q.REASON_QUALITY_REGRESSION, "message": "page a.png: distance 1.0"}
+    back = step([Pod("old-1", "old", ready=True)], Q.Outcome(failed, valid_baseline()), current_revision="old")
+    assert back.record is None and back.condition is None and back.job is None
+    kept = step([], Q.Outcome(failed, valid_baseline()), phase="RolledBack", current_revision="old", progressing=False)
+    assert kept.record == failed and kept.condition[:2] == ("False", Q.REASON_QUALITY_REGRESSION)
