@@ -11,8 +11,10 @@ sends the callback) that answers 500 first, then 200.
 
 One module fixture runs the batch once; each test reads one outcome of it. Then a second batch of
 120 pages is cancelled mid-way: the workers are gone within 30 s, the phase is Cancelled, the
-results written so far are kept and the batch.cancelled callback is delivered. The preflight is
-covered on the kwok cluster (tests/e2e/test_operator_batch.py).
+results written so far are kept and the batch.cancelled callback is delivered. A third batch of 80
+pages loses a worker pod and a server pod mid-way and still ends Succeeded with every document's
+result once, the restarted index skipping what its first pod finished. The preflight is covered on
+the kwok cluster (tests/e2e/test_operator_batch.py).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ NAME, BATCH = "reader", "archive"
 HMAC_KEY = b"batch-test-hmac-key-0001"
 GOOD_PAGES = {"scans/report.pdf": 4, "photo.png": 1, "fax.tiff": 2, **{f"pages/p{i}.png": 1 for i in range(5)}}
 CANCEL_PAGES = 120
+FAULT_PAGES = 80
 BAD = {"corrupt.pdf": "PDF", "empty.pdf": "no pages", "zero.pdf": "empty", "notes.docx": "unsupported"}
 
 
@@ -151,10 +154,15 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
     for i in range(CANCEL_PAGES):
         (data / "many" / f"p{i:03d}.png").write_bytes(samples.png(200 + i, 150, seed=100 + i))
     (data / "out-cancelled").mkdir()
+    (data / "faults").mkdir()  # the batch whose worker pod and server pod are deleted mid-way
+    for i in range(FAULT_PAGES):
+        (data / "faults" / f"f{i:03d}.png").write_bytes(samples.png(180 + i, 140, seed=400 + i))
+    (data / "out-faults").mkdir()
     for path in [data, *data.rglob("*")]:  # the workers run as uid 65532; hostPath keeps the modes
         path.chmod(0o755 if path.is_dir() else 0o644)
     (data / "out").chmod(0o777)
     (data / "out-cancelled").chmod(0o777)
+    (data / "out-faults").chmod(0o777)
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], workdir / "operator.log", extra_env={
         "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
         "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": "2"})
@@ -283,3 +291,33 @@ def test_a_cancel_mid_batch_stops_the_workers_within_30s_and_keeps_the_results_w
     cb = wait_for(lambda: ((ocr.get("ocrbatch", "cancelled") or {}).get("status") or {}).get("callback"),
                   timeout=60, interval=0.5, message="the cancel's callback")
     assert (cb["event"], cb["state"]) == ("batch.cancelled", "Delivered"), cb
+
+
+def test_a_worker_pod_and_a_server_pod_deleted_mid_batch_lose_no_page_and_redo_no_finished_document(ran):
+    ocr, cluster, namespace = ran["ocr"], ran["cluster"], ran["namespace"]
+    ocr.apply(ocrbatch("faults", "batch-data", paths=("/faults", "/out-faults")))
+
+    def pages_done() -> int:
+        return (((ocr.get("ocrbatch", "faults") or {}).get("status") or {}).get("pages") or {}).get("done", 0)
+
+    at = wait_for(lambda: (n := pages_done()) >= 10 and n, timeout=180, interval=0.5, message="10 pages done")
+    [worker] = [p for p in ocr.list("pods", "ocr.causalflow.dev/batch=faults")
+                if p["metadata"]["labels"].get("batch.kubernetes.io/job-completion-index") == "0"]
+    server = server_pods(cluster, namespace, NAME)[0]["metadata"]["name"]
+    t0 = time.monotonic()
+    cluster.kubectl("delete", "pod", worker["metadata"]["name"], "-n", namespace, "--wait=false")
+    cluster.kubectl("delete", "pod", server, "-n", namespace, "--wait=false")
+    st = wait_for(lambda: (s := (ocr.get("ocrbatch", "faults") or {}).get("status") or {}).get("phase")
+                  in ("Succeeded", "Failed") and s, timeout=300, interval=0.5, message="the batch ended")
+    print(f"\nworker pod {worker['metadata']['name']} and server pod {server} deleted at {at} pages: "
+          f"the batch ended {st['phase']} {time.monotonic() - t0:.1f}s later ({st.get('pageSummary')})")
+    out = ran["data"] / "out-faults"
+    results = sorted(p.name.split(".")[0] for p in (out / "results").glob("*.jsonl"))
+    errors = [line for f in (out / "errors").glob("*.jsonl") for line in f.read_text().splitlines()] \
+        if (out / "errors").exists() else []
+    restarted = json.loads((out / "progress" / "index-00000.json").read_text())
+    assert st["phase"] == "Succeeded", st
+    assert results == [f"f{i:03d}" for i in range(FAULT_PAGES)] and errors == []
+    assert all(len(p.read_text().splitlines()) == 1 for p in (out / "results").glob("*.jsonl"))
+    # Index 0 ran again in a new pod, which skipped every document its first pod had finished.
+    assert restarted["documents_skipped"] > 0 and restarted["documents_done"] == restarted["documents_total"], restarted
