@@ -22,6 +22,7 @@ serves it, on the harness's bridge; no request is retried, every outcome is reco
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -44,13 +45,17 @@ pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 NAME = "faulty"
 PORT = 8080
 SHORT_TOKENS = 8  # about 1 s on this machine
-# The random model rarely stops by itself. On this machine's 2 cores 320 new tokens took 8 s idle
-# and 27 s busy (300), a step's cost growing with the sequence: 640 take about 25-90 s. A long
-# request must outlast the old fixed 10 s graceful shutdown past its pod's SIGTERM.
-LONG_TOKENS, LONG_SECONDS = 640, 10
+# A long request must outlast the old fixed 10 s graceful shutdown past its pod's SIGTERM, which
+# comes 2 s (settleSeconds) + the preStop sleep after it starts: so it is sized to take about
+# LONG_TARGET_SECONDS on the machine as it is, from a timed request (`Faulty.long_tokens`), not by a
+# fixed count: 640 tokens took 90 s on a busy machine with the generate decoder and 6 s idle with
+# the slots decoder. `min_new_tokens` holds the end of text back, so it generates that many.
+LONG_SECONDS, LONG_TARGET_SECONDS = 10, 25
+PROBE_TOKENS, LONG_MIN_TOKENS, LONG_MAX_TOKENS = 256, 512, 3584  # the tiny model's context is 4096
 LONG_TIMEOUT = 120  # inference.timeoutSeconds while long requests run: the pod's grace period is 5 + 125 s
 SHORT_TIMEOUT, STALL_SEC = 10, 5  # after the rollout: a wedged pod is restarted within ~30 s
 MAX_REQUESTS, MAX_SECONDS = 300, 300  # each load loop's bound
+PROBE_SEEDS = itertools.count(90_000)  # a page never sent before: a result-cache hit would time nothing
 
 
 def manifest(image: str, pvc: str, *, replicas: int, timeout: int, stall: int | None = None,
@@ -58,7 +63,7 @@ def manifest(image: str, pvc: str, *, replicas: int, timeout: int, stall: int | 
     env = {"TEST_HOOKS": "wedge", **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
     return real_ocrservice(
         NAME, image, replicas=replicas, model={"pvc": {"claimName": pvc, "subPath": "weights"}},
-        inference={"maxNewTokens": 512, "timeoutSeconds": timeout, "concurrency": 2},
+        inference={"maxNewTokens": LONG_MAX_TOKENS, "timeoutSeconds": timeout, "concurrency": 2},
         env=[{"name": k, "value": v} for k, v in env.items()],
         # 0: any restart fails a NEW revision, so a liveness restart judged as one would show.
         rollout={"maxRestarts": 0},
@@ -77,10 +82,12 @@ class Outcome:
         return self.code == 200
 
 
-def ocr_once(client: OcrClient, seed: int, tokens: int) -> Outcome:
+def ocr_once(client: OcrClient, seed: int, tokens: int, exact: bool = False) -> Outcome:
+    """One request of at most `tokens` new tokens (exactly that many with `exact`)."""
     t0 = time.monotonic()
+    held = {"min_new_tokens": str(tokens)} if exact else {}
     try:  # a new page each time: no result-cache hit
-        r = client.ocr(samples.png(320, 240, seed=seed), max_new_tokens=str(tokens))
+        r = client.ocr(samples.png(320, 240, seed=seed), max_new_tokens=str(tokens), **held)
         return Outcome(t0, time.monotonic(), r.status_code, "" if r.status_code == 200 else r.text[:200])
     except Exception as exc:  # noqa: BLE001 - a failed request is the finding
         return Outcome(t0, time.monotonic(), None, f"{type(exc).__name__}: {exc}")
@@ -129,17 +136,17 @@ class Load(threading.Thread):
 
 
 class LongRequest(threading.Thread):
-    """One request of LONG_TOKENS new tokens straight to one pod's IP."""
+    """One request of exactly `tokens` new tokens straight to one pod's IP."""
 
-    def __init__(self, pod: dict, seed: int) -> None:
+    def __init__(self, pod: dict, seed: int, tokens: int) -> None:
         super().__init__(daemon=True)
-        self.pod_name, self.seed = pod["metadata"]["name"], seed
+        self.pod_name, self.seed, self.tokens = pod["metadata"]["name"], seed, tokens
         self.client = OcrClient(pod["status"]["podIP"], PORT, timeout=LONG_TIMEOUT + 30)
         self.outcome: Outcome | None = None
         self.start()
 
     def run(self) -> None:
-        self.outcome = ocr_once(self.client, self.seed, LONG_TOKENS)
+        self.outcome = ocr_once(self.client, self.seed, self.tokens, exact=True)
         self.client.close()
 
     def result(self) -> Outcome:
@@ -225,6 +232,22 @@ class Faulty:
                  message="the load's first answers")
         return load
 
+    def long_tokens(self, pod: dict) -> int:
+        """How many new tokens take about LONG_TARGET_SECONDS on `pod` now: PROBE_TOKENS timed on a
+        new page, scaled up (a step's cost grows with the sequence, so a long request runs longer)."""
+        client = OcrClient(pod["status"]["podIP"], PORT, timeout=LONG_TIMEOUT + 30)
+        try:
+            probe = ocr_once(client, seed=next(PROBE_SEEDS), tokens=PROBE_TOKENS, exact=True)
+        finally:
+            client.close()
+        assert probe.ok, probe
+        # At most LONG_MAX_TOKENS, and never past half the request deadline at the probe's pace.
+        cap = min(LONG_MAX_TOKENS, round(PROBE_TOKENS * LONG_TIMEOUT / 2 / (probe.end - probe.start)))
+        tokens = round(PROBE_TOKENS * LONG_TARGET_SECONDS / (probe.end - probe.start))
+        tokens = min(max(tokens, LONG_MIN_TOKENS), cap)
+        print(f"\n{PROBE_TOKENS} tokens took {probe.end - probe.start:.1f}s: a long request is {tokens} tokens")
+        return tokens
+
     def rollout_warnings(self) -> list[str]:
         return [f"{e['reason']}: {e['message']}" for e in self.ocr.events(NAME)
                 if e["reason"] in ("RolledBack", "RolloutFailed", "NoGoodRevision", "RollbackRefused")]
@@ -279,7 +302,8 @@ def test_scaling_down_deletes_a_pod_mid_request_and_every_request_is_answered(fa
     watch = PodWatch(faulty.cluster, faulty.namespace)
     load = faulty.load(seed=1000)
     try:
-        longs = {p["metadata"]["name"]: LongRequest(p, seed=10 + i) for i, p in enumerate(pods)}
+        tokens = faulty.long_tokens(pods[0])
+        longs = {p["metadata"]["name"]: LongRequest(p, seed=10 + i, tokens=tokens) for i, p in enumerate(pods)}
         time.sleep(1)  # both long requests are generating
         faulty.ocr.patch("ocrs", NAME, {"spec": {"replicas": 1}})
         victim = wait_for(lambda: next(iter(watch.gone), None), timeout=LONG_TIMEOUT + 60, interval=0.5,
@@ -308,6 +332,7 @@ def test_a_rollout_replaces_a_pod_mid_request_and_a_long_request_on_it_completes
     before = faulty.status()["currentRevision"]
     [old] = faulty.pods()
     old_name = old["metadata"]["name"]
+    tokens = faulty.long_tokens(old)
     watch = PodWatch(faulty.cluster, faulty.namespace)
     load = faulty.load(seed=2000)
     try:
@@ -317,7 +342,7 @@ def test_a_rollout_replaces_a_pod_mid_request_and_a_long_request_on_it_completes
         wait_for(lambda: any(p["metadata"]["name"] != old_name and pod_ready(p) for p in faulty.pods()),
                  timeout=300, interval=0.5, message="the new revision's pod Ready")
         t_new_ready = time.monotonic()
-        long_request = LongRequest(old, seed=20)  # the old pod is deleted 2 s (settleSeconds) from now
+        long_request = LongRequest(old, seed=20, tokens=tokens)  # the old pod is deleted 2 s (settleSeconds) from now
         wait_for(lambda: old_name in watch.gone, timeout=LONG_TIMEOUT + 60, interval=0.5,
                  message=f"the old pod {old_name} deleted and gone")
         long = long_request.result()
