@@ -60,7 +60,8 @@ def ensure_crd(cluster) -> None:
 
 
 POLICY_NAME = "ocrservices-replicas.ocr.causalflow.dev"
-API_OBJECTS = (("crd", CRD_NAME), ("validatingadmissionpolicy", POLICY_NAME),
+BATCH_CRD_NAME = "ocrbatches.ocr.causalflow.dev"  # the chart's second CRD, applied from crds/ with the first
+API_OBJECTS = (("crd", CRD_NAME), ("crd", BATCH_CRD_NAME), ("validatingadmissionpolicy", POLICY_NAME),
                ("validatingadmissionpolicybinding", POLICY_NAME))
 
 
