@@ -7,8 +7,7 @@ than half of the serial wall time (the run's CPU time is about 60 % of its wall 
 Units of work, each run by one worker from its start to its end:
 - the e2e tier in two units, each with its own session-scoped local cluster: the real-node tests
   (modules `tests/e2e/test_realnode*.py`), whose worker alone adds the machine's one real node to
-  its cluster, plus `WITH_THE_REAL_NODE_UNIT` to balance the two; and the other kwok tests, whose
-  cluster has kwok nodes only;
+  its cluster; and the kwok tests, whose cluster has kwok nodes only;
 - any other test with its module, so a module's fixtures start once.
 The heaviest units start first (`HEAVY_FIRST`, by measured duration), the rest by size.
 
@@ -23,12 +22,10 @@ import pytest
 
 E2E_REAL_NODE = "tests/e2e (real node)"
 E2E_KWOK = "tests/e2e (kwok)"
-# kwok-only modules that run in the real-node unit's cluster, so the two e2e units take about as
-# long (measured in one three-worker run: real-node modules ~470 s, kwok modules ~830 s of which
-# test_rollback.py ~240 s).
-WITH_THE_REAL_NODE_UNIT = ("tests/e2e/test_rollback.py",)
-# Measured with --durations in a three-worker run (seconds): the kwok e2e unit ~600, the engine
-# equivalence module ~630 (two servers with the full-size vision tower), the real-node unit ~700.
+# Measured with --junitxml in a three-worker run on 2026-12-02 (seconds of the tests' own time):
+# the real-node unit ~1210 plus test_rollback.py ~240 when that kwok module ran in its cluster (the
+# run's critical path: 1446 of 1472 s), the engine equivalence module ~830 (two servers with the
+# full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
 HEAVY_FIRST = (E2E_REAL_NODE, "tests/server/test_engine_equivalence.py", E2E_KWOK)
 
 
@@ -36,8 +33,7 @@ def work_unit(nodeid: str) -> str:
     """The unit of work a test belongs to: one of the two e2e units, else its module."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        real = path.startswith("tests/e2e/test_realnode") or path in WITH_THE_REAL_NODE_UNIT
-        return E2E_REAL_NODE if real else E2E_KWOK
+        return E2E_REAL_NODE if path.startswith("tests/e2e/test_realnode") else E2E_KWOK
     return path
 
 

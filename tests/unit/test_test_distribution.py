@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, WITH_THE_REAL_NODE_UNIT, start_order, work_unit
+from tests.conftest import E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, start_order, work_unit
 
 E2E = Path(__file__).resolve().parents[1] / "e2e"
 
@@ -21,12 +21,8 @@ def marks_realnode(module: Path) -> bool:
 def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another():
     assert {work_unit(n) for n in ("tests/e2e/test_realnode.py::TestNode::test_c",
                                    "tests/e2e/test_realnode_images.py::test_a[x]")} == {E2E_REAL_NODE}
-    assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b")} == {E2E_KWOK}
-
-
-def test_the_kwok_modules_chosen_for_balance_run_in_the_real_node_units_cluster():
-    assert WITH_THE_REAL_NODE_UNIT and all((E2E.parent.parent / m).is_file() for m in WITH_THE_REAL_NODE_UNIT)
-    assert {work_unit(f"{m}::test_x") for m in WITH_THE_REAL_NODE_UNIT} == {E2E_REAL_NODE}
+    assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
+                                   "tests/e2e/test_rollback.py::test_c")} == {E2E_KWOK}
 
 
 def test_every_module_marked_realnode_is_named_so_its_tests_go_to_the_real_node_unit():
