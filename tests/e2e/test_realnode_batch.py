@@ -19,7 +19,6 @@ the kwok cluster (tests/e2e/test_operator_batch.py).
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import threading
@@ -49,22 +48,11 @@ FAULT_PAGES = 80
 BAD = {"corrupt.pdf": "PDF", "empty.pdf": "no pages", "zero.pdf": "empty", "notes.docx": "unsupported"}
 
 
-def pdf_of_sizes(sizes: list[tuple[int, int]]) -> bytes:
-    """Pages of different sizes: no two pages are the same request (no result-cache hit)."""
-    import pypdfium2 as pdfium
-
-    doc = pdfium.PdfDocument.new()
-    for w, h in sizes:
-        doc.new_page(w, h)
-    buf = io.BytesIO()
-    doc.save(buf)
-    return buf.getvalue()
-
 
 def write_documents(folder: Path) -> None:
     (folder / "scans").mkdir(parents=True)
     (folder / "pages").mkdir()
-    (folder / "scans" / "report.pdf").write_bytes(pdf_of_sizes([(200 + 10 * i, 150) for i in range(4)]))
+    (folder / "scans" / "report.pdf").write_bytes(samples.pdf_of_sizes([(200 + 10 * i, 150) for i in range(4)]))
     (folder / "photo.png").write_bytes(samples.png(300, 200, seed=3))
     (folder / "fax.tiff").write_bytes(samples.multipage_tiff(2))
     for i in range(5):

@@ -73,14 +73,25 @@ def multipage_tiff(n: int) -> bytes:
 
 
 def pdf(pages: int, width_pt: float = 200, height_pt: float = 150) -> bytes:
+    return pdf_of_sizes([(width_pt, height_pt)] * pages)
+
+
+def pdf_of_sizes(sizes: list[tuple[float, float]]) -> bytes:
+    """A blank page of each (width, height) in points: pages of different sizes are different
+    requests (no result-cache hit)."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument.new()
-    for _ in range(pages):
+    for width_pt, height_pt in sizes:
         doc.new_page(width_pt, height_pt)
     buf = io.BytesIO()
     doc.save(buf)
     return buf.getvalue()
+
+
+def empty_pdf() -> bytes:
+    """A well-formed PDF whose page tree is empty (pdfium cannot write one)."""
+    return _pdf_of([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"])
 
 
 def tiff_frames(n: int) -> bytes:

@@ -11,7 +11,6 @@ comes from the server's own /metrics, not from the worker.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import re
@@ -33,17 +32,6 @@ MODEL = "deepseek-ai/DeepSeek-OCR-2"
 MAX_BYTES = 300_000
 
 
-def pdf_of_sizes(sizes: list[tuple[int, int]]) -> bytes:
-    """Pages of different sizes, so that no two pages are the same request (no cache hits)."""
-    import pypdfium2 as pdfium
-
-    doc = pdfium.PdfDocument.new()
-    for w, h in sizes:
-        doc.new_page(w, h)
-    buf = io.BytesIO()
-    doc.save(buf)
-    return buf.getvalue()
-
 
 def chat_line(custom_id: str, model: str) -> str:
     url = "data:image/png;base64," + base64.b64encode(samples.png(120, 90, seed=7)).decode()
@@ -54,7 +42,7 @@ def chat_line(custom_id: str, model: str) -> str:
 
 def write_documents(folder: Path) -> None:
     (folder / "scans").mkdir(parents=True)
-    (folder / "scans" / "report.pdf").write_bytes(pdf_of_sizes([(200 + 10 * i, 150) for i in range(12)]))
+    (folder / "scans" / "report.pdf").write_bytes(samples.pdf_of_sizes([(200 + 10 * i, 150) for i in range(12)]))
     (folder / "photo.png").write_bytes(samples.png(300, 200, seed=3))
     (folder / "fax.tiff").write_bytes(samples.multipage_tiff(2))
     (folder / "requests.jsonl").write_text(chat_line("good", MODEL) + "\n" + chat_line("wrong-model", "gpt-4o") + "\n")
@@ -65,7 +53,7 @@ def write_documents(folder: Path) -> None:
     (folder / "notes.docx").write_bytes(b"PK\x03\x04 not a document the model reads")
     (folder / "truncated.png").write_bytes(samples.png(300, 200, seed=4)[:80])
     (folder / "big.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(MAX_BYTES))
-    (folder / "long.pdf").write_bytes(pdf_of_sizes([(100, 100)] * 13))
+    (folder / "long.pdf").write_bytes(samples.pdf_of_sizes([(100, 100)] * 13))
 
 
 def requests_by_status(url: str) -> dict[tuple[str, str], float]:

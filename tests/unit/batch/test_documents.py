@@ -8,29 +8,9 @@ import pytest
 from PIL import Image
 
 from ocr_operator.batch.documents import CHAT, DocumentError, kind_of, split
+from tests.server import samples
 
 
-def pdf(sizes: list[tuple[float, float]]) -> bytes:
-    doc = pdfium.PdfDocument.new()
-    for w, h in sizes:
-        doc.new_page(w, h)
-    buf = io.BytesIO()
-    doc.save(buf)
-    return buf.getvalue()
-
-
-def empty_pdf() -> bytes:
-    """A well-formed PDF whose page tree is empty (pdfium cannot write one)."""
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>"]
-    out = bytearray(b"%PDF-1.7\n")
-    offsets = []
-    for n, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % n + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 3\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size 3 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
 
 
 def image(fmt: str, frames: int = 1) -> bytes:
@@ -60,7 +40,7 @@ def test_an_empty_file_is_an_error():
 
 
 def test_a_pdf_becomes_one_single_page_pdf_per_page_in_order_each_cut_out_when_asked():
-    doc = split("a.pdf", pdf([(100, 200), (300, 100), (50, 50)]), max_pages=10)
+    doc = split("a.pdf", samples.pdf_of_sizes([(100, 200), (300, 100), (50, 50)]), max_pages=10)
     assert [(p.page, p.body, p.content_type) for p in doc.parts] == [(n, None, "application/pdf") for n in (1, 2, 3)]
     sizes = []
     for p in reversed(doc.parts):
@@ -73,10 +53,10 @@ def test_a_pdf_becomes_one_single_page_pdf_per_page_in_order_each_cut_out_when_a
 
 def test_a_pdf_with_too_many_pages_is_an_error_naming_the_limit():
     with pytest.raises(DocumentError, match="the PDF has 3 pages; the limit is 2 \\(spec.limits.maxPagesPerDocument\\)"):
-        split("a.pdf", pdf([(10, 10)] * 3), max_pages=2)
+        split("a.pdf", samples.pdf_of_sizes([(10, 10)] * 3), max_pages=2)
 
 
-@pytest.mark.parametrize("data", [empty_pdf(), b"%PDF-1.4\nnot really\n"], ids=["no-pages", "corrupt"])
+@pytest.mark.parametrize("data", [samples.empty_pdf(), b"%PDF-1.4\nnot really\n"], ids=["no-pages", "corrupt"])
 def test_a_pdf_without_pages_or_corrupt_is_an_error_saying_so(data):
     with pytest.raises(DocumentError, match="^the PDF could not be opened: it is damaged, encrypted or has no pages$"):
         split("a.pdf", data, max_pages=10)
