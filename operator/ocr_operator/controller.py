@@ -185,7 +185,8 @@ class Controller:
     async def start(self) -> None:
         await self.prime()
         self.recorder.start()
-        self.tasks = [asyncio.create_task(self._worker(i), name=f"ocr-reconcile-{i}") for i in range(self.workers)]
+        self.tasks = [asyncio.create_task(self.queue.serve(self._run), name=f"ocr-reconcile-{i}")
+                      for i in range(self.workers)]
         self.tasks.append(asyncio.create_task(self._discovery(), name="ocr-discovery"))
 
     async def stop(self) -> None:
@@ -235,14 +236,6 @@ class Controller:
                 for key in list(self.cache):
                     self.enqueue(key)
             await asyncio.sleep(max(1.0, DISCOVERY_SECONDS))
-
-    async def _worker(self, index: int) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self._run(key)
-            finally:
-                self.queue.done(key)
 
     async def _run(self, key: Key) -> None:
         owner = self.cache.get(key)

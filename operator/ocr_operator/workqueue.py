@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Awaitable, Callable, Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -107,6 +107,15 @@ class WorkQueue(Generic[K]):
             key = self.pop()
             if key is not None:
                 return key
+
+    async def serve(self, handle: Callable[[K], Awaitable[None]]) -> None:
+        """A worker: forever take a key, `handle` it, and mark it done (also when `handle` raises)."""
+        while True:
+            key = await self.get()
+            try:
+                await handle(key)
+            finally:
+                self.done(key)
 
     def done(self, key: K) -> None:
         self.processing.discard(key)

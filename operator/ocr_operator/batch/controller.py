@@ -174,7 +174,8 @@ class BatchController:
     # ------------------------------------------------------------------ running
     def start(self) -> None:
         self.recorder.start()
-        self.tasks = [asyncio.create_task(self._worker(), name=f"ocr-batch-{i}") for i in range(self.workers)]
+        self.tasks = [asyncio.create_task(self.queue.serve(self._run), name=f"ocr-batch-{i}")
+                      for i in range(self.workers)]
 
     async def stop(self) -> None:
         for task in [*self.tasks, *self.deliveries.values()]:
@@ -183,14 +184,6 @@ class BatchController:
         for timer in self.timers.values():
             timer.cancel()
         await self.recorder.stop()
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self._run(key)
-            finally:
-                self.queue.done(key)
 
     async def _run(self, key: Key) -> None:
         if key not in self.cache:

@@ -98,3 +98,27 @@ def test_get_waits_for_a_key():
         q.add("a")
         return await asyncio.wait_for(task, 1)
     assert run(go()) == "a"
+
+
+
+def test_a_serving_worker_handles_a_key_added_again_while_it_was_handled_once_more_after_it():
+    async def go():
+        q: WorkQueue[str] = WorkQueue()
+        handled: list[str] = []
+
+        async def handle(key: str) -> None:
+            handled.append(key)
+            if len(handled) == 1:
+                q.add(key)  # news while it is processed: marked dirty, queued again when done
+            await asyncio.sleep(0)
+
+        worker = asyncio.create_task(q.serve(handle))
+        q.add("a")
+        for _ in range(200):
+            if len(handled) == 2 and "a" not in q.processing:
+                break
+            await asyncio.sleep(0.01)
+        worker.cancel()
+        return handled, len(q)
+
+    assert run(go()) == (["a", "a"], 0)
