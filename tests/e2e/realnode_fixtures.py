@@ -28,6 +28,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -38,6 +39,7 @@ import yaml
 
 from localcluster.realnode import NODE_SELECTOR, TOLERATION
 from localcluster.waiting import wait_for
+from tests.server import samples
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME (Dockerfile.server)
@@ -203,3 +205,45 @@ def tls_secret(cluster, namespace: str, secret: str, dns_name: str, workdir: Pat
     cluster.kubectl("create", "secret", "tls", secret, "-n", namespace, f"--cert={workdir / 'tls.crt'}",
                     f"--key={workdir / 'tls.key'}")
     return workdir / "tls.crt"
+
+
+class SteadyClient(threading.Thread):
+    """OCR requests through `client` one at a time until stopped (or `max_requests` / `max_seconds`),
+    each on a new page (no result-cache hit), `pause` seconds apart: every outcome kept. An answer
+    counts as good when it is a 200 and, with `visual_tokens`, reports that many visual tokens."""
+
+    def __init__(self, client: OcrClient, *, first_seed: int = 0, max_new_tokens: int | None = None,
+                 visual_tokens: int | None = None, pause: float = 0.1, max_requests: int = 400,
+                 max_seconds: float = 360) -> None:
+        super().__init__(daemon=True)
+        self.client, self.first_seed, self.pause = client, first_seed, pause
+        self.data = {"max_new_tokens": str(max_new_tokens)} if max_new_tokens else {}
+        self.visual_tokens, self.max_requests, self.max_seconds = visual_tokens, max_requests, max_seconds
+        self.stop_event = threading.Event()
+        self.ok = 0
+        self.failures: list[str] = []
+
+    def _good(self, r: httpx.Response) -> bool:
+        if r.status_code != 200:
+            return False
+        return self.visual_tokens is None or r.json()["usage"]["visual_tokens"] == self.visual_tokens
+
+    def run(self) -> None:
+        deadline = time.monotonic() + self.max_seconds
+        for i in range(self.max_requests):
+            if self.stop_event.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                r = self.client.ocr(samples.png(320, 240, seed=self.first_seed + i), **self.data)
+                if self._good(r):
+                    self.ok += 1
+                else:
+                    self.failures.append(f"#{i}: HTTP {r.status_code} {r.text[:200]}")
+            except Exception as exc:  # noqa: BLE001 - a failed request is the finding
+                self.failures.append(f"#{i}: {type(exc).__name__}: {exc}")
+            time.sleep(self.pause)
+
+    def finish(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=150)
+        self.client.close()

@@ -36,8 +36,8 @@ from localcluster.waiting import wait_for
 from ocr_operator import naming
 from ocr_operator.quality import parse_records
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, REPO, pod_ready, real_ocrservice, server_pods,
-                                         service_client, tiny_model_claim)
+from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, REPO, SteadyClient, pod_ready, real_ocrservice,
+                                         server_pods, service_client, tiny_model_claim)
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -140,36 +140,6 @@ class ReadyWatch(threading.Thread):
         return self.ready
 
 
-class SteadyClient(threading.Thread):
-    """OCR requests through the Service one at a time until stopped: every outcome kept."""
-
-    def __init__(self, client) -> None:
-        super().__init__(daemon=True)
-        self.client = client
-        self.stop_event = threading.Event()
-        self.ok = 0
-        self.failures: list[str] = []
-
-    def run(self) -> None:
-        deadline = time.monotonic() + MAX_SECONDS
-        for i in range(MAX_REQUESTS):
-            if self.stop_event.is_set() or time.monotonic() > deadline:
-                return
-            try:
-                r = self.client.ocr(samples.png(320, 240, seed=5000 + i), max_new_tokens="8")
-                if r.status_code == 200:
-                    self.ok += 1
-                else:
-                    self.failures.append(f"#{i}: HTTP {r.status_code} {r.text[:200]}")
-            except Exception as exc:  # noqa: BLE001 - a failed request is the finding
-                self.failures.append(f"#{i}: {type(exc).__name__}: {exc}")
-            time.sleep(0.2)
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(timeout=150)
-        self.client.close()
-
 
 def model_b(volume) -> str:
     """Tiny model B under the volume's weights-b/ (seed 1): the subPath that serves it."""
@@ -226,7 +196,8 @@ def test_model_b_reads_worse_and_is_rolled_back_before_serving_while_clients_see
     owners = gated.ocr.get("configmap", naming.quality_name(NAME))["metadata"]["ownerReferences"]
     assert [(o["kind"], o["name"], o.get("controller")) for o in owners] == [("OcrService", NAME, True)]
 
-    client = SteadyClient(service_client(gated.cluster, gated.namespace, NAME))
+    client = SteadyClient(service_client(gated.cluster, gated.namespace, NAME), first_seed=5000, max_new_tokens=8,
+                          pause=0.2, max_seconds=MAX_SECONDS, max_requests=MAX_REQUESTS)
     watch = ReadyWatch(gated)
     client.start()
     watch.start()

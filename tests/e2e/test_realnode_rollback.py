@@ -17,49 +17,18 @@ pod never becomes an endpoint, and the client must see zero failed requests.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
-from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client
+from tests.e2e.realnode_fixtures import SteadyClient, pod_ready, real_ocrservice, server_pods, service_client
 from localcluster.waiting import wait_for
-from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
 NAME = "steady"
 MAX_REQUESTS, MAX_SECONDS = 400, 360
 
-
-class SteadyClient(threading.Thread):
-    """OCR requests one at a time until stopped (or MAX_REQUESTS / MAX_SECONDS): every outcome kept."""
-
-    def __init__(self, client) -> None:
-        super().__init__(daemon=True)
-        self.client = client
-        self.stop_event = threading.Event()
-        self.ok = 0
-        self.failures: list[str] = []
-
-    def run(self) -> None:
-        deadline = time.monotonic() + MAX_SECONDS
-        for i in range(MAX_REQUESTS):
-            if self.stop_event.is_set() or time.monotonic() > deadline:
-                return
-            try:
-                r = self.client.ocr(samples.png(320, 240, seed=i))  # a new page each time: no result-cache hit
-                if r.status_code == 200 and r.json()["usage"]["visual_tokens"] == 256:
-                    self.ok += 1
-                else:
-                    self.failures.append(f"#{i}: HTTP {r.status_code} {r.text[:200]}")
-            except Exception as exc:  # noqa: BLE001 - a failed request is the finding
-                self.failures.append(f"#{i}: {type(exc).__name__}: {exc}")
-            time.sleep(0.1)
-
-    def finish(self) -> None:
-        self.stop_event.set()
-        self.join(timeout=150)
 
 
 def status(ocr) -> dict:
@@ -82,7 +51,8 @@ def test_crashing_container_and_missing_image_are_rolled_back_while_a_client_see
     good = wait_for(lambda: (s := status(ocr)).get("lastGoodRevision") == s.get("currentRevision") and
                     s["lastGoodRevision"], timeout=60, message="the first revision recorded as last good")
     good_pod = next(p for p in server_pods(cluster, namespace, NAME) if pod_ready(p))["metadata"]["name"]
-    client = SteadyClient(service_client(cluster, namespace, NAME))
+    client = SteadyClient(service_client(cluster, namespace, NAME), visual_tokens=256,
+                          max_seconds=MAX_SECONDS, max_requests=MAX_REQUESTS)
     client.start()
     try:
         wait_for(lambda: client.ok >= 3 or client.failures, timeout=60, message="the client's first answers")
