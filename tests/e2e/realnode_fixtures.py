@@ -114,20 +114,27 @@ def model_pvc(cluster, namespace, tiny_model_volume) -> str:
         yield name
 
 
+def hostpath_claim(cluster, namespace: str, root: Path, name: str, access_mode: str, pv: str) -> str:
+    """A PersistentVolume of the host folder `root` bound to the claim `name` in `namespace` (no
+    provisioner here: the PV names its claim); returns the PV's name (cut to 63 characters)."""
+    pv = pv[:63]
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": [access_mode],
+                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                 "hostPath": {"path": str(root), "type": "Directory"},
+                 "claimRef": {"namespace": namespace, "name": name}}}))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+        "spec": {"accessModes": [access_mode], "storageClassName": "", "volumeName": pv,
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+    return pv
+
+
 @contextlib.contextmanager
 def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterator[str]:
     """`model_pvc` for any scope: the PVC bound in `namespace`, its name; the PV deleted after."""
-    pv = f"tiny-model-{namespace}"[:63]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
-                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                 "hostPath": {"path": str(tiny_model_volume), "type": "Directory"},
-                 "claimRef": {"namespace": namespace, "name": PVC_NAME}}}))
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": PVC_NAME},
-        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv,
-                 "resources": {"requests": {"storage": "1Gi"}}}}))
+    pv = hostpath_claim(cluster, namespace, tiny_model_volume, PVC_NAME, "ReadOnlyMany", f"tiny-model-{namespace}")
     wait_for(lambda: json.loads(cluster.kubectl("get", "pvc", PVC_NAME, "-n", namespace, "-o", "json").stdout)
              ["status"].get("phase") == "Bound", timeout=30, message=f"PVC {PVC_NAME} Bound to PV {pv}")
     try:

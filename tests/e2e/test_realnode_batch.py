@@ -29,13 +29,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.batch import callback
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
+from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -106,19 +105,6 @@ class Receiver:
         self.server.server_close()
 
 
-def hostpath_claim(cluster, namespace: str, root: Path, name: str) -> None:
-    pv = f"{name}-{namespace}"[:63]
-    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                 "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                 "hostPath": {"path": str(root), "type": "Directory"},
-                 "claimRef": {"namespace": namespace, "name": name}}}))
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": pv,
-                 "resources": {"requests": {"storage": "1Gi"}}}}))
-
 
 def ocrbatch(name: str, claim: str, receiver_url: str | None = None, paths: tuple[str, str] = ("/in", "/out")) -> dict:
     spec = {"service": NAME, "input": {"pvc": {"claimName": claim, "path": paths[0]}},
@@ -162,7 +148,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
         image = product_images.on_node("server")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
-            hostpath_claim(cluster, namespace, data, "batch-data")
+            hostpath_claim(cluster, namespace, data, "batch-data", "ReadWriteOnce", f"batch-data-{namespace}")
             t0 = time.monotonic()
             ocr.apply(real_ocrservice(NAME, image, replicas=2,
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
