@@ -83,7 +83,7 @@ if ! built kwok; then
   # kwok's Kubernetes libraries at the control plane's own versions (a patch release above what
   # kwok asks for): the packages compiled for the control plane then serve kwok from the build
   # cache, which takes minutes off a cold build on 2 cores.
-  staging_replaces
+  k8s_staging_replaces
   quiet go mod tidy
   go build -trimpath -ldflags "-s -w" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok
   # kwok run alone needs explicit stages: keep the upstream ones next to the binary.
