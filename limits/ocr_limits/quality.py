@@ -31,3 +31,15 @@ GATE_FIELDS: dict[str, tuple[float | int, float | int, float | int]] = {
     "maxNewTokens": (DEFAULT_GATE_MAX_NEW_TOKENS, 1, MAX_GATE_MAX_NEW_TOKENS),
     "timeoutSeconds": (DEFAULT_GATE_TIMEOUT_SECONDS, 1, MAX_GATE_TIMEOUT_SECONDS),
 }
+
+# Golden pages on the model PVC (goldenPages.pvcPath): a relative path inside the volume, of
+# segments that never start with a dot (so no `.`, `..` or hidden folder), at most this long; the
+# server lists and serves that folder (ocr_server/golden.py) within the same page and byte bounds.
+MAX_GOLDEN_PATH_CHARS = 256
+GOLDEN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$"
+# A page's file name (a ConfigMap key's characters, no leading dot) and the folder's entries read
+# at most (pages, expected texts and anything else): more is GoldenPagesTooLarge.
+GOLDEN_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$"
+MAX_GOLDEN_ENTRIES = 4 * MAX_GOLDEN_PAGES
+# The server's environment variable naming that folder (the operator sets it in the pods).
+GOLDEN_DIR_ENV = "GOLDEN_DIR"

@@ -20,6 +20,8 @@ from fastapi import FastAPI
 
 from . import __version__, reload
 from .config import ServerConfig
+from .golden import ENV as GOLDEN_ENV
+from .golden import router as golden_router
 from .metrics import Metrics
 from .openai_routes import router as openai_router
 from .routes import router
@@ -108,4 +110,6 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
     app.state.log = log
     app.include_router(router)
     app.include_router(openai_router)
+    app.state.golden_dir = os.environ.get(GOLDEN_ENV) or None  # the quality gate's pages (golden.py)
+    app.include_router(golden_router)
     return app
