@@ -13,21 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import json
 import logging
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
-from .quality import GoldenPages, Job, Output, Result
+from ocr_limits.quality import MAX_GOLDEN_BYTES
+
+from .quality import GoldenPages, Job, Output, Page, Result
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 # A pod that is busy (429) or not answering yet is asked again after this long, within the page's deadline.
 RETRY_SECONDS = 1.0
+# A golden pages listing (GET /v1/golden) read at most: names, hashes and expected texts.
+MAX_LISTING_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -60,20 +68,70 @@ async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: 
     raise RuntimeError(f"no answer within the deadline ({last})")
 
 
-async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
-    """Send every page of `pages` to the pod of `job`; the outputs, or the first error."""
-    started = time.monotonic()
-    scheme = "https" if target.https else "http"
-    url = f"{scheme}://{job.ip}:{target.port}/v1/ocr"
+def _url(target: Target, ip: str, path: str) -> str:
+    return f"{'https' if target.https else 'http'}://{ip}:{target.port}{path}"
+
+
+def _session(target: Target) -> aiohttp.ClientSession:
     context: ssl.SSLContext | bool = False if target.https else True
-    outputs: list[Output] = []
     # trust_env False: a proxy of the operator's environment must not carry a request to a pod IP.
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), trust_env=False) as session:
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), trust_env=False)
+
+
+async def _bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The response's body, at most `limit` bytes (RuntimeError beyond)."""
+    data = await resp.content.read(limit + 1)
+    if len(data) > limit:
+        raise RuntimeError(f"more than {limit} bytes")
+    return data
+
+
+async def listing(ip: str, target: Target) -> tuple[int, Any] | None:
+    """The pod's GET /v1/golden: its status and JSON body (quality.read_listing reads them), or
+    None when the pod does not answer (asked again at the next reconcile)."""
+    try:
+        async with _session(target) as session:
+            async with session.get(_url(target, ip, "/v1/golden"), timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                raw = await _bounded(resp, MAX_LISTING_BYTES)
+                try:
+                    return resp.status, json.loads(raw or b"null")
+                except ValueError:
+                    return resp.status, None
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, RuntimeError) as exc:
+        log.info("golden pages listing from %s: %s: %s", ip, type(exc).__name__, exc)
+        return None
+
+
+async def _fetch(session: aiohttp.ClientSession, url: str, page: Page, deadline: float) -> bytes:
+    """A listed page's bytes from the pod that listed it; RuntimeError unless they are the bytes listed."""
+    left = max(1.0, deadline - time.monotonic())
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=left)) as resp:
+            data = await _bounded(resp, MAX_GOLDEN_BYTES)
+            if resp.status != 200:
+                raise RuntimeError(f"HTTP {resp.status} fetching it: {data[:300].decode(errors='replace')}")
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        raise RuntimeError(f"fetching it: {type(exc).__name__}: {exc}") from None
+    if hashlib.sha256(data).hexdigest() != page.sha256:
+        raise RuntimeError("its bytes changed on the model PVC since they were listed")
+    return data
+
+
+async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
+    """Send every page of `pages` to the pod of `job`; the outputs, or the first error. Pages on
+    the model PVC are fetched first from the pod that listed them (pages.source)."""
+    started = time.monotonic()
+    url = _url(target, job.ip, "/v1/ocr")
+    outputs: list[Output] = []
+    async with _session(target) as session:
         for page in pages.pages:
-            body = {"image": base64.b64encode(page.data).decode(), "max_new_tokens": target.max_new_tokens,
-                    "timeout_sec": target.timeout_seconds}
+            deadline = time.monotonic() + target.timeout_seconds + 10
             try:
-                text, tokens = await _page(session, url, body, time.monotonic() + target.timeout_seconds + 10)
+                data = page.data if pages.source is None else await _fetch(
+                    session, _url(target, pages.source, f"/v1/golden/{quote(page.name, safe='')}"), page, deadline)
+                body = {"image": base64.b64encode(data).decode(), "max_new_tokens": target.max_new_tokens,
+                        "timeout_sec": target.timeout_seconds}
+                text, tokens = await _page(session, url, body, deadline)
             except RuntimeError as exc:
                 return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
             outputs.append(Output.of(page.name, text, tokens))

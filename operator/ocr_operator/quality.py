@@ -23,6 +23,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -45,6 +46,7 @@ RUNNING, RECORDING, WAITING, PASSED, FAILED = "Running", "Recording", "Waiting",
 
 EXPECTED_SUFFIX = ".txt"
 PAGES_FIELD = "spec.rollout.qualityGate.goldenPages.configMapName"
+PVC_FIELD = "spec.rollout.qualityGate.goldenPages.pvcPath"
 
 
 # --------------------------------------------------------------------------- golden pages
@@ -52,15 +54,24 @@ PAGES_FIELD = "spec.rollout.qualityGate.goldenPages.configMapName"
 
 @dataclass(frozen=True)
 class Page:
+    """One golden page. From a ConfigMap it carries its bytes; from the model PVC only the
+    sha256 the pod listed, and gaterun fetches the bytes from that pod (GoldenPages.source)."""
+
     name: str
     data: bytes = field(repr=False)
     expected: str | None = None
+    sha256: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sha256:
+            object.__setattr__(self, "sha256", hashlib.sha256(self.data).hexdigest())
 
 
 @dataclass(frozen=True)
 class GoldenPages:
     pages: tuple[Page, ...]
     digest: str  # names the pages' bytes and expected texts: a recording is for one digest
+    source: str | None = None  # pages on the PVC: the IP of the pod that listed them, which serves their bytes
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -115,9 +126,66 @@ def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "
     if strays:
         return PagesProblem(PAGES_INVALID, f"{where}: data key {strays[0]} names no page (expected texts are "
                                            f"data keys <binaryData key>{EXPECTED_SUFFIX})")
-    digest = hashlib.sha256(json.dumps(
-        [settings] + [[p.name, hashlib.sha256(p.data).hexdigest(), p.expected] for p in pages]).encode()).hexdigest()[:16]
-    return GoldenPages(tuple(pages), digest)
+    return GoldenPages(tuple(pages), _digest(settings, pages))
+
+
+def _digest(settings: str, pages: Iterable[Page]) -> str:
+    """The same pages (names, bytes, expected texts) sent with the same settings have the same
+    digest, wherever they are kept."""
+    return hashlib.sha256(json.dumps(
+        [settings] + [[p.name, p.sha256, p.expected] for p in pages]).encode()).hexdigest()[:16]
+
+
+# What the server answers (ocr_server/golden.py: error.type) -> the QualityGate condition's reason.
+LISTING_REASONS = {"golden_pages_missing": PAGES_MISSING, "golden_pages_too_large": PAGES_TOO_LARGE,
+                   "golden_pages_invalid": PAGES_INVALID}
+SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def read_listing(code: int, body: Any, path: str, pod: str, ip: str, settings: str = ""
+                 ) -> GoldenPages | PagesProblem | None:
+    """The golden pages a pod listed (GET /v1/golden: HTTP status `code`, JSON `body`) from
+    goldenPages.pvcPath `path`, or what is wrong with them; None when the pod could not say (not
+    a 4xx: asked again at the next reconcile). The listing is bounded here too, as a ConfigMap is:
+    the pages' bytes are fetched later and must match the sha256 listed (gaterun)."""
+    where = f"{PVC_FIELD}: {path} on pod {pod}"
+    error = body.get("error") if isinstance(body, Mapping) else None
+    if code != 200:
+        if not 400 <= code < 500:
+            return None
+        if isinstance(error, Mapping) and error.get("type") in LISTING_REASONS:
+            return PagesProblem(LISTING_REASONS[error["type"]], f"{where}: {str(error.get('message'))[:500]}")
+        return PagesProblem(PAGES_MISSING, f"{where}: the server answered HTTP {code} to GET /v1/golden "
+                                           f"(an image without the golden pages endpoint?)")
+    listed = body.get("pages") if isinstance(body, Mapping) else None
+    if not isinstance(listed, list) or not listed:
+        return PagesProblem(PAGES_INVALID, f"{where}: no page listed")
+    if len(listed) > MAX_GOLDEN_PAGES:
+        return PagesProblem(PAGES_TOO_LARGE, f"{where} holds {len(listed)} pages, more than {MAX_GOLDEN_PAGES}")
+    pages: list[Page] = []
+    total = 0
+    for item in listed:
+        ok = isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("size"), int) \
+            and isinstance(item.get("sha256"), str) and SHA256.fullmatch(item["sha256"]) is not None \
+            and (item.get("expected") is None or isinstance(item.get("expected"), str))
+        if not ok:
+            return PagesProblem(PAGES_INVALID, f"{where}: the listing is not one of name, size, sha256, expected")
+        total += max(0, item["size"])
+        if total > MAX_GOLDEN_BYTES:
+            return PagesProblem(PAGES_TOO_LARGE, f"{where} holds more than {MAX_GOLDEN_BYTES} bytes of pages")
+        if item.get("expected") is not None and len(item["expected"]) > MAX_PAGE_TEXT_CHARS:
+            return PagesProblem(PAGES_TOO_LARGE, f"{where}: {item['name']}{EXPECTED_SUFFIX} is longer than "
+                                                 f"{MAX_PAGE_TEXT_CHARS} characters")
+        pages.append(Page(item["name"], b"", item.get("expected"), item["sha256"]))
+    return GoldenPages(tuple(pages), _digest(settings, pages), ip)
+
+
+def pages_pod(pods: Iterable[GatePod], revision: str) -> GatePod | None:
+    """The pod that lists the golden pages of the model PVC: one of the revision being rolled out
+    (the operator renders GOLDEN_DIR into its pods, with the model volume mounted), the pod the
+    gate judges first, else a Ready one."""
+    pods = tuple(pods)
+    return _first(pods, revision, ready=False) or _first(pods, revision, ready=True)
 
 
 # --------------------------------------------------------------------------- outputs and distances
@@ -416,8 +484,8 @@ def next_step(*, gate: QualityGate | None, pages: GoldenPages | PagesProblem | N
     if (record or {}).get("revision") == revision and record.get("attempt") == attempt \
             and record.get("phase") == FAILED:
         return step
-    if pages is None:
-        return step
+    if pages is None:  # pages on the model PVC: listed by the revision's pod, not up yet
+        return _waiting_for_pod(admit, revision, attempt, records)
     if pages.need_baseline and last_good is not None and not _baseline_ok(records, last_good, pages):
         source = _first(pods, last_good, ready=True)
         if source is None:
@@ -432,13 +500,17 @@ def next_step(*, gate: QualityGate | None, pages: GoldenPages | PagesProblem | N
                      "message": message}, records, ("Unknown", "RecordingBaseline", message))
     target = _first(pods, revision, ready=False)
     if target is None:
-        message = f"waiting for a pod of revision {revision} to load its model"
-        return Step(admit, None, {"revision": revision, "attempt": attempt, "phase": WAITING, "message": message},
-                    records, ("Unknown", "WaitingForPod", message))
+        return _waiting_for_pod(admit, revision, attempt, records)
     message = f"sending {len(pages.pages)} golden pages to pod {target.name} of revision {revision}"
     return Step(admit, Job(GATE, revision, target.name, target.ip or "", attempt, pages.digest),
                 {"revision": revision, "attempt": attempt, "phase": RUNNING, "pod": target.name, "message": message},
                 records, ("Unknown", "GateRunning", message))
+
+
+def _waiting_for_pod(admit: tuple[str, ...], revision: str, attempt: str | None, records: Records) -> Step:
+    message = f"waiting for a pod of revision {revision} to load its model"
+    return Step(admit, None, {"revision": revision, "attempt": attempt, "phase": WAITING, "message": message},
+                records, ("Unknown", "WaitingForPod", message))
 
 
 def _condition(record: Mapping[str, Any] | None) -> tuple[str, str, str] | None:

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import children, naming, plan, quality, revisions, rollout, snapshot, status
+from . import children, gaterun, naming, plan, quality, revisions, rollout, snapshot, status
 from .apply import execute
 from .cache import Store
 from .gaterun import GateRunner, Target
@@ -137,15 +137,23 @@ async def _golden_pages(kube: Kube, namespace: str, gate: QualityGate | None, ta
                         desired_revision: str, prior: rollout.RolloutStatus, observed: rollout.Observed
                         ) -> quality.GoldenPages | quality.PagesProblem | None:
     """The golden pages, read (one GET) only while the gate may need them: a new revision to
-    roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise."""
+    roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise.
+    From a ConfigMap, or (goldenPages.pvcPath) as a pod of the desired revision lists them: the
+    operator mounts no PVC, the pod has the model volume and serves the folder read-only."""
     if gate is None or target is None:
         return None
     settled = desired_revision == prior.current_revision and prior.phase != rollout.PROGRESSING
     refused = desired_revision == prior.failed_revision and prior.phase != rollout.PROGRESSING  # not retried
     if (settled or refused) and not any(p.awaiting_gate and not p.deleting for p in observed.pods):
         return None
+    settings = f"maxNewTokens={target.max_new_tokens}"
+    if gate.pvc_path is not None:  # listed by a pod of the revision (GOLDEN_DIR): none up yet, None
+        pod = quality.pages_pod(observed.pods, desired_revision)
+        answer = await gaterun.listing(pod.ip, target) if pod is not None and pod.ip else None
+        return None if answer is None else quality.read_listing(*answer, gate.pvc_path, pod.name, pod.ip,
+                                                                 settings=settings)
     return quality.read_pages(await kube.get("ConfigMap", namespace, gate.config_map), gate.config_map,
-                              settings=f"maxNewTokens={target.max_new_tokens}")
+                              settings=settings)
 
 
 def _render_records(owner: Mapping[str, Any], records: quality.Records) -> dict[str, Any] | None:

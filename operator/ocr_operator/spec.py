@@ -15,6 +15,7 @@ of the rules hack/gen-crd.py writes are the ones below, so both say the same.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 from zoneinfo import ZoneInfo
@@ -235,11 +236,30 @@ class QualityGate:
     """spec.rollout.qualityGate: golden pages compared before a new revision takes traffic
     (quality.py decides, gaterun.py sends the pages). Bounds: ocr_limits.quality."""
 
-    config_map: str
+    config_map: str | None = None  # goldenPages.configMapName, or
+    pvc_path: str | None = None  # goldenPages.pvcPath: a folder inside spec.model.pvc (with its subPath)
     max_mean_distance: float = gate_limits.DEFAULT_MAX_MEAN_DISTANCE
     max_page_distance: float = gate_limits.DEFAULT_MAX_PAGE_DISTANCE
     max_new_tokens: int = gate_limits.DEFAULT_GATE_MAX_NEW_TOKENS
     timeout_seconds: int = gate_limits.DEFAULT_GATE_TIMEOUT_SECONDS
+
+
+# The CRD's CEL rules say the same (crds/).
+GOLDEN_SOURCE_ERROR = ("spec.rollout.qualityGate.goldenPages: set exactly one of configMapName (a ConfigMap's "
+                       "binaryData) and pvcPath (a folder on the model PVC)")
+GOLDEN_PVC_ERROR = ("spec.rollout.qualityGate.goldenPages.pvcPath needs spec.model.pvc: the path is a folder inside "
+                    "the model volume")
+
+
+def golden_path_error(path: str) -> str | None:
+    """What is wrong with goldenPages.pvcPath (the CRD's pattern and maxLength say the same)."""
+    w = "spec.rollout.qualityGate.goldenPages.pvcPath"
+    if len(path) > gate_limits.MAX_GOLDEN_PATH_CHARS:
+        return f"{w} is longer than {gate_limits.MAX_GOLDEN_PATH_CHARS} characters"
+    if not re.fullmatch(gate_limits.GOLDEN_PATH_PATTERN, path):
+        return (f"{w} {path!r} must be a relative path inside the model volume: segments of letters, digits, "
+                f"'.', '_' and '-' joined by '/', none starting with '.' (so no '..')")
+    return None
 
 
 # The CRD's CEL rule says the same (crds/): the operator reads no Secret, so it has no API key.
@@ -392,10 +412,12 @@ def _quality_gate(ro: Mapping[str, Any]) -> QualityGate | None:
     g = _section(ro, "qualityGate", "spec.rollout")
     pages = _section(g, "goldenPages", w)
     name = _str(pages, "configMapName", None, f"{w}.goldenPages")
-    if not name:
-        raise SpecError(f"{w}.goldenPages.configMapName is required (the ConfigMap of the golden pages)")
+    path = _str(pages, "pvcPath", None, f"{w}.goldenPages")
+    if bool(name) == bool(path):
+        raise SpecError(GOLDEN_SOURCE_ERROR)
     return QualityGate(
-        config_map=name,
+        config_map=name or None,
+        pvc_path=path or None,
         max_mean_distance=_number(g, "maxMeanDistance", QualityGate.max_mean_distance, w),
         max_page_distance=_number(g, "maxPageDistance", QualityGate.max_page_distance, w),
         max_new_tokens=_int(g, "maxNewTokens", QualityGate.max_new_tokens, w),
@@ -664,6 +686,11 @@ def validate(s: OcrServiceSpec) -> None:
                 errors.append(f"{w}.{name} must be within {low}..{high}, got {value}")
         if s.auth is not None:
             errors.append(GATE_AUTH_ERROR)
+        if gate.pvc_path is not None:
+            if s.model.pvc is None:
+                errors.append(GOLDEN_PVC_ERROR)
+            if problem := golden_path_error(gate.pvc_path):
+                errors.append(problem)
     if s.model.pvc is not None and s.model.path is not None:
         errors.append("spec.model.pvc and spec.model.path are mutually exclusive")
     label_maps = (s.pod_labels, s.service_monitor.labels, s.prometheus_rule.labels)

@@ -61,6 +61,15 @@ INVALID = [
      "spec.env must not set MAX_VISUAL_TOKENS: set spec.inference.maxVisualTokens instead"),
     ("vllm with a token cap it cannot apply", {"engine": "vllm", "inference": {"maxVisualTokens": 1024}},
      "spec.engine vllm needs spec.inference.maxVisualTokens 1120"),
+    ("golden pages in a ConfigMap and on the PVC at once", {"model": {"pvc": {"claimName": "w"}}, "rollout": {
+        "qualityGate": {"goldenPages": {"configMapName": "g", "pvcPath": "golden"}}}},
+     "spec.rollout.qualityGate.goldenPages: set exactly one of configMapName"),
+    ("golden pages from nowhere", {"rollout": {"qualityGate": {"goldenPages": {}}}},
+     "spec.rollout.qualityGate.goldenPages: set exactly one of configMapName"),
+    ("golden pages on the PVC without a model PVC", {"rollout": {"qualityGate": {"goldenPages": {"pvcPath": "golden"}}}},
+     "spec.rollout.qualityGate.goldenPages.pvcPath needs spec.model.pvc"),
+    ("a golden pages path out of the volume", {"model": {"pvc": {"claimName": "w"}}, "rollout": {
+        "qualityGate": {"goldenPages": {"pvcPath": "../secrets"}}}}, "spec.rollout.qualityGate.goldenPages.pvcPath"),
 ]
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
+import posixpath
 from typing import Any, Mapping
 
 import yaml
+
+from ocr_limits.quality import GOLDEN_DIR_ENV
 
 from .. import naming
 from ..spec import OcrServiceSpec
@@ -62,7 +65,19 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": "CONFIG_FILE", "value": CONFIG_PATH}]
     if spec.auth is not None:
         out.append({"name": "API_KEYS_FILE", "value": API_KEYS_FILE})
+    if (path := golden_dir(spec)) is not None:
+        out.append({"name": GOLDEN_DIR_ENV, "value": path})
     return out
+
+
+def golden_dir(spec: OcrServiceSpec) -> str | None:
+    """Where the pods see spec.rollout.qualityGate.goldenPages.pvcPath: inside the model volume,
+    mounted (with its subPath) at spec.model.cacheDir. The server lists and serves the pages
+    there (GET /v1/golden); the operator never mounts the PVC itself."""
+    gate = spec.rollout.quality_gate
+    if gate is None or gate.pvc_path is None or spec.model.pvc is None:
+        return None
+    return posixpath.join(spec.model.cache_dir, gate.pvc_path)
 
 
 @functools.lru_cache(maxsize=1024)

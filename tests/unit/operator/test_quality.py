@@ -4,6 +4,7 @@ the step after each reconcile's rollout decision."""
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 
 import pytest
@@ -260,3 +261,67 @@ def test_a_new_attempt_clears_the_failed_verdict_of_an_earlier_one():
     assert back.record is None and back.condition is None and back.job is None
     kept = step([], Q.Outcome(failed, valid_baseline()), phase="RolledBack", current_revision="old", progressing=False)
     assert kept.record == failed and kept.condition[:2] == ("False", Q.REASON_QUALITY_REGRESSION)
+
+
+# --------------------------------------------------------------------------- golden pages on the model PVC
+
+
+def listed(*names: str, expected: dict[str, str] | None = None, size: int = 4) -> dict:
+    return {"pages": [{"name": n, "size": size, "sha256": hashlib.sha256(n.encode()).hexdigest(),
+                       "expected": (expected or {}).get(n)} for n in names]}
+
+
+def test_a_pod_listing_gives_the_pages_their_hashes_and_the_pod_to_fetch_them_from():
+    read = Q.read_listing(200, listed("a.png", "b.png", expected={"b.png": "two"}), "golden", "pod-1", "10.0.0.9")
+    assert [(p.name, p.sha256, p.expected) for p in read.pages] == [
+        ("a.png", hashlib.sha256(b"a.png").hexdigest(), None), ("b.png", hashlib.sha256(b"b.png").hexdigest(), "two")]
+    assert read.source == "10.0.0.9"
+
+
+def test_the_same_pages_have_the_same_digest_in_a_configmap_and_on_the_pvc():
+    from_cm = Q.read_pages(golden({"a.png": b"a.png"}, {"a.png": "A"}), "golden", settings="s")
+    from_pvc = Q.read_listing(200, listed("a.png", expected={"a.png": "A"}), "golden", "pod", "ip", settings="s")
+    assert from_cm.digest == from_pvc.digest
+    changed = Q.read_listing(200, listed("a.png", expected={"a.png": "B"}), "golden", "pod", "ip", settings="s")
+    assert changed.digest != from_pvc.digest  # a changed expected text is re-recorded, as in a ConfigMap
+
+
+@pytest.mark.parametrize("code, body, reason", [
+    (404, {"error": {"type": "golden_pages_missing", "message": "/models/golden: no such folder"}}, Q.PAGES_MISSING),
+    (413, {"error": {"type": "golden_pages_too_large", "message": "more than 16"}}, Q.PAGES_TOO_LARGE),
+    (422, {"error": {"type": "golden_pages_invalid", "message": "a.png is a symbolic link"}}, Q.PAGES_INVALID),
+    (404, {"detail": "Not Found"}, Q.PAGES_MISSING),  # a server image without the endpoint
+])
+def test_a_refused_listing_is_a_problem_naming_the_field_the_path_and_the_pod(code, body, reason):
+    problem = Q.read_listing(code, body, "golden", "pod-1", "10.0.0.9")
+    assert problem.reason == reason
+    assert problem.message.startswith("spec.rollout.qualityGate.goldenPages.pvcPath: golden on pod pod-1")
+
+
+@pytest.mark.parametrize("body, reason", [
+    (listed(*(f"p{i}.png" for i in range(MAX_GOLDEN_PAGES + 1))), Q.PAGES_TOO_LARGE),
+    (listed("a.png", "b.png", size=MAX_GOLDEN_BYTES // 2 + 1), Q.PAGES_TOO_LARGE),
+    (listed("a.png", expected={"a.png": "x" * (MAX_PAGE_TEXT_CHARS + 1)}), Q.PAGES_TOO_LARGE),
+    ({"pages": []}, Q.PAGES_INVALID),
+    ({"pages": [{"name": "a.png", "size": 1, "sha256": "not-a-hash"}]}, Q.PAGES_INVALID),
+])
+def test_a_listing_beyond_the_bounds_is_refused_as_a_configmap_would_be(body, reason):
+    assert Q.read_listing(200, body, "golden", "pod", "ip").reason == reason
+
+
+def test_a_pod_that_cannot_say_yet_gives_no_pages_and_no_problem():
+    assert Q.read_listing(503, {"error": {"type": "model_loading"}}, "golden", "pod", "ip") is None
+
+
+def test_the_pages_are_listed_by_the_pod_the_gate_judges():
+    pods = [Pod("old", "r1", ready=True), Pod("new-b", "r2", awaiting_gate=True), Pod("new-a", "r2", ready=True)]
+    assert Q.pages_pod(pods, "r2").name == "new-b"
+    assert Q.pages_pod(pods[:1], "r2") is None
+
+
+def test_pvc_pages_not_listed_yet_wait_for_the_revisions_pod():
+    step = Q.next_step(gate=S.QualityGate(pvc_path="golden"), pages=None, outcome=Q.Outcome(None, Q.Records()),
+                       pods=[Pod("old", "r1", ready=True)], phase="Progressing", current_revision="r2",
+                       last_good="r1", attempt=ATTEMPT, progressing=True)
+    assert step.job is None and step.admit == ()
+    assert step.condition == ("Unknown", "WaitingForPod", "waiting for a pod of revision r2 to load its model")

@@ -403,3 +403,19 @@ def test_the_tmp_emptydir_has_a_size_limit():
     volumes = {v["name"]: v for v in pod_spec_of()["volumes"]}
     assert volumes["tmp"]["emptyDir"] == {"sizeLimit": D.TMP_SIZE_LIMIT}
     assert D.TMP_SIZE_LIMIT == "1Gi"
+
+
+def test_golden_pages_on_the_model_pvc_are_a_golden_dir_inside_the_mounted_volume():
+    """The operator mounts no PVC: the server sees the folder below cacheDir, where the model
+    volume (with its subPath) is mounted, and serves it (GET /v1/golden)."""
+    dep = children({"model": {"cacheDir": "/models", "pvc": {"claimName": "w", "subPath": "v2"}},
+                    "rollout": {"qualityGate": {"goldenPages": {"pvcPath": "golden/set1"}}}}).objects["Deployment"]
+    assert env_of(dep)["GOLDEN_DIR"] == {"name": "GOLDEN_DIR", "value": "/models/golden/set1"}
+    (mount,) = [m for m in container(dep)["volumeMounts"] if m["name"] == "weights"]
+    assert (mount["mountPath"], mount["subPath"]) == ("/models", "v2")
+
+
+def test_golden_pages_in_a_configmap_set_no_golden_dir():
+    dep = children({"model": {"pvc": {"claimName": "w"}},
+                    "rollout": {"qualityGate": {"goldenPages": {"configMapName": "g"}}}}).objects["Deployment"]
+    assert "GOLDEN_DIR" not in env_of(dep)

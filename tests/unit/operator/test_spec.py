@@ -249,3 +249,37 @@ def test_a_quality_gate_threshold_out_of_range_is_refused_naming_the_field():
     bad = {"image": "img", "rollout": {"qualityGate": {"goldenPages": {"configMapName": "g"}, "maxPageDistance": 1.5}}}
     with pytest.raises(S.SpecError, match=r"spec.rollout.qualityGate.maxPageDistance must be within 0..1, got 1.5"):
         S.parse(bad)
+
+
+PVC_GATE_SPEC = {"image": "img", "model": {"pvc": {"claimName": "weights", "subPath": "models"}},
+                 "rollout": {"qualityGate": {"goldenPages": {"pvcPath": "golden/v1"}}}}
+
+
+def test_golden_pages_on_the_model_pvc_are_parsed_as_a_pvc_path():
+    gate = S.parse(PVC_GATE_SPEC).rollout.quality_gate
+    assert (gate.config_map, gate.pvc_path) == (None, "golden/v1")
+
+
+@pytest.mark.parametrize("pages", [{}, {"configMapName": "g", "pvcPath": "golden"}])
+def test_golden_pages_need_exactly_one_of_configmap_and_pvc_path(pages):
+    with pytest.raises(S.SpecError, match="set exactly one of configMapName .* and pvcPath"):
+        S.parse({**PVC_GATE_SPEC, "rollout": {"qualityGate": {"goldenPages": pages}}})
+
+
+def test_a_pvc_path_without_a_model_pvc_is_refused_naming_the_field():
+    with pytest.raises(S.SpecError, match="spec.rollout.qualityGate.goldenPages.pvcPath needs spec.model.pvc"):
+        S.parse({**PVC_GATE_SPEC, "model": {}})
+
+
+@pytest.mark.parametrize("path", ["/abs", "../up", "a/../b", "a//b", "a/", ".hidden", "a/./b", "x" * 257])
+def test_a_pvc_path_outside_the_volume_or_too_long_is_refused(path):
+    with pytest.raises(S.SpecError, match="spec.rollout.qualityGate.goldenPages.pvcPath"):
+        S.parse({**PVC_GATE_SPEC, "rollout": {"qualityGate": {"goldenPages": {"pvcPath": path}}}})
+
+
+def test_the_pvc_path_rules_match_the_crd_schema():
+    node = schema()["properties"]["rollout"]["properties"]["qualityGate"]["properties"]["goldenPages"]
+    rules = [r["message"] for r in node["x-kubernetes-validations"]]
+    top = [r["message"] for r in schema()["x-kubernetes-validations"]]
+    assert S.GOLDEN_SOURCE_ERROR in rules and S.GOLDEN_PVC_ERROR in top
+    assert "required" not in node
