@@ -16,7 +16,10 @@ picks one. Three small golden pages in a ConfigMap; the gate asks GATE_TOKENS ne
   QualityGatePassed event), the status records each page's distance;
 - expected texts beside the pages are the reference instead of the last good revision's outputs;
 - golden pages that are missing or too large hold a new revision back: a clear condition, and the
-  Deployment keeps the running revision.
+  Deployment keeps the running revision;
+- the same pages as files on the model volume (goldenPages.pvcPath, beside the weights): the new
+  pod lists and serves them (GOLDEN_DIR), the gate compares with the outputs recorded from the
+  ConfigMap (same pages, same digest) and promotes the revision at distance 0.
 """
 
 from __future__ import annotations
@@ -56,18 +59,20 @@ def golden_configmap(name: str = GOLDEN, pages: dict[str, bytes] = PAGES, expect
 
 
 def manifest(image: str, pvc: str, *, weights: str = "weights", env: dict[str, str] | None = None,
-             golden: str = GOLDEN) -> dict:
+             golden: str = GOLDEN, pvc_path: str | None = None) -> dict:
     return real_ocrservice(
         NAME, image, model={"pvc": {"claimName": pvc, "subPath": weights}},
         inference={"maxNewTokens": GATE_TOKENS},  # the gate asks at most what the server allows
         env=[{"name": k, "value": v} for k, v in (env or {}).items()],
-        rollout={"qualityGate": {"goldenPages": {"configMapName": golden}, "maxMeanDistance": 0.02,
+        rollout={"qualityGate": {"goldenPages": {"pvcPath": pvc_path} if pvc_path else {"configMapName": golden},
+                                 "maxMeanDistance": 0.02,
                                  "maxPageDistance": 0.1, "maxNewTokens": GATE_TOKENS, "timeoutSeconds": 60}})
 
 
 class Gated:
-    def __init__(self, cluster, namespace: str, operator: OperatorProcess, image: str, pvc: str) -> None:
+    def __init__(self, cluster, namespace: str, operator: OperatorProcess, image: str, pvc: str, volume) -> None:
         self.cluster, self.namespace, self.operator, self.image, self.pvc = cluster, namespace, operator, image, pvc
+        self.volume = volume  # the model volume's root folder (the PVC's hostPath)
         self.ocr = OcrHelpers(cluster, namespace)
 
     def manifest(self, **kw) -> dict:
@@ -168,7 +173,7 @@ def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
         image = product_images.on_node("server")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as pvc:
-            service = Gated(cluster, namespace, op, image, pvc)
+            service = Gated(cluster, namespace, op, image, pvc, tiny_model_volume)
             t0 = time.monotonic()
             st = service.ensure_serving()
             print(f"\nOcrService {NAME} (model A, gated) applied -> settled: {time.monotonic() - t0:.1f}s; "
@@ -308,3 +313,28 @@ def test_missing_or_too_large_golden_pages_hold_a_new_revision_with_a_clear_cond
     assert any(e["type"] == "Warning" for e in gated.events("GoldenPagesMissing"))
     gated.ocr.delete("configmap", "too-large-pages")
 
+
+
+def test_golden_pages_on_the_model_pvc_are_read_through_the_new_pod_and_promote_at_distance_zero(gated):
+    good = gated.ensure_serving()
+    a = good["currentRevision"]
+    folder = gated.volume / "weights" / "golden"  # beside the weights, inside the mounted subPath
+    folder.mkdir(exist_ok=True)
+    for name, data in PAGES.items():
+        (folder / name).write_bytes(data)
+    for path in [folder, *folder.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)  # the server (uid 10001) reads what root wrote
+    digest = gated.records().baseline.digest
+    t0 = time.monotonic()
+    gated.ocr.apply(gated.manifest(pvc_path="golden"))  # GOLDEN_DIR in the pods: a new revision
+    st = wait_for(lambda: (s := gated.settled()) and s["currentRevision"] != a and s, timeout=240, interval=0.5,
+                  message="the revision gated on the PVC's pages promoted")
+    took = time.monotonic() - t0
+    gate = st["qualityGate"]
+    (pod,) = server_pods(gated.cluster, gated.namespace, NAME)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    print(f"\ngolden pages on the PVC: applied -> promoted in {took:.1f}s; gate {gate['seconds']}s; {gate['message']}")
+    assert env["GOLDEN_DIR"] == "/models/golden"
+    assert gate["phase"] == "Passed" and gate["revision"] == st["currentRevision"] and gate["meanDistance"] == 0.0
+    assert gate["against"] == f"revision {a}" and gate["pagesDigest"] == digest  # the same pages as the ConfigMap's
+    assert [p["name"] for p in gate["pages"]] == sorted(PAGES) and all(p["distance"] == 0.0 for p in gate["pages"])
