@@ -7,6 +7,9 @@ operator that stops in between loses a result no one acted on, and the next one 
 again. Requests are the ones clients send (POST /v1/ocr, JSON, the server's greedy decoding and
 its own settings), with the gate's max_new_tokens and timeout_sec. Over TLS the pod's certificate
 is not verified: it names the Service, not the pod's IP, and the pages and answers are no secret.
+Golden pages on the model PVC (goldenPages.pvcPath) are listed by a pod of the new revision
+(GET /v1/golden, `listing`) and each page's bytes fetched from it just before it is sent, checked
+against the sha256 it listed: the operator mounts no volume.
 """
 
 from __future__ import annotations

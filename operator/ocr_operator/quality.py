@@ -91,6 +91,22 @@ class PagesProblem:
     message: str
 
 
+def _count_problem(where: str, count: int) -> PagesProblem | None:
+    if count > MAX_GOLDEN_PAGES:
+        return PagesProblem(PAGES_TOO_LARGE, f"{where} holds {count} pages, more than {MAX_GOLDEN_PAGES}")
+    return None
+
+
+def _size_problem(where: str, total: int, page: str, expected: str | None, text_place: str) -> PagesProblem | None:
+    """The pages so far (`total` bytes, this `page`'s expected text) beyond the bounds?"""
+    if total > MAX_GOLDEN_BYTES:
+        return PagesProblem(PAGES_TOO_LARGE, f"{where} holds more than {MAX_GOLDEN_BYTES} bytes of pages")
+    if expected is not None and len(expected) > MAX_PAGE_TEXT_CHARS:
+        return PagesProblem(PAGES_TOO_LARGE, f"{where}: {text_place}{page}{EXPECTED_SUFFIX} is longer than "
+                                             f"{MAX_PAGE_TEXT_CHARS} characters")
+    return None
+
+
 def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "") -> GoldenPages | PagesProblem:
     """The golden pages of the ConfigMap `name` (as the API returns it: binaryData in base64),
     or what is wrong with them. Bounded: MAX_GOLDEN_PAGES pages, MAX_GOLDEN_BYTES in all, expected
@@ -103,8 +119,8 @@ def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "
     data = configmap.get("data") or {}
     if not isinstance(binary, Mapping) or not binary:
         return PagesProblem(PAGES_INVALID, f"{where} has no page: put each page's bytes under a binaryData key")
-    if len(binary) > MAX_GOLDEN_PAGES:
-        return PagesProblem(PAGES_TOO_LARGE, f"{where} holds {len(binary)} pages, more than {MAX_GOLDEN_PAGES}")
+    if problem := _count_problem(where, len(binary)):
+        return problem
     pages: list[Page] = []
     total = 0
     for key in sorted(binary):
@@ -115,12 +131,9 @@ def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "
         if not raw:
             return PagesProblem(PAGES_INVALID, f"{where}: binaryData key {key} is empty")
         total += len(raw)
-        if total > MAX_GOLDEN_BYTES:
-            return PagesProblem(PAGES_TOO_LARGE, f"{where} holds more than {MAX_GOLDEN_BYTES} bytes of pages")
         expected = data.get(key + EXPECTED_SUFFIX) if isinstance(data, Mapping) else None
-        if expected is not None and len(str(expected)) > MAX_PAGE_TEXT_CHARS:
-            return PagesProblem(PAGES_TOO_LARGE, f"{where}: data key {key}{EXPECTED_SUFFIX} is longer than "
-                                                 f"{MAX_PAGE_TEXT_CHARS} characters")
+        if problem := _size_problem(where, total, key, None if expected is None else str(expected), "data key "):
+            return problem
         pages.append(Page(key, raw, None if expected is None else str(expected)))
     strays = sorted(k for k in data if not (k.endswith(EXPECTED_SUFFIX) and k[:-len(EXPECTED_SUFFIX)] in binary))
     if strays:
@@ -160,8 +173,8 @@ def read_listing(code: int, body: Any, path: str, pod: str, ip: str, settings: s
     listed = body.get("pages") if isinstance(body, Mapping) else None
     if not isinstance(listed, list) or not listed:
         return PagesProblem(PAGES_INVALID, f"{where}: no page listed")
-    if len(listed) > MAX_GOLDEN_PAGES:
-        return PagesProblem(PAGES_TOO_LARGE, f"{where} holds {len(listed)} pages, more than {MAX_GOLDEN_PAGES}")
+    if problem := _count_problem(where, len(listed)):
+        return problem
     pages: list[Page] = []
     total = 0
     for item in listed:
@@ -171,11 +184,8 @@ def read_listing(code: int, body: Any, path: str, pod: str, ip: str, settings: s
         if not ok:
             return PagesProblem(PAGES_INVALID, f"{where}: the listing is not one of name, size, sha256, expected")
         total += max(0, item["size"])
-        if total > MAX_GOLDEN_BYTES:
-            return PagesProblem(PAGES_TOO_LARGE, f"{where} holds more than {MAX_GOLDEN_BYTES} bytes of pages")
-        if item.get("expected") is not None and len(item["expected"]) > MAX_PAGE_TEXT_CHARS:
-            return PagesProblem(PAGES_TOO_LARGE, f"{where}: {item['name']}{EXPECTED_SUFFIX} is longer than "
-                                                 f"{MAX_PAGE_TEXT_CHARS} characters")
+        if problem := _size_problem(where, total, item["name"], item.get("expected"), ""):
+            return problem
         pages.append(Page(item["name"], b"", item.get("expected"), item["sha256"]))
     return GoldenPages(tuple(pages), _digest(settings, pages), ip)
 

@@ -32,6 +32,20 @@ class NotFound(OcrError):
     status, type = 404, "not_found"
 
 
+class GoldenMissing(NotFound):
+    """GET /v1/golden (golden.py): GOLDEN_DIR unset, or no such folder."""
+
+    type = "golden_pages_missing"
+
+
+class GoldenTooLarge(OcrError):
+    status, type = 413, "golden_pages_too_large"
+
+
+class GoldenInvalid(OcrError):
+    status, type = 422, "golden_pages_invalid"
+
+
 class BodyTimeout(OcrError):
     """The body did not arrive within BODY_TIMEOUT_SEC; the connection is closed after the answer."""
 

@@ -35,7 +35,7 @@ from ocr_limits.quality import (
     MAX_PAGE_TEXT_CHARS,
 )
 
-from .errors import NotFound, OcrError, error_response
+from .errors import GoldenInvalid, GoldenMissing, GoldenTooLarge, NotFound, OcrError, error_response
 from .routes import check_api_key
 
 router = APIRouter()
@@ -44,18 +44,6 @@ EXPECTED_SUFFIX = ".txt"
 NAME = re.compile(GOLDEN_NAME_PATTERN)
 # An expected text is read up to this many bytes (UTF-8 takes at most 4 per character).
 MAX_TEXT_BYTES = 4 * MAX_PAGE_TEXT_CHARS
-
-
-class GoldenMissing(OcrError):
-    status, type = 404, "golden_pages_missing"
-
-
-class GoldenTooLarge(OcrError):
-    status, type = 413, "golden_pages_too_large"
-
-
-class GoldenInvalid(OcrError):
-    status, type = 422, "golden_pages_invalid"
 
 
 @dataclass(frozen=True)
