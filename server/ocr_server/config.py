@@ -61,6 +61,8 @@ DECODERS = ("auto", "slots", "generate")
 EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
 MAX_DECODE_SLOTS = 1024
 MAX_BODY_TIMEOUT_SEC = 3600
+MAX_HEADER_TIMEOUT_SEC = 300
+MAX_CONNECTIONS = 65536
 
 
 class ConfigError(ValueError):
@@ -78,6 +80,13 @@ class ServiceConfig:
     # The most seconds a request's body may take to arrive, headers excluded; then 408. uvicorn
     # bounds no body in time, so a client sending a byte a second would hold a connection forever.
     body_timeout_sec: float = 60.0
+    # The most seconds a request line and headers may take to arrive, from the connection's first
+    # byte (or its opening); then 408 and the connection closes. uvicorn bounds no head in time:
+    # a client sending a header byte a second would hold a connection and its buffer forever.
+    header_timeout_sec: float = 30.0
+    # Open connections at most; one past it is closed at once, unread (serve.py). With the head
+    # timeout this bounds what idle or slow connections hold: at most 64 KiB of head each.
+    max_connections: int = 1024
     max_pages: int = 8
     pdf_dpi: int = 144
     max_image_pixels: int = 64_000_000
@@ -175,6 +184,8 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "API_KEYS_FILE": ("service", "api_keys_file"),
     "MAX_BODY_BYTES": ("service", "max_body_bytes"),
     "BODY_TIMEOUT_SEC": ("service", "body_timeout_sec"),
+    "HEADER_TIMEOUT_SEC": ("service", "header_timeout_sec"),
+    "MAX_CONNECTIONS": ("service", "max_connections"),
     "MAX_PAGES": ("service", "max_pages"),
     "CACHE_ENTRIES": ("service", "cache_entries"),
     "CACHE_MAX_BYTES": ("service", "cache_max_bytes"),
@@ -325,6 +336,10 @@ def validate(cfg: ServerConfig) -> None:
             raise ConfigError(f"{exc} (one key of at least 8 characters per line, or comma-separated)") from None
     if not 1 <= s.body_timeout_sec <= MAX_BODY_TIMEOUT_SEC:
         _fail("BODY_TIMEOUT_SEC", s.body_timeout_sec, f"1..{MAX_BODY_TIMEOUT_SEC} seconds")
+    if not 1 <= s.header_timeout_sec <= MAX_HEADER_TIMEOUT_SEC:
+        _fail("HEADER_TIMEOUT_SEC", s.header_timeout_sec, f"1..{MAX_HEADER_TIMEOUT_SEC} seconds")
+    if not 1 <= s.max_connections <= MAX_CONNECTIONS:
+        _fail("MAX_CONNECTIONS", s.max_connections, f"1..{MAX_CONNECTIONS}")
     # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the
     # model-specific check (query embeddings 144/256) comes in validate_against_model.
     for key, value in (("INPUT_SIZE", m.input_size), ("BASE_SIZE", m.base_size)):

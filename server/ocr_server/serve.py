@@ -20,12 +20,17 @@ MAX_HEADER_BYTES = 64 * 1024
 def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
     """On SIGTERM uvicorn stops accepting and waits for requests in flight: as long as one may run
     (TIMEOUT_SEC) plus a margin (timeouts.graceful_shutdown_seconds), then cancels what is left.
-    HTTP is parsed by h11, whose buffer bound caps a request's head at MAX_HEADER_BYTES."""
+    HTTP is parsed by h11, whose buffer bound caps a request's head at MAX_HEADER_BYTES; the
+    protocol (http_protocol.py) bounds the head in time (HEADER_TIMEOUT_SEC) and the open
+    connections in number (MAX_CONNECTIONS)."""
+    from .http_protocol import bounded_h11_protocol
+
     s = cfg.service
     return {"host": s.host, "port": s.port, "log_level": s.log_level, "access_log": False,
             "timeout_graceful_shutdown": graceful_shutdown_seconds(cfg.runtime.timeout_sec),
             "ssl_certfile": s.tls_cert_file, "ssl_keyfile": s.tls_key_file,
-            "http": "h11", "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
+            "http": bounded_h11_protocol(s.header_timeout_sec, s.max_connections),
+            "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
 
 
 def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:

@@ -115,6 +115,7 @@ MAIN_ENV = {
     "LOAD_DELAY_SEC": "3",
     "TIMEOUT_SEC": "120",
     "BODY_TIMEOUT_SEC": "4",  # the slow-upload test waits this long; a loopback upload takes milliseconds
+    "HEADER_TIMEOUT_SEC": "4",  # the slow-head test waits this long; a loopback head takes milliseconds
 }
 
 

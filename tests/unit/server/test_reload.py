@@ -155,3 +155,10 @@ def test_api_keys_file_is_checked_at_start_naming_it(tmp_path):
 def test_body_timeout_is_bounded_naming_it(value):
     with pytest.raises(ConfigError, match=f"BODY_TIMEOUT_SEC={float(value)!r}"):
         load_config(env={"BODY_TIMEOUT_SEC": value})
+
+
+@pytest.mark.parametrize("key,value", [("HEADER_TIMEOUT_SEC", "0"), ("HEADER_TIMEOUT_SEC", "301"),
+                                       ("MAX_CONNECTIONS", "0"), ("MAX_CONNECTIONS", "65537")])
+def test_the_header_timeout_and_connection_cap_are_bounded_naming_them(key, value):
+    with pytest.raises(ConfigError, match=f"{key}="):
+        load_config(env={key: value})

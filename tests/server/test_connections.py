@@ -1,0 +1,108 @@
+"""Connections that never finish a request head, and more connections than the server keeps open:
+a bounded 408 or an unread close, while the server goes on answering others."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from . import samples
+from .conftest import MAIN_ENV, start_server
+
+pytestmark = pytest.mark.server
+
+
+def _address(server) -> tuple[str, int]:
+    host, port = server.url.rsplit("/", 1)[1].split(":")
+    return host, int(port)
+
+
+def _read_until_closed(s: socket.socket, seconds: float) -> bytes:
+    """What the server sends on `s` until it closes it, or `seconds` pass."""
+    answer = b""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not select.select([s], [], [], 0.2)[0]:
+            continue
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        answer += chunk
+    return answer
+
+
+def test_headers_at_one_byte_a_second_are_a_408_after_the_header_timeout_while_others_are_served(server):
+    """uvicorn bounds no request head in time: HEADER_TIMEOUT_SEC does (4 s for the test server)."""
+    limit = float(MAIN_ENV["HEADER_TIMEOUT_SEC"])
+    head = b"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\nX-Padding: " + b"a" * 200
+    good: list[httpx.Response] = []
+
+    def normal_request() -> None:
+        with server.client() as c:
+            good.append(c.post("/v1/ocr", files={"file": ("p.png", samples.png(80, 60, seed=4), "image/png")}))
+
+    other = threading.Thread(target=normal_request)
+    with socket.create_connection(_address(server), timeout=limit + 10) as s:
+        t0 = time.monotonic()
+        other.start()
+        answer, sent = b"", 0
+        while time.monotonic() - t0 < limit + 10:
+            # Read before each byte: a byte sent after the server closed would reset the connection
+            # and lose its answer.
+            if select.select([s], [], [], 1.0)[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+                continue
+            s.sendall(head[sent:sent + 1])
+            sent += 1
+        elapsed = time.monotonic() - t0
+    other.join(60)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
+    assert b"connection: close" in answer.lower() and b'"type":"header_timeout"' in answer
+    assert limit <= elapsed < limit + 5 and sent < len(head), (elapsed, sent)
+    assert good and good[0].status_code == 200, good
+
+
+def test_a_kept_alive_connection_still_serves_its_next_request_after_the_header_timeout(server):
+    """The head deadline runs from a request's first byte, not from the previous response: a client
+    that keeps its connection and comes back later is served on it."""
+    with server.client() as c:
+        first = c.get("/health")
+        time.sleep(1)  # within uvicorn's 5 s keep-alive, past nothing else
+        second = c.get("/health")
+    assert first.status_code == second.status_code == 200
+
+
+def test_a_connection_past_max_connections_is_closed_unread_and_the_idle_ones_leave_after_the_header_timeout(
+        tiny_native, tmp_path):
+    cap, limit = 4, 2.0
+    srv = start_server(tmp_path, {"MODEL_PATH": str(tiny_native), "MAX_CONNECTIONS": str(cap),
+                                  "HEADER_TIMEOUT_SEC": str(limit), "MAX_NEW_TOKENS": "4"})
+    try:
+        idle = [socket.create_connection(_address(srv), timeout=10) for _ in range(cap)]
+        time.sleep(0.3)  # the server has accepted them
+        with socket.create_connection(_address(srv), timeout=10) as extra:
+            t0 = time.monotonic()
+            extra.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+            refused = _read_until_closed(extra, 5)
+            refused_after = time.monotonic() - t0
+        assert refused == b"" and refused_after < 2, (refused[:200], refused_after)
+        answers = [_read_until_closed(s, limit + 5) for s in idle]  # each gets its 408 and is closed
+        for s in idle:
+            s.close()
+        assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), [a[:60] for a in answers]
+        with srv.client() as c:  # the flood is gone: served again
+            assert c.get("/health").status_code == 200
+        assert "closed unread" in srv.log() and "MAX_CONNECTIONS=4" in srv.log()
+    finally:
+        srv.stop()
