@@ -8,7 +8,6 @@ cache primed like the controller's and an API that holds such an object.
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime as dt
 import json
 
