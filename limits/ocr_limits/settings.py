@@ -87,9 +87,11 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
                    "at most QUEUE_SIZE"),
 )
 SETTING = {s.env: s for s in SETTINGS + SERVER_SETTINGS}
-# Names the operator also owns, besides the settings: the config file it renders from the spec, and
-# inline keys, which would bypass spec.auth's Secret (the server refuses API_KEYS with API_KEYS_FILE).
-OPERATOR_ENV = {"CONFIG_FILE": "spec.engine, spec.model and spec.inference", "API_KEYS": "spec.auth.secretName"}
+# Names the operator also owns, besides the settings: the config file it renders from the spec,
+# inline keys, which would bypass spec.auth's Secret (the server refuses API_KEYS with API_KEYS_FILE),
+# and the quality gate's golden pages folder on the model volume (quality.GOLDEN_DIR_ENV).
+OPERATOR_ENV = {"CONFIG_FILE": "spec.engine, spec.model and spec.inference", "API_KEYS": "spec.auth.secretName",
+                "GOLDEN_DIR": "spec.rollout.qualityGate.goldenPages.pvcPath"}
 # Environment names spec.env may not set -> the OcrService field to set instead.
 FIELD_FOR_ENV = {**{s.env: s.spec_path for s in SETTINGS}, **OPERATOR_ENV}
 

@@ -129,11 +129,13 @@ def read_golden(root: str | None) -> list[Golden]:
             if name + EXPECTED_SUFFIX in files:
                 raw = _read(dir_fd, name + EXPECTED_SUFFIX, MAX_TEXT_BYTES)
                 try:
-                    expected = raw.decode("utf-8")
+                    expected = raw[:MAX_TEXT_BYTES].decode("utf-8")
                 except UnicodeDecodeError:
-                    raise GoldenInvalid(f"{name}{EXPECTED_SUFFIX} is not UTF-8 text") from None
-                if len(raw) > MAX_TEXT_BYTES or len(expected) > MAX_PAGE_TEXT_CHARS:
+                    expected = None
+                if len(raw) > MAX_TEXT_BYTES or (expected and len(expected) > MAX_PAGE_TEXT_CHARS):
                     raise GoldenTooLarge(f"{name}{EXPECTED_SUFFIX} is longer than {MAX_PAGE_TEXT_CHARS} characters")
+                if expected is None:
+                    raise GoldenInvalid(f"{name}{EXPECTED_SUFFIX} is not UTF-8 text")
             out.append(Golden(name, data, expected))
         return out
     finally:

@@ -68,6 +68,8 @@ INVALID = [
      "spec.rollout.qualityGate.goldenPages: set exactly one of configMapName"),
     ("golden pages on the PVC without a model PVC", {"rollout": {"qualityGate": {"goldenPages": {"pvcPath": "golden"}}}},
      "spec.rollout.qualityGate.goldenPages.pvcPath needs spec.model.pvc"),
+    ("GOLDEN_DIR in env", {"env": [{"name": "GOLDEN_DIR", "value": "/elsewhere"}]},
+     "spec.env must not set GOLDEN_DIR: set spec.rollout.qualityGate.goldenPages.pvcPath instead"),
     ("a golden pages path out of the volume", {"model": {"pvc": {"claimName": "w"}}, "rollout": {
         "qualityGate": {"goldenPages": {"pvcPath": "../secrets"}}}}, "spec.rollout.qualityGate.goldenPages.pvcPath"),
 ]

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from ocr_limits.quality import MAX_GOLDEN_BYTES, MAX_GOLDEN_PAGES
+from ocr_limits.quality import MAX_GOLDEN_BYTES, MAX_GOLDEN_PAGES, MAX_PAGE_TEXT_CHARS
 
 from .conftest import start_server
 
@@ -138,3 +138,13 @@ def test_without_golden_dir_the_endpoint_is_404(server):
     assert r.status_code == 404
     assert r.json()["error"] == {"message": "GOLDEN_DIR is not set: this server has no golden pages",
                                  "type": "golden_pages_missing", "code": 404, "param": None}
+
+
+def test_an_expected_text_longer_than_the_limit_is_413(golden):
+    server, folder = golden
+    (folder / "a.png").write_bytes(b"page")
+    (folder / "a.png.txt").write_text("é" * (MAX_PAGE_TEXT_CHARS + 1))
+    with server.client() as c:
+        r = c.get("/v1/golden")
+    assert r.status_code == 413
+    assert f"a.png.txt is longer than {MAX_PAGE_TEXT_CHARS} characters" in r.json()["error"]["message"]
