@@ -5,11 +5,16 @@ One place, so that `python -m ocr_server` and the test stand-in shut down the sa
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from typing import Any
 
 from .config import ServerConfig
+from .liveness import is_wedged
 from .timeouts import graceful_shutdown_seconds
+
+log = logging.getLogger("ocr_server")
 
 
 # The request line and headers of one request, at most: h11 answers 400 beyond (httptools, uvicorn's
@@ -33,19 +38,45 @@ def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
             "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
 
 
+def engine_wedged(app: Any, cfg: ServerConfig) -> bool:
+    """Whether /health/live fails now: the engine owes work and has made no progress for
+    LIVENESS_STALL_SEC. False while the model loads (no service yet)."""
+    service = getattr(app.state, "service", None)
+    bound = cfg.runtime.liveness_stall_sec
+    return service is not None and bound is not None and is_wedged(service.engine_stalled_for(), bound)
+
+
 def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:
     """uvicorn.run's steps, with its SSLContext handed to the app (app.state.tls_context) before it
-    starts: reload.py loads a renewed certificate into that context."""
+    starts: reload.py loads a renewed certificate into that context.
+
+    A SIGTERM that finds the engine wedged skips the graceful wait: the requests in flight would
+    never finish, and the wait is TIMEOUT_SEC + 5 s (up to an hour) that the kubelet's restart of a
+    pod failing liveness would otherwise spend before its SIGKILL."""
     import uvicorn
     from uvicorn.main import STARTUP_FAILURE
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if not self.force_exit and engine_wedged(app, cfg):
+                log.warning("signal %d with the engine wedged: exiting without waiting for the requests "
+                            "in flight (they cannot finish)", sig)
+                self.force_exit = self.wedged_exit = True
+
+        wedged_exit = False
 
     config = uvicorn.Config(app, **{**uvicorn_options(cfg), **overrides})
     config.load()
     app.state.tls_context = config.ssl
-    server = uvicorn.Server(config)
+    server = Server(config)
     try:
         server.run()
     except KeyboardInterrupt:
         pass
     if not server.started:  # as uvicorn.run: the port could not be bound
         sys.exit(STARTUP_FAILURE)
+    if server.wedged_exit:
+        # The interpreter's exit would join the engine's worker thread, which never returns.
+        logging.shutdown()
+        os._exit(1)

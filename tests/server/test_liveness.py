@@ -57,3 +57,34 @@ def test_readiness_and_liveness_say_why_while_stalled(blocking):
     assert live.status_code == 503 and ready.status_code == 503
     assert live.json()["status"] == "stalled" and "LIVENESS_STALL_SEC=2" in live.json()["error"]
     assert "no progress" in blocking.log()
+
+
+def test_a_sigterm_with_the_engine_wedged_exits_at_once_instead_of_waiting_out_the_graceful_shutdown(tmp_path):
+    """TIMEOUT_SEC 120 gives requests in flight 125 s after a SIGTERM; a wedged engine's never end,
+    so the kubelet's restart of a pod failing liveness would wait that long for nothing. (A live
+    engine keeps the graceful wait: test_shutdown.py.)"""
+    server = start_server(tmp_path, {
+        "CONCURRENCY": "1", "BATCH_WAIT_MS": "0", "STAND_IN_GENERATE_SEC": "60", "TIMEOUT_SEC": "120",
+        "LIVENESS_STALL_SEC": "2",
+    }, module="ocr_server_testing.stand_in", timeout=60)
+    try:
+        def post() -> None:  # its answer never comes: the server exits under it
+            try:
+                httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(64, 64, seed=5), "image/png")},
+                           timeout=90)
+            except httpx.HTTPError:
+                pass
+
+        threading.Thread(target=post, daemon=True).start()
+        deadline = time.monotonic() + 20
+        while httpx.get(server.url + "/health/live", timeout=5).status_code != 503:
+            assert time.monotonic() < deadline, "liveness never failed"
+            time.sleep(0.2)
+        t0 = time.monotonic()
+        server.proc.terminate()
+        code = server.proc.wait(30)
+        assert time.monotonic() - t0 < 10 and code != 0
+        assert "with the engine wedged: exiting without waiting" in server.log()
+    finally:
+        server.stop()
+
