@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -46,6 +48,28 @@ def vm_rss_kib(pid: int) -> int:
     """A process's resident memory now (VmRSS of /proc/<pid>/status), in KiB."""
     text = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1))
+
+
+def trickle(server: ServerProcess, head: bytes, data: bytes, seconds: float) -> tuple[bytes, int, float]:
+    """Send `head` at once, then `data` a byte a second on one connection, reading before each byte
+    (a byte sent after the server closed would reset the connection and lose its answer), until the
+    server closes it or `seconds` pass. Returns what it answered, the bytes of `data` sent and the
+    seconds from the end of `head`."""
+    host, port = server.url.rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=seconds) as s:
+        s.sendall(head)
+        t0 = time.monotonic()
+        answer, sent = b"", 0
+        while time.monotonic() - t0 < seconds:
+            if select.select([s], [], [], 1.0)[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+                continue
+            s.sendall(data[sent:sent + 1])
+            sent += 1
+        return answer, sent, time.monotonic() - t0
 
 
 def die_with_parent() -> None:

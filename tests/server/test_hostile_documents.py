@@ -4,8 +4,6 @@ quick, clear 4xx (or a bounded 408) naming the parameter, and the server keeps s
 from __future__ import annotations
 
 import asyncio
-import select
-import socket
 import threading
 import time
 
@@ -13,7 +11,7 @@ import httpx
 import pytest
 
 from . import samples
-from .conftest import MAIN_ENV, vm_rss_kib
+from .conftest import MAIN_ENV, trickle, vm_rss_kib
 
 pytestmark = pytest.mark.server
 
@@ -108,7 +106,6 @@ def test_an_upload_at_one_byte_a_second_is_a_408_after_the_body_timeout_while_ot
     """uvicorn bounds no body in time: BODY_TIMEOUT_SEC does (4 s for the test server). The slow
     client gets a 408 and its connection is closed; a normal request meanwhile is served."""
     limit = float(MAIN_ENV["BODY_TIMEOUT_SEC"])
-    host, port = server.url.rsplit("/", 1)[1].split(":")
     body = samples.png(64, 48)
     good: list[httpx.Response] = []
 
@@ -117,24 +114,9 @@ def test_an_upload_at_one_byte_a_second_is_a_408_after_the_body_timeout_while_ot
             good.append(c.post("/v1/ocr", files={"file": ("p.png", samples.png(80, 60, seed=3), "image/png")}))
 
     other = threading.Thread(target=normal_request)
-    with socket.create_connection((host, int(port)), timeout=limit + 10) as s:
-        s.sendall(b"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n"
-                  b"Content-Length: %d\r\n\r\n" % len(body))
-        t0 = time.monotonic()
-        other.start()
-        answer, sent = b"", 0
-        while time.monotonic() - t0 < limit + 10:
-            # Read before each byte: a byte sent after the server closed would reset the connection
-            # and lose its answer.
-            if select.select([s], [], [], 1.0)[0]:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                answer += chunk
-                continue
-            s.sendall(body[sent:sent + 1])
-            sent += 1
-        elapsed = time.monotonic() - t0
+    other.start()
+    answer, sent, elapsed = trickle(server, b"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n"
+                                            b"Content-Length: %d\r\n\r\n" % len(body), body, limit + 10)
     other.join(60)
     assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
     assert b"connection: close" in answer.lower() and b'"type":"body_timeout"' in answer
