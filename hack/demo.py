@@ -8,19 +8,29 @@
    the first run) and import it into the real node;
 4. apply examples/rollback-demo.yaml on the real node and watch its pods start, load the model and
    pass their probes;
+   on the real node the example also gets spec.rollout.qualityGate (two generated golden pages in a
+   ConfigMap): the first revision's outputs on them are recorded as the baseline;
 5. upgrade it to weights the image does not carry (spec.model.path): the new container really exits
    at startup, and the operator rolls the Deployment back;
-6. OCR a generated sample page through the OcrService's Service (its own pods answer);
-7. clean up everything it started (by PID), or keep the cluster with --keep.
+6. upgrade it to a worse model: tiny model B (same architecture, other random weights, generated
+   once into .demo/models/ and mounted by a hostPath PersistentVolume). Its pod starts and passes
+   its probes, but the readiness gate holds it out of the Service while the operator OCRs the golden
+   pages on it: they read far from the baseline, the revision fails with QualityRegression and is
+   rolled back before any client reaches it;
+7. OCR a generated sample page through the OcrService's Service (its own pods answer);
+8. clean up everything it started (by PID), or keep the cluster with --keep.
 
-Where this machine cannot run the real node (not root, or another cluster holds it), steps 3-6 fall
-back to kwok: the pods are simulated, the crash is a kwok failure stage, and no OCR is served.
+Where this machine cannot run the real node (not root, or another cluster holds it), steps 3-7 fall
+back to kwok: the pods are simulated, the crash is a kwok failure stage, the quality gate is
+skipped (no real pod reads the golden pages) and no OCR is served.
 Logs of every process go to .demo/logs/; the terminal only gets progress and the key tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -52,6 +62,17 @@ PY = sys.executable
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 SIMULATE_LABEL = "causalflow.dev/simulate"
 MISSING_MODEL = "/models/deepseek-ai/DeepSeek-OCR-3"  # spec.model.path: weights the demo image does not carry
+# The quality gate (real node only): golden pages drawn by hack/sample-page.py at small sizes (a
+# global view each: about half a second a page on the CPU), and tiny model B, the worse model.
+GOLDEN = "demo-golden"  # the ConfigMap of golden pages
+GOLDEN_PAGES = {"invoice-620.png": (620, 877), "invoice-480.png": (480, 679)}  # name: (width, height)
+GATE_TOKENS = 32  # each gate request's new-token budget (at most inference.maxNewTokens)
+MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME: cacheDir/<it> holds the weights
+MODELS_DIR = DEMO_DIR / "models"  # the hostPath volume's root: one sub-folder per generator version
+MODEL_B_CLAIM = "tiny-model-b"
+MODEL_B_PV = f"{NAMESPACE}-tiny-model-b"
+TINY_MODEL_SOURCES = (ROOT / "server_testing" / "ocr_server_testing" / "tiny_model.py",
+                      ROOT / "server" / "ocr_server" / "tiny_marker.py")
 # The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
 # imports torch and loads the tiny model on the CPU, so the demo gives it a real startup budget,
 # and caps the generated tokens (the random model rarely emits an end token).
@@ -62,7 +83,9 @@ REAL_NODE_SPEC = {
     "resources": {"memory": "3Gi"},
     "inference": {"maxNewTokens": 64, "timeoutSeconds": 300},
     "rollout": {"modelLoadTimeoutSeconds": 180, "progressDeadlineSeconds": 300, "settleSeconds": 3,
-                "healthCheck": {"timeoutSeconds": 5}},
+                "healthCheck": {"timeoutSeconds": 5},
+                "qualityGate": {"goldenPages": {"configMapName": GOLDEN}, "maxMeanDistance": 0.02,
+                                "maxPageDistance": 0.1, "maxNewTokens": GATE_TOKENS, "timeoutSeconds": 60}},
 }
 
 BOLD, DIM, GREEN, YELLOW, RED, CYAN, RESET = (
@@ -183,8 +206,9 @@ def ocrs_line(obj: dict) -> str:
     st = obj.get("status", {})
     ready = condition(obj, "Ready")
     phase = (st.get("rollout") or {}).get("phase", "-")
+    gate = f"  gate {st['qualityGate'].get('phase', '-')}" if st.get("qualityGate") else ""
     return (f"Ready={ready.get('status', '-')} ({ready.get('reason', '-')})  "
-            f"replicas {st.get('replicaSummary', '-')}  revision {st.get('currentRevision', '-')}  rollout {phase}")
+            f"replicas {st.get('replicaSummary', '-')}  revision {st.get('currentRevision', '-')}  rollout {phase}{gate}")
 
 
 def load_example() -> dict:
@@ -215,6 +239,57 @@ def multipart(field: str, filename: str, payload: bytes, content_type: str) -> t
     return body, f"multipart/form-data; boundary={boundary}"
 
 
+def golden_configmap() -> dict:
+    """The golden pages: hack/sample-page.py's page drawn at GOLDEN_PAGES' sizes, one binaryData key each."""
+    data = {}
+    for name, (width, height) in GOLDEN_PAGES.items():
+        out = DEMO_DIR / name
+        subprocess.run([PY, str(ROOT / "hack" / "sample-page.py"), str(out), "--width", str(width),
+                        "--height", str(height)], check=True, capture_output=True, cwd=ROOT)
+        data[name] = base64.b64encode(out.read_bytes()).decode()
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GOLDEN, "namespace": NAMESPACE},
+            "binaryData": data}
+
+
+def tiny_model_b() -> str:
+    """Tiny model B (seed 1: the image's model A with other random weights) under MODELS_DIR, written
+    once per generator version; the volume's sub-folder that holds it at <MODEL_NAME>."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in TINY_MODEL_SOURCES)).hexdigest()[:12]
+    sub = f"tiny-b-{digest}"
+    if not (MODELS_DIR / sub / ".complete").exists():
+        shutil.rmtree(MODELS_DIR, ignore_errors=True)  # older generator versions too
+        out = MODELS_DIR / sub / MODEL_NAME
+        r = subprocess.run([PY, "-m", "ocr_server_testing.tiny_model", str(out), "--seed", "1"],
+                           capture_output=True, text=True, cwd=ROOT)
+        if r.returncode:
+            raise DemoError(f"tiny model B: generation failed:\n{(r.stdout + r.stderr)[-2000:]}")
+        (MODELS_DIR / sub / ".complete").write_text("")
+    # The server runs as uid 10001: it must read what this process wrote (hostPath keeps the modes).
+    for path in [MODELS_DIR, *MODELS_DIR.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return sub
+
+
+def model_b_claim(cluster) -> None:
+    """A ReadOnlyMany PVC bound (claimRef: no provisioner here) to a hostPath PV of MODELS_DIR."""
+    pv = json.loads(kubectl(cluster, "get", "pv", MODEL_B_PV, "--ignore-not-found", "-o", "json") or "null")
+    if pv and (pv["spec"].get("hostPath", {}).get("path") != str(MODELS_DIR)
+               or pv["status"].get("phase") not in ("Available", "Bound")):
+        kubectl(cluster, "delete", "pvc", MODEL_B_CLAIM, "-n", NAMESPACE, "--ignore-not-found", "--timeout=60s")
+        kubectl(cluster, "delete", "pv", MODEL_B_PV, "--timeout=60s")
+    kubectl(cluster, "apply", "-f", "-", input=yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": MODEL_B_PV},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
+                  "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                  "hostPath": {"path": str(MODELS_DIR), "type": "Directory"},
+                  "claimRef": {"namespace": NAMESPACE, "name": MODEL_B_CLAIM}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": MODEL_B_CLAIM, "namespace": NAMESPACE},
+         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": MODEL_B_PV,
+                  "resources": {"requests": {"storage": "1Gi"}}}}]))
+    wait(lambda: get_json(cluster, "pvc", MODEL_B_CLAIM, "-n", NAMESPACE)["status"].get("phase") == "Bound",
+         30, f"PVC {MODEL_B_CLAIM} Bound to PV {MODEL_B_PV}")
+
+
 # --------------------------------------------------------------------------- the steps
 
 def merged(base: dict, extra: dict) -> dict:
@@ -228,7 +303,7 @@ def merged(base: dict, extra: dict) -> dict:
 class Demo:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.say = Narrator(total=7)
+        self.say = Narrator(total=8)
         self.procs = Processes()
         self.cluster = None
         self.own_cluster = False
@@ -372,6 +447,14 @@ class Demo:
         if self.real:
             s.say(f"{DIM}for real pods the demo sets modelLoadTimeoutSeconds {spec['rollout']['modelLoadTimeoutSeconds']}"
                   f" (the example's is sized for kwok) and inference.maxNewTokens {spec['inference']['maxNewTokens']}{RESET}")
+            gate = spec["rollout"]["qualityGate"]
+            s.say(f"and spec.rollout.qualityGate: {len(GOLDEN_PAGES)} golden pages (hack/sample-page.py's page at "
+                  f"{', '.join(f'{w}x{h}' for w, h in GOLDEN_PAGES.values())}) in ConfigMap {GOLDEN},")
+            s.say(f"maxPageDistance {gate['maxPageDistance']}, maxMeanDistance {gate['maxMeanDistance']}, "
+                  f"{gate['maxNewTokens']} new tokens a page. Its pods carry a readiness gate: the first one")
+            s.say("joins the Service once the operator has OCRed the pages on it; this first revision has")
+            s.say("nothing to compare with, so its outputs are recorded as the baseline of the next upgrade.")
+            kubectl(c, "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump(golden_configmap()))
         if kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "--ignore-not-found", "-o", "name").strip():
             s.say("removing the OcrService a previous run left in this cluster (and, by ownerReferences, its children)")
             kubectl(c, "delete", "ocrs", self.name, "-n", NAMESPACE, "--cascade=foreground", "--timeout=90s")
@@ -391,6 +474,9 @@ class Demo:
         timeout = self.args.timeout + (spec["rollout"]["modelLoadTimeoutSeconds"] if self.real else 0)
         wait(ready, timeout, f"OcrService {self.name} to become Ready", log=LOGS / "operator.log")
         s.ok(f"{self.name} is Ready and its revision is recorded as the last good one")
+        if self.real:
+            gate = condition(get_json(c, "ocrs", self.name, "-n", NAMESPACE), "QualityGate")
+            s.say(f"QualityGate={gate.get('status')} ({gate.get('reason')}): {gate.get('message')}")
         s.table(kubectl(c, "get", "ocrs,deploy,svc,pdb", "-n", NAMESPACE),
                 f"kubectl -n {NAMESPACE} get ocrs,deploy,svc,pdb")
         s.table(kubectl(c, "get", "pods", "-n", NAMESPACE, "-o", "wide"), f"kubectl -n {NAMESPACE} get pods -o wide")
@@ -458,9 +544,9 @@ class Demo:
         s.table(kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "-o", "wide"),
                 f"kubectl -n {NAMESPACE} get ocrs {self.name} -o wide")
         conds = "\n".join(
-            f"{x['type']:<15} {x['status']:<6} {x.get('reason', ''):<24} {x.get('message', '')[:90]}"
+            f"{x['type']:<15} {x['status']:<7} {x.get('reason', ''):<24} {x.get('message', '')[:90]}"
             for x in st.get("conditions", []))
-        s.table("TYPE            STATUS REASON                   MESSAGE\n" + conds, "status.conditions")
+        s.table("TYPE            STATUS  REASON                   MESSAGE\n" + conds, "status.conditions")
         events = kubectl(c, "get", "events", "-n", NAMESPACE, "--field-selector",
                          f"involvedObject.kind=OcrService,involvedObject.uid={o['metadata']['uid']},type=Warning",
                          "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message")
@@ -472,6 +558,72 @@ class Demo:
         s.say("The operator will not retry that revision until the spec changes: fix it and apply to roll forward.")
 
     # 6
+    def worse_model(self) -> None:
+        s, c = self.say, self.cluster
+        s.step("Upgrade to a worse model, and watch the quality gate stop it",
+               "Tiny model B: the same architecture and tokenizer as the image's model, other random weights",
+               "(generated once into .demo/models/, mounted by a hostPath PersistentVolume: spec.model.pvc).",
+               "Its pod loads and passes every probe, so no health check can tell it is worse; the readiness",
+               "gate keeps it out of the Service while the operator OCRs the golden pages on it and compares",
+               "them with the baseline. They read far apart: the revision fails with QualityRegression and",
+               "is rolled back like a crash, before any client reaches it.")
+        if not self.real:
+            s.note(f"skipped: no real node ({self.no_real_node}); kwok's pods run no server, so there is no page "
+                   "to OCR and nothing for the gate to compare")
+            return
+        before = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
+        good, crashed = before["status"]["lastGoodRevision"], before["status"].get("failedRevision")
+        sub = tiny_model_b()
+        model_b_claim(c)
+        s.ok(f"tiny model B in {(MODELS_DIR / sub).relative_to(ROOT)}/{MODEL_NAME}; PVC {MODEL_B_CLAIM} Bound to "
+             f"PV {MODEL_B_PV}")
+        patch = {"spec": {"model": {"path": None, "pvc": {"claimName": MODEL_B_CLAIM, "subPath": sub}}}}
+        kubectl(c, "patch", "ocrs", self.name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
+        t0 = time.monotonic()
+        seen, held = None, {}
+
+        def stopped():
+            nonlocal seen
+            o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
+            st = o.get("status", {})
+            line = ocrs_line(o)
+            if line != seen:
+                s.say(f"{DIM}ocrs/{self.name}:{RESET} {line}")
+                seen = line
+            gate = st.get("qualityGate") or {}
+            if not held and gate.get("phase") == "Running" and gate.get("revision") not in (None, good):
+                held["pods"] = kubectl(c, "get", "pods", "-n", NAMESPACE, "-o", "wide")
+            if st.get("currentRevision") not in (None, good) and st.get("lastGoodRevision") == st.get("currentRevision"):
+                raise DemoError(f"model B passed the quality gate ({gate.get('message')}); see {LOGS / 'operator.log'}")
+            return (o["metadata"]["generation"] == st.get("observedGeneration")
+                    and (st.get("rollout") or {}).get("phase") == "RolledBack" and st.get("currentRevision") == good
+                    and st.get("failedRevision") not in (None, crashed) and st.get("failedRevision") == st.get("desiredRevision"))
+
+        wait(stopped, self.args.timeout, "the quality gate's verdict and the rollback", log=LOGS / "operator.log")
+        o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
+        st = o["status"]
+        gate, bad = st.get("qualityGate") or {}, st["failedRevision"]
+        s.ok(f"revision {bad} (model B) failed: {st.get('failedReason')} {time.monotonic() - t0:.1f}s after the patch "
+             f"(the gate: {gate.get('seconds')}s on pod {gate.get('pod')}); the Deployment runs {good} again")
+        if held:
+            s.table(held["pods"], f"kubectl -n {NAMESPACE} get pods -o wide   (while the gate ran: model B's pod "
+                                  "Running, its container ready, the readiness gate 0/1: not in the Service)")
+        pages = "\n".join(f"{p['name']:<18} {p['distance']:.4f}" for p in gate.get("pages") or [])
+        s.table(f"PAGE               DISTANCE   (against {gate.get('against')})\n{pages}",
+                "status.qualityGate.pages")
+        cond = condition(o, "QualityGate")
+        s.table(f"QualityGate={cond.get('status')} ({cond.get('reason')})\n{cond.get('message')}",
+                "status.conditions[QualityGate]")
+        events = kubectl(c, "get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp", "--field-selector",
+                         f"involvedObject.kind=OcrService,involvedObject.uid={o['metadata']['uid']}",
+                         "-o", "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message").splitlines()
+        mine = [ln for ln in events[1:] if bad in ln]
+        s.table("\n".join(events[:1] + mine), f"kubectl -n {NAMESPACE} get events   (those of revision {bad})")
+        s.table(kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "-o", "wide"),
+                f"kubectl -n {NAMESPACE} get ocrs {self.name} -o wide")
+        s.say("The old pods served every client meanwhile: model B never became an endpoint of the Service.")
+
+    # 7
     def ocr_through_the_service(self) -> None:
         s, c = self.say, self.cluster
         s.step("OCR a sample page through the OcrService's Service",
@@ -502,7 +654,7 @@ class Demo:
         (DEMO_DIR / "ocr-response.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
         s.say(f"full response: {(DEMO_DIR / 'ocr-response.json').relative_to(ROOT)}")
 
-    # 7
+    # 8
     def finish(self) -> None:
         s = self.say
         s.step("Clean up")
@@ -568,20 +720,21 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true",
                         help="leave the local cluster running at the end and print its KUBECONFIG line")
     parser.add_argument("--timeout", type=float, default=120, help="seconds each cluster step may take")
-    parser.add_argument("--skip-ocr", action="store_true", help="skip step 6 (the OCR request through the Service)")
+    parser.add_argument("--skip-ocr", action="store_true", help="skip step 7 (the OCR request through the Service)")
     args = parser.parse_args()
     DEMO_DIR.mkdir(exist_ok=True)
     shutil.rmtree(LOGS, ignore_errors=True)
     LOGS.mkdir(parents=True)
     demo = Demo(args)
     print(f"{BOLD}CausalFlow OCR demo{RESET}: an OcrService on a local cluster, an automatic rollback, "
-          f"and one OCR request.\n{DIM}process logs: {LOGS.relative_to(ROOT)}/{RESET}")
+          f"a quality gate stopping a worse model, and one OCR request.\n{DIM}process logs: {LOGS.relative_to(ROOT)}/{RESET}")
     try:
         demo.start_cluster()
         demo.install_and_run_operator()
         demo.server_image()
         demo.apply_example()
         demo.failing_upgrade()
+        demo.worse_model()
         if args.skip_ocr:
             demo.say.step("OCR a sample page through the Service (skipped: --skip-ocr)")
         else:
