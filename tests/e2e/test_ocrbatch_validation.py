@@ -96,7 +96,17 @@ def test_what_a_batch_reads_and_writes_cannot_change_after_it_is_created(cluster
     proc = apply(cluster, batch_ns, batch("fixed", output={"pvc": {"claimName": "docs", "path": "/elsewhere"}}),
                  check=False)
     assert proc.returncode != 0 and "spec.service, spec.input, spec.output and spec.options are immutable" in proc.stderr
-    apply(cluster, batch_ns, batch("fixed", parallelism=4))  # how it runs may change
+
+
+@pytest.mark.parametrize("change", [{"parallelism": 4}, {"concurrencyPerWorker": 8}, {"deadlineSeconds": 60},
+                                    {"limits": {"maxDocuments": 10}}], ids=lambda c: next(iter(c)))
+def test_how_a_batch_runs_cannot_change_after_it_is_created_since_its_job_and_shards_are_made_once(
+        cluster, batch_ns, change):
+    name = f"runs-{next(iter(change)).lower()}"
+    apply(cluster, batch_ns, batch(name))
+    proc = apply(cluster, batch_ns, batch(name, **change), check=False)
+    assert proc.returncode != 0 and "spec.parallelism, spec.concurrencyPerWorker, spec.deadlineSeconds and spec.limits are fixed" in proc.stderr
+    apply(cluster, batch_ns, batch(name, cancel=True))  # cancelling is still a change it takes
 
 
 def test_a_cancelled_batch_cannot_be_uncancelled(cluster, batch_ns):
