@@ -4,18 +4,22 @@ kwok's, so nothing is OCRed here: tests/e2e/test_realnode_batch.py runs a batch 
 One batch walks through its life: held back while its OcrService does not exist, then while its
 PVC does not exist (each time the Ready condition names the field and the object, and no Job is
 created), started once both exist (an Indexed Job owned by the batch, its workers' ConfigMap),
-then cancelled: the Job is deleted, the phase is Cancelled, an Event says so.
+then cancelled: the Job is deleted, the phase is Cancelled, an Event says so. Another batch with a
+callback is deleted while it runs: its receiver gets a signed batch.cancelled saying so.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import yaml
 
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
+from ocr_operator.batch import callback
+from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig
 
 pytestmark = pytest.mark.e2e
@@ -23,10 +27,22 @@ pytestmark = pytest.mark.e2e
 BATCH = "archive"
 
 
-def manifest() -> dict:
-    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch", "metadata": {"name": BATCH},
+def manifest(name: str = BATCH, **spec) -> dict:
+    return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch", "metadata": {"name": name},
             "spec": {"service": "reader", "input": {"pvc": {"claimName": "docs", "path": "/in"}},
-                     "output": {"pvc": {"claimName": "docs", "path": "/out"}}, "parallelism": 2}}
+                     "output": {"pvc": {"claimName": "docs", "path": "/out"}}, "parallelism": 2, **spec}}
+
+
+def claim(cluster, namespace: str) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "docs"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+
+
+def batch_operator(cluster, namespace: str, tmp_path) -> OperatorProcess:
+    return OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log", extra_env={
+        "OCR_OPERATOR_BATCH_IMAGE": "registry.invalid/causalflow/ocr-operator:1.0",
+        "OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS": "1"}).start()
 
 
 def ready(ocr) -> dict | None:
@@ -36,9 +52,7 @@ def ready(ocr) -> dict | None:
 
 def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_indexed_job_and_cancels(
         cluster, namespace, ocr, ocr_crd, tmp_path, request):
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log", extra_env={
-        "OCR_OPERATOR_BATCH_IMAGE": "registry.invalid/causalflow/ocr-operator:1.0",
-        "OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS": "1"}).start()
+    op = batch_operator(cluster, namespace, tmp_path)
     failed_before = request.session.testsfailed
     try:
         ocr.apply(manifest())
@@ -53,9 +67,7 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
         assert ocr.list("job") == []
         assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
 
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump({
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "docs"},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}))
+        claim(cluster, namespace)
         job = wait_for(lambda: ocr.get("job", BATCH), timeout=30, message="the workers' Job")
         spec = job["spec"]
         assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
@@ -77,5 +89,35 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
         assert {"Started", "Cancelled"} <= reasons, reasons
     finally:
         op.stop()
+        if request.session.testsfailed > failed_before:
+            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+
+
+def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_so(cluster, namespace, ocr, ocr_crd,
+                                                                                    tmp_path, request):
+    key = b"deleted-batch-hmac-key-01"
+    cluster.kubectl("create", "secret", "generic", "hook", "-n", namespace, f"--from-literal=secret={key.decode()}")
+    receiver = Receiver()  # answers 500 first: the callback of a deleted batch is retried too
+    op = batch_operator(cluster, namespace, tmp_path)
+    failed_before = request.session.testsfailed
+    try:
+        ocr.apply(ocrservice("reader"))
+        claim(cluster, namespace)
+        ocr.apply(manifest("doomed", callback={"url": receiver.url, "secretRef": {"name": "hook"}}))
+        wait_for(lambda: ocr.get("job", "doomed"), timeout=30, message="the workers' Job")
+        uid = ocr.get("ocrbatch", "doomed")["metadata"]["uid"]
+        cluster.kubectl("delete", "ocrbatch", "doomed", "-n", namespace, "--wait=false")
+        wait_for(lambda: len(receiver.requests) >= 2, timeout=60, message="the callback, answered 500 then 200")
+        headers, body = receiver.requests[-1]
+        doc = json.loads(body)
+        assert headers[callback.EVENT_HEADER] == doc["type"] == "batch.cancelled"
+        assert callback.verify(key, headers[callback.SIGNATURE_HEADER], body)
+        assert doc["id"] == f"{uid}:batch.cancelled" and doc["phase"] == "Cancelled" and "deleted" in doc["message"]
+        assert receiver.requests[0][1] == body or json.loads(receiver.requests[0][1])["id"] == doc["id"]
+        time.sleep(2)
+        assert len(receiver.requests) == 2  # delivered once: no further POST
+    finally:
+        op.stop()
+        receiver.close()
         if request.session.testsfailed > failed_before:
             print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")

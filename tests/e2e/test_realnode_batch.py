@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -33,6 +31,7 @@ import pytest
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.batch import callback
+from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
@@ -76,33 +75,6 @@ def batch_requests(pods: list[dict]) -> float:
                 if (labels.get("class"), labels.get("endpoint"), labels.get("status")) == ("batch", "/v1/ocr", "200"):
                     total += float(m.group(2))
     return total
-
-
-class Receiver:
-    """The callback's receiver: answers 500 to the first POST, 200 after; keeps every request."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(min(int(self.headers.get("Content-Length") or 0), 1 << 20))
-                receiver.requests.append(({k: v for k, v in self.headers.items()}, body))
-                self.send_response(500 if len(receiver.requests) == 1 else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/ocr"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 

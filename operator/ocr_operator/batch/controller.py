@@ -101,6 +101,7 @@ class BatchController:
         self.reports: dict[Key, dict[int, dict[str, Any]]] = {}  # last progress report per index
         self.progress_read: dict[Key, float] = {}
         self.deliveries: dict[Key, asyncio.Task] = {}
+        self.deleted_deliveries: set[asyncio.Task] = set()  # callbacks of batches that are gone
         self.queue: WorkQueue[Key] = WorkQueue(qps=50, burst=100)
         self.recorder = Recorder(self._post_event, self._bump_event)
         self.timers: dict[Key, asyncio.TimerHandle] = {}
@@ -113,7 +114,19 @@ class BatchController:
         md = obj.get("metadata") or {}
         key = (md.get("namespace") or "", md.get("name") or "")
         if event_type == "DELETED":
-            self.forget(key)  # the Job and its pods go with it (owner reference): deleting cancels
+            # The Job and its pods go with it (owner reference): deleting cancels, and the callback
+            # says so (best effort: a deletion while the operator is down sends nothing).
+            known = self.cache.get(key)
+            same = known is not None and known["metadata"].get("uid") == md.get("uid")
+            last = {**known, "status": self.current_status(key, known)} if same else dict(obj)
+            self.forget(key)
+            due = decide.callback_on_delete(last)
+            if due is not None:
+                event, status = due
+                task = asyncio.create_task(self._deliver_deleted(key, {**last, "status": status}, event),
+                                           name=f"ocr-batch-callback-deleted-{key[1]}")
+                self.deleted_deliveries.add(task)
+                task.add_done_callback(self.deleted_deliveries.discard)
             return
         cached = self.cache.get(key)
         changed = cached is None or (cached["metadata"].get("generation"), cached["metadata"].get("uid")) != (
@@ -178,9 +191,10 @@ class BatchController:
                       for i in range(self.workers)]
 
     async def stop(self) -> None:
-        for task in [*self.tasks, *self.deliveries.values()]:
+        pending = [*self.tasks, *self.deliveries.values(), *self.deleted_deliveries]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*self.tasks, *self.deliveries.values(), return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
         for timer in self.timers.values():
             timer.cancel()
         await self.recorder.stop()
@@ -395,8 +409,8 @@ class BatchController:
             return
         self.deliveries[key] = asyncio.create_task(self._deliver(key, batch, event), name=f"ocr-batch-callback-{key[1]}")
 
-    async def _deliver(self, key: Key, batch: Mapping[str, Any], event: str) -> None:
-        ns = key[0]
+    async def _send(self, ns: str, batch: Mapping[str, Any], event: str) -> callback.Outcome:
+        """POST the event to spec.callback.url, signed with the Secret's key, retried (callback.deliver)."""
         cb = batch["spec"]["callback"]
         hmac_key = None
         try:
@@ -409,9 +423,19 @@ class BatchController:
                                      f"{ref.get('key') or 'secret'}")
                 hmac_key = base64.b64decode(value)[:callback.MAX_KEY_BYTES]
             now = dt.datetime.now(dt.timezone.utc)
-            outcome = await callback.deliver(cb["url"], callback.payload(batch, event, now), hmac_key)
+            return await callback.deliver(cb["url"], callback.payload(batch, event, now), hmac_key)
         except (ApiError, ValueError) as exc:
-            outcome = callback.Outcome("GaveUp", 0, None, str(exc)[:300])
+            return callback.Outcome("GaveUp", 0, None, str(exc)[:300])
+
+    async def _deliver_deleted(self, key: Key, batch: Mapping[str, Any], event: str) -> None:
+        """A deleted batch's callback: there is no status left to record it in, so it is logged."""
+        outcome = await self._send(key[0], batch, event)
+        log.info("OcrBatch %s/%s (deleted) callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
+                 outcome.attempts, outcome.error)
+
+    async def _deliver(self, key: Key, batch: Mapping[str, Any], event: str) -> None:
+        cb = batch["spec"]["callback"]
+        outcome = await self._send(key[0], batch, event)
         record = {"event": event, "id": callback.idempotency_key(batch, event), "state": outcome.state,
                   "attempts": outcome.attempts, "time": iso(dt.datetime.now(dt.timezone.utc))}
         if outcome.status is not None:

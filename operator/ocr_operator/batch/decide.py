@@ -210,6 +210,24 @@ def callback_due(batch: Mapping[str, Any], phase: str) -> str | None:
     return EVENTS[phase]
 
 
+DELETED_MESSAGE = "the OcrBatch was deleted: its workers were stopped; the results written so far are kept"
+
+
+def callback_on_delete(batch: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The event to send for a batch that is gone, and the status to report: a batch deleted before it
+    ended was cancelled (batch.cancelled); one that had ended owes its own event if that was not yet
+    delivered or given up on; nothing without a callback."""
+    st = dict(batch.get("status") or {})
+    phase = st.get("phase")
+    if phase in TERMINAL:
+        event = callback_due(batch, phase)
+        return (event, st) if event is not None else None
+    if not (batch.get("spec") or {}).get("callback"):
+        return None
+    conditions = [{"type": END_CONDITION[CANCELLED], "status": "True", "reason": "Deleted", "message": DELETED_MESSAGE}]
+    return EVENTS[CANCELLED], {**st, "phase": CANCELLED, "conditions": conditions}
+
+
 def progress_status(summary: Summary) -> dict[str, Any]:
     """The status fields of the progress (written at most once per progress interval)."""
     return {

@@ -140,3 +140,25 @@ def test_only_a_job_owned_by_this_batch_is_taken_for_its_job():
     assert decide.owned(mine, batch)
     assert not decide.owned(earlier, batch) and not decide.owned({"metadata": {}}, batch)
     assert decide.job_conflict("archive").reason == "JobConflict"
+
+
+def _deleted(status: dict, callback: bool = True) -> dict:
+    spec = {"service": "reader", **({"callback": {"url": "https://hooks.example/ocr"}} if callback else {})}
+    return {"metadata": {"name": "b", "namespace": "ns", "uid": "u1"}, "spec": spec, "status": status}
+
+
+def test_a_batch_deleted_while_running_sends_batch_cancelled_saying_it_was_deleted():
+    event, status = decide.callback_on_delete(_deleted({"phase": "Running", "pages": {"done": 3}}))
+    assert event == "batch.cancelled" and status["phase"] == "Cancelled" and status["pages"] == {"done": 3}
+    assert [c["reason"] for c in status["conditions"] if c["type"] == "Cancelled"] == ["Deleted"]
+
+
+def test_a_deleted_batch_without_a_callback_or_whose_end_was_delivered_sends_nothing():
+    assert decide.callback_on_delete(_deleted({"phase": "Running"}, callback=False)) is None
+    delivered = {"phase": "Succeeded", "callback": {"event": "batch.completed", "state": "Delivered"}}
+    assert decide.callback_on_delete(_deleted(delivered)) is None
+
+
+def test_a_batch_deleted_after_it_ended_sends_its_own_event_if_it_was_not_delivered_yet():
+    event, status = decide.callback_on_delete(_deleted({"phase": "Succeeded"}))
+    assert (event, status["phase"]) == ("batch.completed", "Succeeded")
