@@ -62,6 +62,7 @@ PY = sys.executable
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 SIMULATE_LABEL = "causalflow.dev/simulate"
 MISSING_MODEL = "/models/deepseek-ai/DeepSeek-OCR-3"  # spec.model.path: weights the demo image does not carry
+CRASH_PATCH = {"spec": {"model": {"path": MISSING_MODEL}}}  # step 5 on the real node: the server exits at startup
 # The quality gate (real node only): golden pages drawn by hack/sample-page.py at small sizes (a
 # global view each: about half a second a page on the CPU), and tiny model B, the worse model.
 GOLDEN = "demo-golden"  # the ConfigMap of golden pages
@@ -270,6 +271,12 @@ def tiny_model_b() -> str:
     return sub
 
 
+def model_b_patch(sub: str) -> dict:
+    """The merge patch of step 6: model B from the claim; null drops step 5's spec.model.path (the CRD
+    refuses path and pvc together)."""
+    return {"spec": {"model": {"path": None, "pvc": {"claimName": MODEL_B_CLAIM, "subPath": sub}}}}
+
+
 def model_b_claim(cluster) -> None:
     """A ReadOnlyMany PVC bound (claimRef: no provisioner here) to a hostPath PV of MODELS_DIR."""
     pv = json.loads(kubectl(cluster, "get", "pv", MODEL_B_PV, "--ignore-not-found", "-o", "json") or "null")
@@ -310,10 +317,21 @@ class Demo:
         self.name = None
         self.image = None  # the server image on the real node; None: kwok only
         self.no_real_node = None  # why there is no real node
+        self.seen = None  # the OcrService's state line last printed
 
     @property
     def real(self) -> bool:
         return self.image is not None
+
+    def observe(self) -> dict:
+        """The OcrService now; its one-line state is printed when it differs from the last one
+        printed (self.seen: None at the start of a step's wait prints the first)."""
+        o = get_json(self.cluster, "ocrs", self.name, "-n", NAMESPACE)
+        line = ocrs_line(o)
+        if line != self.seen:
+            self.say.say(f"{DIM}ocrs/{self.name}:{RESET} {line}")
+            self.seen = line
+        return o
 
     # 1
     def start_cluster(self) -> None:
@@ -459,15 +477,10 @@ class Demo:
             s.say("removing the OcrService a previous run left in this cluster (and, by ownerReferences, its children)")
             kubectl(c, "delete", "ocrs", self.name, "-n", NAMESPACE, "--cascade=foreground", "--timeout=90s")
         kubectl(c, "apply", "-f", "-", input=yaml.safe_dump(obj))
-        seen = None
+        self.seen = None
 
         def ready():
-            nonlocal seen
-            o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
-            line = ocrs_line(o)
-            if line != seen:
-                s.say(f"{DIM}ocrs/{self.name}:{RESET} {line}")
-                seen = line
+            o = self.observe()
             good = o.get("status", {}).get("lastGoodRevision")
             return condition(o, "Ready").get("status") == "True" and good and good == o["status"].get("currentRevision")
 
@@ -495,7 +508,7 @@ class Demo:
         before = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
         good = before["status"]["lastGoodRevision"]
         if self.real:
-            patch = {"spec": {"model": {"path": MISSING_MODEL}}}
+            patch = CRASH_PATCH
             s.step("Upgrade to a broken version, and watch the automatic rollback",
                    f"spec.model.path {MISSING_MODEL}: weights this image does not carry. The Deployment starts",
                    "a new pod next to the old ones (maxUnavailable 0: they keep serving); its server exits at",
@@ -511,11 +524,10 @@ class Demo:
                    "crash loop, writes the last good pod template back into the Deployment, and says why.")
         old_pods = {p["metadata"]["name"] for p in get_json(c, "pods", "-n", NAMESPACE)["items"]}
         kubectl(c, "patch", "ocrs", self.name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
-        seen = None
+        self.seen = None
         crashed: dict[str, str] = {}
 
         def rolled_back():
-            nonlocal seen
             if self.real and not crashed:
                 for p in get_json(c, "pods", "-n", NAMESPACE)["items"]:
                     st = (p["status"].get("containerStatuses") or [{}])[0]
@@ -523,12 +535,7 @@ class Demo:
                         crashed["pod"] = p["metadata"]["name"]
                         crashed["exit"] = str(st["lastState"]["terminated"]["exitCode"])
                         crashed["log"] = kubectl(c, "logs", crashed["pod"], "-n", NAMESPACE, "--previous", check=False)
-            o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
-            st = o.get("status", {})
-            line = ocrs_line(o)
-            if line != seen:
-                s.say(f"{DIM}ocrs/{self.name}:{RESET} {line}")
-                seen = line
+            st = self.observe().get("status", {})
             phase = (st.get("rollout") or {}).get("phase")
             return phase == "RolledBack" and st.get("currentRevision") == good and st.get("failedRevision")
 
@@ -577,19 +584,14 @@ class Demo:
         model_b_claim(c)
         s.ok(f"tiny model B in {(MODELS_DIR / sub).relative_to(ROOT)}/{MODEL_NAME}; PVC {MODEL_B_CLAIM} Bound to "
              f"PV {MODEL_B_PV}")
-        patch = {"spec": {"model": {"path": None, "pvc": {"claimName": MODEL_B_CLAIM, "subPath": sub}}}}
+        patch = model_b_patch(sub)
         kubectl(c, "patch", "ocrs", self.name, "-n", NAMESPACE, "--type=merge", "-p", json.dumps(patch))
         t0 = time.monotonic()
-        seen, held = None, {}
+        self.seen, held = None, {}
 
         def stopped():
-            nonlocal seen
-            o = get_json(c, "ocrs", self.name, "-n", NAMESPACE)
+            o = self.observe()
             st = o.get("status", {})
-            line = ocrs_line(o)
-            if line != seen:
-                s.say(f"{DIM}ocrs/{self.name}:{RESET} {line}")
-                seen = line
             gate = st.get("qualityGate") or {}
             if not held and gate.get("phase") == "Running" and gate.get("revision") not in (None, good):
                 held["pods"] = kubectl(c, "get", "pods", "-n", NAMESPACE, "-o", "wide")
@@ -621,7 +623,7 @@ class Demo:
         s.table("\n".join(events[:1] + mine), f"kubectl -n {NAMESPACE} get events   (those of revision {bad})")
         s.table(kubectl(c, "get", "ocrs", self.name, "-n", NAMESPACE, "-o", "wide"),
                 f"kubectl -n {NAMESPACE} get ocrs {self.name} -o wide")
-        s.say("The old pods served every client meanwhile: model B never became an endpoint of the Service.")
+        s.say("Model B's pod never became an endpoint of the Service: clients reached only the old pods.")
 
     # 7
     def ocr_through_the_service(self) -> None:
