@@ -25,7 +25,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from rapidfuzz.distance import Levenshtein
@@ -490,6 +490,12 @@ def next_step(*, gate: QualityGate | None, pages: GoldenPages | PagesProblem | N
         held = {"revision": revision, "attempt": attempt, "phase": WAITING, "message": pages.message}
         return Step(admit, None, held if gating else record, records, ("False", pages.reason, pages.message))
     if not gating or revision is None:
+        if not progressing and record and record.get("phase") in (WAITING, RUNNING, RECORDING):
+            # The rollout ended (a crash rolled the revision back, or the spec went back) before its
+            # gate decided: the persisted step is history, not something still being waited for.
+            message = (f"no revision awaits the gate: revision {record.get('revision')} left the rollout "
+                       f"before its gate decided; revision {current_revision} serves")
+            return replace(step, condition=("True", "NoRevisionPending", message))
         return step
     if (record or {}).get("revision") == revision and record.get("attempt") == attempt \
             and record.get("phase") == FAILED:

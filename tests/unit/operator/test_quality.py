@@ -325,3 +325,15 @@ def test_pvc_pages_not_listed_yet_wait_for_the_revisions_pod():
                        last_good="r1", attempt=ATTEMPT, progressing=True)
     assert step.job is None and step.admit == ()
     assert step.condition == ("Unknown", "WaitingForPod", "waiting for a pod of revision r2 to load its model")
+
+
+def test_a_gate_left_waiting_by_a_rollback_no_longer_reports_waiting():
+    """A crash rolled the new revision back before a pod loaded its model: its Waiting step is
+    history, so the condition says nothing awaits the gate instead of waiting forever."""
+    waiting = {"revision": "new", "attempt": ATTEMPT, "phase": Q.WAITING, "message": "waiting for a pod"}
+    s = step([Pod("old-1", "old", ready=True)], outcome=Q.Outcome(waiting, Q.Records()), phase="RolledBack",
+             current_revision="old", progressing=False)
+    assert s.job is None and s.condition[:2] == ("True", "NoRevisionPending")
+    assert "revision new left the rollout" in s.condition[2]
+    busy = step([Pod("new-1", "new", awaiting_gate=True, ip="10.0.0.9")], outcome=Q.Outcome(waiting, Q.Records()))
+    assert busy.condition[1] != "NoRevisionPending"  # while the rollout goes on, it still waits
