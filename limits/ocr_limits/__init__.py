@@ -31,6 +31,7 @@ from .settings import (
     SERVER_SETTINGS,
     SETTINGS,
     Setting,
+    default_batch_max_running,
     default_batch_queue_threshold,
     graceful_shutdown_seconds,
     setting,
@@ -62,6 +63,6 @@ __all__ = [
     "DEFAULT_MODEL_NAME", "DEFAULT_PORT", "DOWNSAMPLE", "ENGINES", "ENGINE_LIMITS", "EngineLimits",
     "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SERVER_SETTINGS", "SETTINGS",
     "Setting", "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES",
-    "VLLM", "crops_allowed", "crops_required", "default_batch_queue_threshold", "default_max_visual_tokens",
+    "VLLM", "crops_allowed", "crops_required", "default_batch_max_running", "default_batch_queue_threshold", "default_max_visual_tokens",
     "engine_limits", "setting", "token_budget_fits", "view_tokens", "visual_tokens",
 ]

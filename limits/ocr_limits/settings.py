@@ -85,6 +85,9 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
     Setting("BATCH_QUEUE_THRESHOLD", "", None, 0, 4096, follows="half of `QUEUE_SIZE`",
             bounds="requests waiting (of both classes) from which a batch request is answered 429 with Retry-After; "
                    "at most QUEUE_SIZE"),
+    Setting("BATCH_MAX_RUNNING", "", None, 1, 4096, follows="three quarters of the requests run at once",
+            bounds="batch requests (X-Request-Class: batch) run at once; the other slots are kept for interactive "
+                   "requests (at most the requests run at once)"),
 )
 SETTING = {s.env: s for s in SETTINGS + SERVER_SETTINGS}
 # Names the operator also owns, besides the settings: the config file it renders from the spec,
@@ -99,6 +102,13 @@ FIELD_FOR_ENV = {**{s.env: s.spec_path for s in SETTINGS}, **OPERATOR_ENV}
 def setting(env: str) -> Setting:
     """The shared setting the server knows as `env` (KeyError for a name not declared here)."""
     return SETTING[env]
+
+
+def default_batch_max_running(running: int) -> int:
+    """BATCH_MAX_RUNNING when unset, for a server that runs `running` requests at once: all but a
+    quarter of them (at least one kept while there are two), so that an interactive request
+    arriving during a batch finds a free slot instead of waiting for a batch page to finish."""
+    return max(1, running - max(1, running // 4))
 
 
 def default_batch_queue_threshold(queue_size: int) -> int:

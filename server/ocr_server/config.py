@@ -133,6 +133,10 @@ class RuntimeConfig:
     # Requests waiting from which a batch request (X-Request-Class: batch) is shed with 429 while
     # interactive ones still queue up to QUEUE_SIZE. None: half of QUEUE_SIZE, filled in by ServerConfig.
     batch_queue_threshold: int | None = None
+    # Batch requests run at once; the other slots are kept for interactive requests. None: three
+    # quarters of the requests the server runs at once (ocr_limits.default_batch_max_running),
+    # filled in by the service once its runner's size is known.
+    batch_max_running: int | None = None
     timeout_sec: float = float(_default("TIMEOUT_SEC"))
     max_new_tokens: int = _default("MAX_NEW_TOKENS")
     ngram_size: int = 20
@@ -208,6 +212,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
     "QUEUE_SIZE": ("runtime", "queue_size"),
     "BATCH_QUEUE_THRESHOLD": ("runtime", "batch_queue_threshold"),
+    "BATCH_MAX_RUNNING": ("runtime", "batch_max_running"),
     "TIMEOUT_SEC": ("runtime", "timeout_sec"),
     "MAX_NEW_TOKENS": ("runtime", "max_new_tokens"),
     "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
@@ -232,7 +237,8 @@ def key_name(section: str, name: str) -> str:
 
 
 # Settings whose default is None until ServerConfig fills it in from another setting, by type.
-_FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float, "batch_queue_threshold": int}
+_FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float, "batch_queue_threshold": int,
+              "batch_max_running": int}
 
 
 def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
@@ -375,6 +381,8 @@ def validate(cfg: ServerConfig) -> None:
     _in_range("QUEUE_SIZE", r.queue_size)
     if not 0 <= r.batch_queue_threshold <= r.queue_size:
         _fail("BATCH_QUEUE_THRESHOLD", r.batch_queue_threshold, f"0..QUEUE_SIZE ({r.queue_size}); unset: half of QUEUE_SIZE")
+    if r.batch_max_running is not None:
+        _in_range("BATCH_MAX_RUNNING", r.batch_max_running)
     if not 0 < r.timeout_sec <= _bounds("TIMEOUT_SEC")[1]:
         _fail("TIMEOUT_SEC", r.timeout_sec, f"0 < value <= {_bounds('TIMEOUT_SEC')[1]} seconds")
     _in_range("MAX_NEW_TOKENS", r.max_new_tokens, "the model's max_position_embeddings")

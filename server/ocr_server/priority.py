@@ -5,8 +5,14 @@ waiting) or `batch` (a bulk job that can retry later). Admission (batching.Admis
 waiting interactive request before any waiting batch request, and the engine's queues (the
 generate batcher, the slots decoder's inbox) take interactive pages first; within a class the order
 is first come, first served. Once BATCH_QUEUE_THRESHOLD requests wait, a batch request is answered
-429 with Retry-After while interactive requests still queue up to QUEUE_SIZE. Nothing running is
-preempted: an interactive request waits at most for the first slot that frees.
+429 with Retry-After while interactive requests still queue up to QUEUE_SIZE.
+
+Batch requests hold at most BATCH_MAX_RUNNING of the slots (by default three quarters): the rest
+are kept for interactive requests, so one arriving during a batch starts at once instead of
+waiting for a batch page to finish. And while an interactive request is inside, a batch request
+reads no new document and the slots decoder starts no new batch page (slot_runner.py), each for
+BATCH_HOLD_MAX_S at most: the pages of a batch yield the CPU and the engine to a person waiting,
+and still flow under steady interactive traffic. Nothing running is preempted.
 
 Pure decisions and a queue, no I/O: the routes read the header, batching.py and slot_runner.py
 apply them.
@@ -33,6 +39,10 @@ OPENAPI_PARAMETERS = [{
 }]
 
 T = TypeVar("T")
+# The longest a batch request's reading, or a batch page's start in the decoder, is held back while
+# interactive requests are inside: batch work still flows (each page a little later) under steady
+# interactive traffic, and none runs into its deadline for being held.
+BATCH_HOLD_MAX_S = 2.0
 
 
 def parse_request_class(value: str | None) -> str:
@@ -58,10 +68,13 @@ class Decision(Enum):
     SHED = "shed"  # 429 with Retry-After
 
 
-def admit(request_class: str, *, free: int, waiting: int, queue_size: int, batch_threshold: int) -> Decision:
-    """What admission does with a new request, given the free slots and the requests already waiting
-    (both classes): batch traffic stops queueing at batch_threshold, interactive at queue_size."""
-    if free > 0:
+def admit(request_class: str, *, free: int, waiting: int, queue_size: int, batch_threshold: int,
+          batch_running: int = 0, batch_max_running: int | None = None) -> Decision:
+    """What admission does with a new request, given the free slots, the requests already waiting
+    (both classes) and the batch requests running: batch traffic runs only below batch_max_running
+    and stops queueing at batch_threshold, interactive traffic queues up to queue_size."""
+    under_cap = batch_max_running is None or batch_running < batch_max_running
+    if free > 0 and (request_class != BATCH or under_cap):
         return Decision.RUN
     limit = batch_threshold if request_class == BATCH else queue_size
     return Decision.WAIT if waiting < limit else Decision.SHED
@@ -84,6 +97,10 @@ class ClassQueue(Generic[T]):
             if self._queues[request_class]:
                 return self._queues[request_class].popleft()
         raise IndexError("pop from an empty ClassQueue")
+
+    def popleft_of(self, request_class: str) -> T:
+        """The first entry of one class (IndexError when it has none)."""
+        return self._queues[request_class].popleft()
 
     def remove(self, entry: T, request_class: str) -> bool:
         """Take `entry` out wherever it waits (a request that gave up); False if it is not queued."""

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
+from ocr_limits import default_batch_max_running
+
 from .batching import Admission
 from .cache import ResultCache, cache_key
 from .config import ServerConfig
@@ -30,7 +32,7 @@ from .errors import BadInput, DeadlineExceeded, ModelLoading
 from .images import CropPlan
 from .metrics import Metrics
 from .parsing import parse_output, strip_special
-from .priority import INTERACTIVE
+from .priority import BATCH, BATCH_HOLD_MAX_S, INTERACTIVE
 from .prompts import check_tokens, full_prompt, prompt_from_text
 from .protocol import OcrOptions, OcrResponse
 from .streaming import Delta, Done, Event, Started
@@ -89,7 +91,10 @@ class OcrServing:
         # A runner that decodes a fixed number of pages at once (the slots decoder) admits at least
         # that many requests: CONCURRENCY does not cap its batch.
         inside = max(r.concurrency, getattr(self.batcher, "capacity", 0))
-        self.admission = Admission(inside, r.queue_size, self.metrics, batch_threshold=r.batch_queue_threshold)
+        self.admission = Admission(inside, r.queue_size, self.metrics, batch_threshold=r.batch_queue_threshold,
+                                   batch_max_running=r.batch_max_running or default_batch_max_running(inside))
+        if hasattr(self.batcher, "hold_batch"):
+            self.batcher.hold_batch = self.admission.interactive_inside
         self.batcher.start()
 
     async def on_engine_thread(self, fn, *args, **kwargs):
@@ -225,6 +230,8 @@ class OcrServing:
         sent = ""
         async with self.admission.slot(deadline, request_class):
             t_admitted = time.monotonic()
+            if request_class == BATCH:  # a person's request inside reads first
+                await self.admission.yield_to_interactive(min(BATCH_HOLD_MAX_S, deadline - time.monotonic()))
             fmt, jobs, prep_s = await self._preprocess(data, selected, opts, max_new, deadline, ngram, prompt)
             for job in jobs:
                 for it in job.items:

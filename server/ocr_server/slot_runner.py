@@ -2,7 +2,9 @@
 
 Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free, interactive
 pages before batch ones (priority.py); each page's future is answered the moment its row ends (EOS,
-its own budget, its deadline, cancellation), not when a batch ends. The engine thread runs while
+its own budget, its deadline, cancellation), not when a batch ends. While an interactive request is
+inside the server (`hold_batch`, from admission), no new batch page joins: the rows already decoding
+go on, and the pages of a batch wait until the person's request is answered. The engine thread runs while
 there is work and returns when there is none, so the warm-up (which runs on the same thread, before
 any request) never waits behind it.
 """
@@ -20,16 +22,18 @@ from typing import Any, Callable
 from .errors import DeadlineExceeded, EngineFailure
 from .liveness import ProgressClock
 from .metrics import Metrics
-from .priority import INTERACTIVE, ClassQueue
+from .priority import BATCH_HOLD_MAX_S, INTERACTIVE, ClassQueue
 
 log = logging.getLogger("ocr_server.slot_runner")
 Admit = Callable[[list[Any]], list[Any]]
+HOLD_POLL_S = 0.002  # how often an idle engine holding batch pages looks again
 
 
 @dataclass
 class _Pending:
     item: Any  # engine.Prepared
     future: asyncio.Future
+    queued_at: float = 0.0  # time.monotonic() when it entered the inbox
 
 
 class SlotRunner:
@@ -47,6 +51,8 @@ class SlotRunner:
         self._closing = False
         self._open: dict[int, _Pending] = {}  # id(item) -> its page, while its row is in a slot
         self.loop: asyncio.AbstractEventLoop | None = None
+        # True while an interactive request is inside the server: batch pages do not join then.
+        self.hold_batch: Callable[[], bool] = lambda: False
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -64,7 +70,7 @@ class SlotRunner:
         fut = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.progress.work_arrived(was_idle=not self.inbox and not self.progress.running)
-        self.inbox.append(_Pending(item, fut), getattr(item, "request_class", INTERACTIVE))
+        self.inbox.append(_Pending(item, fut, time.monotonic()), getattr(item, "request_class", INTERACTIVE))
         self.metrics.queue_depth.inc()
         # After the tasks already ready on the loop: the pages of one request (submitted together by
         # asyncio.gather) are all in the inbox when the engine thread takes them, so they join in one step.
@@ -103,6 +109,9 @@ class SlotRunner:
                         if not self.inbox:
                             self._driving = False
                             break
+                    if not joining:  # only batch pages wait, held for an interactive request
+                        self.progress.advanced()
+                        time.sleep(HOLD_POLL_S)
                     continue
                 rows = len(self.slots.rows)
                 for ended in self.slots.step():
@@ -118,10 +127,15 @@ class SlotRunner:
         self._call(self.progress.batch_ended)
 
     def _take_joining(self) -> list[_Pending]:
-        """Pages that get a free slot now; those already past their deadline or cancelled are dropped."""
+        """Pages that get a free slot now; those already past their deadline or cancelled are dropped.
+        Interactive pages all join at once; a batch page joins alone (one prefill between two steps),
+        and none while an interactive request is inside: an interactive page arriving waits for at most
+        one batch page's prefill (a batch page is held back BATCH_HOLD_MAX_S at most)."""
         joining: list[_Pending] = []
         now = time.monotonic()
         while self.inbox and self.slots.free_slots() > len(joining):
+            if not self.inbox.count(INTERACTIVE) and (joining or self._held(now)):
+                break
             pending = self.inbox.popleft()
             self.metrics.queue_depth.dec()
             if pending.future.done() or pending.item.cancelled.is_set() or pending.item.deadline <= now:
@@ -130,6 +144,11 @@ class SlotRunner:
             else:
                 joining.append(pending)
         return joining
+
+    def _held(self, now: float) -> bool:
+        """Whether the first batch page waits on: an interactive request is inside, and the page has
+        not been held BATCH_HOLD_MAX_S yet."""
+        return self.hold_batch() and now - next(iter(self.inbox)).queued_at < BATCH_HOLD_MAX_S
 
     def _admit_all(self, items: list[Any]) -> list[Any]:
         return [self.slots.admit(item) for item in items]

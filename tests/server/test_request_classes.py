@@ -113,3 +113,57 @@ def test_the_chat_api_reads_the_class_and_both_apis_refuse_an_unknown_one_naming
         assert r.status_code == 400, r.text
         error = r.json()["error"]
         assert error["param"] == "X-Request-Class" and "'urgent' is not a request class" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def two_slots(tiny_native, tmp_path_factory):
+    """Two slots (the slots decoder's BATCH_SIZE 2), of which batch may hold one (the default
+    BATCH_MAX_RUNNING: 2 - 1)."""
+    server = start_server(tmp_path_factory.mktemp("kept-slot"), {
+        "MODEL_PATH": str(tiny_native), "CONCURRENCY": "2", "BATCH_SIZE": "2", "QUEUE_SIZE": "4",
+        "MAX_NEW_TOKENS": str(HOLD_TOKENS), "TIMEOUT_SEC": "120", "CACHE_ENTRIES": "0",
+    })
+    yield server
+    server.stop()
+
+
+HOLD = {"stream": "true", "max_new_tokens": str(HOLD_TOKENS), "min_new_tokens": str(HOLD_TOKENS)}
+
+
+def test_batch_requests_leave_a_slot_to_interactive_ones_which_start_at_once_during_a_batch(two_slots):
+    async def scenario() -> tuple[httpx.Response, bool, float]:
+        async with httpx.AsyncClient(base_url=two_slots.url, timeout=120) as c:
+            async with c.stream("POST", "/v1/ocr", files=page(0), data=HOLD, headers={"X-Request-Class": "batch"}) as r:
+                assert r.status_code == 200  # the batch holder runs in batch's one slot
+                waiting = asyncio.create_task(c.post("/v1/ocr", files=page(1), data={"max_new_tokens": "2"},
+                                                     headers={"X-Request-Class": "batch"}))
+                await until_queued(c, "batch", 1)  # waits, though the other slot is free
+                interactive = await c.post("/v1/ocr", files=page(2), data={"max_new_tokens": "2"})
+                still_waiting = not waiting.done() and metric(
+                    (await c.get("/metrics")).text, "ocr_queued_requests", 'class="batch"') == 1
+            batch = await waiting  # the holder's connection closed: the waiting batch request runs
+            return interactive, still_waiting, batch.status_code
+
+    interactive, still_waiting, batch_status = asyncio.run(scenario())
+    assert interactive.status_code == 200, interactive.text
+    assert interactive.json()["timings"]["queue_ms"] < 1000  # admitted at once, not after the holder
+    assert still_waiting and batch_status == 200
+
+
+def test_while_an_interactive_request_is_inside_a_batch_page_is_held_back_two_seconds_at_most(two_slots):
+    async def scenario() -> tuple[httpx.Response, bool]:
+        async with httpx.AsyncClient(base_url=two_slots.url, timeout=120) as c:
+            async with c.stream("POST", "/v1/ocr", files=page(3), data=HOLD) as r:
+                assert r.status_code == 200  # an interactive request decoding its long budget
+                batch = await c.post("/v1/ocr", files=page(4), data={"max_new_tokens": "2"},
+                                     headers={"X-Request-Class": "batch"})
+                async for _ in r.aiter_bytes():  # the holder is still decoding when the batch page ended
+                    return batch, True
+        return batch, False
+
+    batch, holder_still_running = asyncio.run(scenario())
+    assert batch.status_code == 200, batch.text
+    timings = batch.json()["timings"]
+    # admitted at once (a free slot, under batch's cap), then held in the decoder's inbox
+    assert timings["queue_ms"] < 1000 and timings["generate_ms"] >= 2000, timings
+    assert holder_still_running

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ocr_limits import FIELD_FOR_ENV, SERVER_SETTINGS
+from ocr_limits import FIELD_FOR_ENV, SERVER_SETTINGS, default_batch_max_running
 from ocr_server.batching import Admission, Batcher
 from ocr_server.config import ConfigError, load_config
 from ocr_server.errors import BadInput, QueueFull
@@ -36,6 +36,52 @@ def test_batch_stops_queueing_at_its_threshold_and_interactive_at_the_queue_size
     assert admit(BATCH, free=0, waiting=2, **limits) is Decision.SHED
     assert admit(INTERACTIVE, free=0, waiting=3, **limits) is Decision.WAIT
     assert admit(INTERACTIVE, free=0, waiting=4, **limits) is Decision.SHED
+
+
+def test_batch_waits_at_its_running_cap_even_with_a_free_slot_and_interactive_does_not():
+    limits = {"queue_size": 4, "batch_threshold": 2, "batch_max_running": 3}
+    assert admit(BATCH, free=2, waiting=0, batch_running=2, **limits) is Decision.RUN
+    assert admit(BATCH, free=1, waiting=0, batch_running=3, **limits) is Decision.WAIT
+    assert admit(BATCH, free=1, waiting=2, batch_running=3, **limits) is Decision.SHED
+    assert admit(INTERACTIVE, free=1, waiting=2, batch_running=3, **limits) is Decision.RUN
+
+
+def test_batch_keeps_a_quarter_of_the_slots_free_for_interactive_by_default():
+    assert [default_batch_max_running(n) for n in (1, 2, 4, 8, 64)] == [1, 1, 3, 6, 48]
+    assert load_config(env={"BATCH_MAX_RUNNING": "5"}).runtime.batch_max_running == 5
+    assert load_config(env={}).runtime.batch_max_running is None  # filled in from the runner's size
+    with pytest.raises(ConfigError, match="BATCH_MAX_RUNNING=0 is not allowed: 1..4096"):
+        load_config(env={"BATCH_MAX_RUNNING": "0"})
+
+
+def test_a_slot_kept_from_batch_goes_to_an_interactive_request_and_a_finished_batch_one_to_the_next_batch():
+    async def scenario() -> tuple[list[str], Admission]:
+        admission = Admission(3, queue_size=8, metrics=Metrics(), batch_max_running=2)
+        order: list[str] = []
+        gates = {name: asyncio.Event() for name in ("b1", "b2", "b3", "i1")}
+
+        async def request(name: str, cls: str) -> None:
+            async with admission.slot(float("inf"), cls):
+                order.append(name)
+                await gates[name].wait()
+
+        tasks = [asyncio.create_task(request(n, BATCH)) for n in ("b1", "b2", "b3")]
+        await asyncio.sleep(0.01)
+        assert (order, admission.free, admission.waiting) == (["b1", "b2"], 1, 1)  # b3 waits beside a free slot
+        tasks.append(asyncio.create_task(request("i1", INTERACTIVE)))
+        await asyncio.sleep(0.01)
+        assert order[-1] == "i1" and admission.interactive_inside()
+        gates["b1"].set()  # a batch slot frees: the waiting batch request takes it
+        await asyncio.sleep(0.01)
+        assert order[-1] == "b3" and admission.running == {INTERACTIVE: 1, BATCH: 2}
+        for gate in gates.values():
+            gate.set()
+        await asyncio.gather(*tasks)
+        return order, admission
+
+    order, admission = asyncio.run(scenario())
+    assert order == ["b1", "b2", "i1", "b3"]
+    assert (admission.free, admission.running, admission.interactive_inside()) == (3, {INTERACTIVE: 0, BATCH: 0}, False)
 
 
 def test_the_class_queue_serves_interactive_first_and_in_order_within_a_class():
@@ -140,5 +186,5 @@ def test_the_batch_threshold_defaults_to_half_the_queue_and_is_bounded_by_it():
 
 
 def test_the_queue_settings_are_left_to_spec_env():
-    assert {s.env for s in SERVER_SETTINGS} == {"QUEUE_SIZE", "BATCH_QUEUE_THRESHOLD"}
+    assert {s.env for s in SERVER_SETTINGS} == {"QUEUE_SIZE", "BATCH_QUEUE_THRESHOLD", "BATCH_MAX_RUNNING"}
     assert not {s.env for s in SERVER_SETTINGS} & set(FIELD_FOR_ENV)
