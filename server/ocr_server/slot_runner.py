@@ -104,6 +104,8 @@ class SlotRunner:
                         self._open[id(pending.item)] = pending
                         if ended is not None:
                             self._answer(ended)
+                    if self.inbox and self.slots.free_slots():
+                        continue  # the next page joins before the step, unless it is a batch page held back
                 if self.slots.idle():
                     with self._lock:
                         if not self.inbox:
@@ -128,9 +130,9 @@ class SlotRunner:
 
     def _take_joining(self) -> list[_Pending]:
         """Pages that get a free slot now; those already past their deadline or cancelled are dropped.
-        Interactive pages all join at once; a batch page joins alone (one prefill between two steps),
-        and none while an interactive request is inside: an interactive page arriving waits for at most
-        one batch page's prefill (a batch page is held back BATCH_HOLD_MAX_S at most)."""
+        Interactive pages all join at once; batch pages join one at a time (the hold is looked at
+        again before each one's prefill), and none while an interactive request is inside: an
+        interactive page arriving waits for at most one batch page's prefill (a batch page is held back BATCH_HOLD_MAX_S at most)."""
         joining: list[_Pending] = []
         now = time.monotonic()
         while self.inbox and self.slots.free_slots() > len(joining):
