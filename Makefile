@@ -10,7 +10,7 @@ BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score versitygw test test-unit test-server test-monitoring test-e2e \
-        lint demo bench bench-server bench-operator clean
+        lint demo bench bench-server bench-operator bench-batch clean
 
 help:
 	@echo "make demo              run the whole product on a local cluster (no Docker, no GPU)"
@@ -137,13 +137,16 @@ demo:
 	CAUSALFLOW_METRIC_CHAIN=0 CAUSALFLOW_HELM=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) PRELOAD=server_tiny IMAGE_KINDS=server,server_tiny venv cluster-binaries images-built
 	$(VPY) hack/demo.py $(DEMO_ARGS)
 
-bench: bench-server bench-operator
+bench: bench-server bench-operator bench-batch
 
 bench-server: venv
 	$(VPY) bench/server_bench.py
 
 bench-operator: venv cluster-binaries
 	$(VPY) bench/operator_bench.py
+
+bench-batch: venv
+	$(VPY) bench/batch_bench.py
 
 clean:
 	-$(VPY) -m localcluster down
