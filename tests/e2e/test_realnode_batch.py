@@ -1,7 +1,7 @@
 """An OcrBatch on the REAL node: the operator runs the Indexed Job of workers against an OcrService of
 2 pods, follows it to Succeeded and delivers the signed callback.
 
-Node: the server pods and the worker pods run on `real-node-0` (the workers take the OcrService's
+Node: the server pods (which require an API key: spec.auth) and the worker pods run on `real-node-0` (the workers take the OcrService's
 node selector and toleration); the operator runs as a local process with the operator image as the
 workers' image (OCR_OPERATOR_BATCH_IMAGE, imported, never pulled) and progress read every 2 s.
 Input and output are two folders of one hostPath PersistentVolume (PVC `batch-data`, /in and
@@ -49,6 +49,7 @@ pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 NAME, BATCH = "reader", "archive"
 HMAC_KEY = b"batch-test-hmac-key-0001"
 BUCKET = "archive"
+API_KEYS = ("batch-key-0001", "person-key-0002")  # the OcrService's spec.auth Secret: the workers send the first
 GOOD_PAGES = {"scans/report.pdf": 4, "photo.png": 1, "photo.jpg": 1, "scan.webp": 1, "fax.tiff": 2,
               **{f"letters/l{i}.pdf": 2 for i in range(4)}, **{f"pages/p{i:02d}.png": 1 for i in range(16)}}
 CANCEL_PAGES = 120
@@ -158,7 +159,9 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
             hostpath_claim(cluster, namespace, data, "batch-data", "ReadWriteOnce", f"batch-data-{namespace}")
             t0 = time.monotonic()
-            ocr.apply(real_ocrservice(NAME, image, replicas=2,
+            cluster.kubectl("create", "secret", "generic", "reader-keys", "-n", namespace,
+                            "--from-literal=api-keys=# batch first\n" + ", ".join(API_KEYS))
+            ocr.apply(real_ocrservice(NAME, image, replicas=2, auth={"secretName": "reader-keys"},
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
             wait_for(lambda: len([p for p in server_pods(cluster, namespace, NAME)
                                   if any(c["type"] == "Ready" and c["status"] == "True"
@@ -233,6 +236,10 @@ def test_the_batch_succeeds_with_its_counts_in_status(ran):
     job = ran["job"]
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
     assert [o["kind"] for o in job["metadata"]["ownerReferences"]] == ["OcrBatch"]
+    # The OcrService requires API keys: the workers read them from its Secret (every page above was a 200).
+    assert {"name": "api-keys", "secret": {"secretName": "reader-keys", "defaultMode": 0o440,
+                                           "items": [{"key": "api-keys", "path": "api-keys"}]}} \
+        in job["spec"]["template"]["spec"]["volumes"]
 
 
 def test_the_callback_arrives_signed_once_delivered_after_a_500(ran):

@@ -286,7 +286,8 @@ class BatchController:
         claims = {claim: (await self.kube.get("PersistentVolumeClaim", ns, claim)) is not None
                   for _, claim in decide.needed_claims(spec)}
         secrets: dict[str, Mapping[str, Any] | None] = {}
-        for _, secret, _ in decide.needed_secrets(spec):
+        auth = decide.service_auth(service)
+        for secret in [s for _, s, _ in decide.needed_secrets(spec)] + ([auth[0]] if auth else []):
             if secret not in secrets:
                 got = await self.kube.get("Secret", ns, secret)
                 secrets[secret] = None if got is None else (got.get("data") or {})
@@ -308,8 +309,9 @@ class BatchController:
         assert found.service is not None and found.service_endpoint is not None
         url = decide.service_url(found.service_endpoint)
         svc_spec = found.service.get("spec") or {}
-        await self.kube.apply(render.render_configmap(batch, url, self.settings))
-        body = render.render_job(batch, self.settings, placement=svc_spec)
+        auth = decide.service_auth(found.service)
+        await self.kube.apply(render.render_configmap(batch, url, self.settings, api_key=auth is not None))
+        body = render.render_job(batch, self.settings, placement=svc_spec, api_key=auth)
         try:
             job = await self.kube.create("Job", ns, body)
         except ApiError as exc:

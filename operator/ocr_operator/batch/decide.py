@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..spec import Auth
 from .progress import Summary, duration
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
@@ -46,6 +47,13 @@ def needed_claims(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
             for role in ("input", "output") if "pvc" in spec[role]]
 
 
+def service_auth(service: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(Secret, key) of the API keys the OcrService's pods require (its spec.auth), or None: the
+    workers send the first key of that Secret, as a client of the OcrService would."""
+    auth = ((service or {}).get("spec") or {}).get("auth") or {}
+    return (auth["secretName"], auth.get("key") or Auth.key) if auth.get("secretName") else None
+
+
 def needed_secrets(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
     """(field, Secret name, keys it must hold) of every Secret the batch reads."""
     out = [(f"spec.{role}.s3.credentialsSecret", spec[role]["s3"]["credentialsSecret"],
@@ -62,9 +70,19 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
     if found.service is None:
         return Missing("ServiceNotFound", f"spec.service: OcrService {name} does not exist in this namespace")
     svc_spec = found.service.get("spec") or {}
-    if svc_spec.get("auth") or (svc_spec.get("tls") or {}).get("secretName"):
-        return Missing("ServiceNotSupported", f"spec.service: OcrService {name} uses spec.auth or spec.tls, "
+    if (svc_spec.get("tls") or {}).get("secretName"):
+        return Missing("ServiceNotSupported", f"spec.service: OcrService {name} uses spec.tls, "
                                               "which OcrBatch workers do not support yet")
+    auth = service_auth(found.service)
+    if auth is not None:
+        secret, key = auth
+        data = found.secrets.get(secret)
+        if data is None:
+            return Missing("SecretNotFound", f"spec.service: OcrService {name} requires API keys from Secret "
+                                             f"{secret} (its spec.auth), which does not exist in this namespace")
+        if key not in data:
+            return Missing("SecretKeyNotFound", f"spec.service: OcrService {name} requires API keys from Secret "
+                                                f"{secret} (its spec.auth), which has no key {key}")
     if found.service_endpoint is None or not (found.service_endpoint.get("spec") or {}).get("clusterIP"):
         return Missing("ServiceNotFound", f"spec.service: the Service of OcrService {name} does not exist yet")
     for field, claim in needed_claims(spec):

@@ -34,6 +34,9 @@ CONTAINER = "worker"
 CONFIG_DIR = "/etc/ocr-batch"
 CONFIG_KEY = "config.json"
 INPUT_MOUNT, OUTPUT_MOUNT, SHARED_MOUNT = "/batch/input", "/batch/output", "/batch/volume"
+# The OcrService's API keys (its spec.auth Secret), when it requires them: the worker sends the first.
+API_KEY_DIR = "/var/run/ocr-batch"
+API_KEY_FILE = f"{API_KEY_DIR}/api-keys"
 WORKER_UID = WORKER_GID = 65532  # Dockerfile.operator's ocr-operator user
 BACKOFF_LIMIT_PER_INDEX = 3
 FATAL_EXIT_CODE = 1  # worker.main: configuration, input or credentials: every retry would fail alike
@@ -96,8 +99,10 @@ def _location(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
     return {"pvc": {"path": _mounted(spec, role)}}
 
 
-def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings) -> dict[str, Any]:
-    """The worker's JSON configuration (config.py's shape) for this batch."""
+def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings,
+                  api_key: bool = False) -> dict[str, Any]:
+    """The worker's JSON configuration (config.py's shape) for this batch; `api_key`: the OcrService
+    requires one, mounted at API_KEY_FILE by render_job."""
     spec = batch["spec"]
     doc: dict[str, Any] = {
         "serviceUrl": service_url,
@@ -111,13 +116,17 @@ def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSe
         doc["options"] = dict(spec["options"])
     if spec.get("limits"):
         doc["limits"] = dict(spec["limits"])
+    if api_key:
+        doc["apiKeyFile"] = API_KEY_FILE
     return doc
 
 
-def render_configmap(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings) -> dict[str, Any]:
+def render_configmap(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings,
+                     api_key: bool = False) -> dict[str, Any]:
+    config = worker_config(batch, service_url, settings, api_key)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _metadata(batch, configmap_name(batch["metadata"]["name"])),
-            "data": {CONFIG_KEY: json.dumps(worker_config(batch, service_url, settings), sort_keys=True, indent=1)}}
+            "data": {CONFIG_KEY: json.dumps(config, sort_keys=True, indent=1)}}
 
 
 def memory_bytes(spec: Mapping[str, Any]) -> int:
@@ -162,13 +171,19 @@ def _volumes(spec: Mapping[str, Any], config_map: str) -> tuple[list[dict[str, A
 
 
 def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
-               placement: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               placement: Mapping[str, Any] | None = None, api_key: tuple[str, str] | None = None) -> dict[str, Any]:
     """The Indexed Job. `placement` (nodeSelector, tolerations) is copied from the OcrService's pods,
-    so workers run where its pods may (a tainted GPU pool included) unless the caller passes none."""
+    so workers run where its pods may (a tainted GPU pool included) unless the caller passes none.
+    `api_key`: (Secret, key) of the OcrService's API keys, mounted read-only at API_KEY_FILE."""
     spec = batch["spec"]
     name = batch["metadata"]["name"]
     n = int(spec.get("parallelism", 1))
     volumes, mounts = _volumes(spec, configmap_name(name))
+    if api_key is not None:
+        secret, key = api_key
+        volumes.append({"name": "api-keys", "secret": {"secretName": secret, "defaultMode": 0o440,
+                                                       "items": [{"key": key, "path": "api-keys"}]}})
+        mounts.append({"name": "api-keys", "mountPath": API_KEY_DIR, "readOnly": True})
     memory = _mi(memory_bytes(spec))
     container = {
         "name": CONTAINER,

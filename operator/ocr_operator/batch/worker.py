@@ -315,14 +315,29 @@ def _json_or_none(data: bytes) -> Any:
         return None
 
 
+def first_key(text: str) -> str | None:
+    """The first key of an API keys file as the server reads it (one per line or comma-separated,
+    `#` lines skipped): an OcrService's spec.auth Secret may hold several."""
+    for line in text.splitlines():
+        if line.strip().startswith("#"):
+            continue
+        for key in line.split(","):
+            if key.strip():
+                return key.strip()
+    return None
+
+
 def _api_key(cfg: WorkerConfig) -> str | None:
     if not cfg.api_key_file:
         return None
     try:
         with open(cfg.api_key_file, encoding="utf-8") as f:
-            return f.read(4096).strip() or None
+            key = first_key(f.read(64 * 1024))
     except OSError as exc:
         raise ConfigError(f"apiKeyFile: {cfg.api_key_file} cannot be read: {exc.strerror}") from None
+    if key is None:
+        raise ConfigError(f"apiKeyFile: {cfg.api_key_file} holds no key")
+    return key
 
 
 async def serve(cfg: WorkerConfig) -> Progress:

@@ -62,3 +62,11 @@ def test_it_is_read_from_the_mounted_file_and_the_job_index(tmp_path):
 def test_a_missing_or_malformed_configuration_is_refused(env, says):
     with pytest.raises(ConfigError, match=says):
         load(env)
+
+
+def test_the_worker_sends_the_first_key_of_an_api_keys_file_as_the_server_reads_it():
+    from ocr_operator.batch.worker import first_key
+
+    assert first_key("# rotated 2026-12\n\n key-new-0001 , key-old-0001\nkey-3\n") == "key-new-0001"
+    assert first_key("only-one-key") == "only-one-key"
+    assert first_key("# nothing\n , \n") is None

@@ -51,8 +51,19 @@ def test_an_input_that_cannot_be_listed_is_named():
     assert (missing.reason, missing.message) == ("InputNotFound", "spec.input.s3.url: no object under s3://docs/in/")
 
 
-def test_an_ocrservice_with_auth_is_refused_naming_why():
-    assert decide.preflight(spec(), found(service={"spec": {"auth": {"secretName": "k"}}})).reason == "ServiceNotSupported"
+def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key_and_one_with_tls_is_refused_naming_why():
+    with_auth = {"spec": {"auth": {"secretName": "keys"}}}
+    assert decide.service_auth(with_auth) == ("keys", "api-keys")
+    assert decide.service_auth({"spec": {"auth": {"secretName": "k", "key": "list"}}}) == ("k", "list")
+    assert decide.service_auth(SERVICE) is None
+    assert decide.preflight(spec(), found(service=with_auth)).message == (
+        "spec.service: OcrService invoices requires API keys from Secret keys (its spec.auth), "
+        "which does not exist in this namespace")
+    assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"other": "x"}})).reason == \
+        "SecretKeyNotFound"
+    assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"api-keys": "x"}})) is None
+    tls = decide.preflight(spec(), found(service={"spec": {"tls": {"secretName": "cert"}}}))
+    assert (tls.reason, "spec.tls" in tls.message) == ("ServiceNotSupported", True)
 
 
 def test_the_service_url_is_the_cluster_ip_and_port():

@@ -81,6 +81,19 @@ def test_s3_credentials_come_from_the_secret_as_environment_never_from_the_confi
     assert json.loads(cm["data"]["config.json"])["input"] == {"s3": {"url": "s3://docs/in/"}}
 
 
+def test_an_ocrservice_s_api_keys_are_mounted_read_only_and_named_in_the_configuration():
+    b = batch()
+    pod = render.render_job(b, SETTINGS, api_key=("keys", "api-keys"))["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "api-keys"]
+    assert volume["secret"] == {"secretName": "keys", "defaultMode": 0o440, "items": [{"key": "api-keys", "path": "api-keys"}]}
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "api-keys"]
+    assert mount == {"name": "api-keys", "mountPath": "/var/run/ocr-batch", "readOnly": True}
+    cm = render.render_configmap(b, "http://10.96.0.7:8080", SETTINGS, api_key=True)
+    assert config.parse(json.loads(cm["data"][render.CONFIG_KEY]), index=0).api_key_file == render.API_KEY_FILE
+    assert "api-keys" not in [v["name"] for v in render.render_job(b, SETTINGS)["spec"]["template"]["spec"]["volumes"]]
+    assert worker_config(b).api_key_file is None
+
+
 def test_the_workers_go_where_the_ocrservice_pods_may():
     placement = {"nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}
     pod = render.render_job(batch(), SETTINGS, placement=placement)["spec"]["template"]["spec"]
