@@ -1,13 +1,14 @@
 """An OcrBatch on the REAL node: the operator runs the Indexed Job of workers against an OcrService of
 2 pods, follows it to Succeeded and delivers the signed callback.
 
-Node: the server pods (which require an API key: spec.auth) and the worker pods run on `real-node-0` (the workers take the OcrService's
-node selector and toleration); the operator runs as a local process with the operator image as the
-workers' image (OCR_OPERATOR_BATCH_IMAGE, imported, never pulled) and progress read every 2 s.
-Input and output are two folders of one hostPath PersistentVolume (PVC `batch-data`, /in and
-/out). What was sent is counted by the servers' own /metrics (batch-class 200s on /v1/ocr, read
-from each pod), not by the worker. The callback receiver is a local HTTP server (the operator
-sends the callback) that answers 500 first, then 200.
+Node: the server pods (which serve HTTPS and require an API key: spec.tls, spec.auth) and the worker
+pods run on `real-node-0` (the workers take the OcrService's node selector and toleration); the
+operator runs as a local process with the operator image as the workers' image
+(OCR_OPERATOR_BATCH_IMAGE, imported, never pulled) and progress read every 2 s. Input and output are
+two folders of one hostPath PersistentVolume (PVC `batch-data`, /in and /out). What was sent is
+counted by the servers' own /metrics (batch-class 200s on /v1/ocr, read from each pod), not by the
+worker. The callback receiver is a local HTTP server (the operator sends the callback) that answers
+500 first, then 200.
 
 One module fixture runs the batch of 30 documents once (PDFs, PNG, JPEG, WebP, TIFF, and five bad
 ones: corrupt, empty, zero bytes, unsupported, over maxDocumentBytes); each test reads one outcome
@@ -38,10 +39,10 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.realnode import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
-from ocr_operator.batch import callback
+from ocr_operator.batch import callback, render
 from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim
+from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -92,7 +93,9 @@ def batch_requests(pods: list[dict]) -> float:
     total = 0.0
     for pod in pods:
         port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-        text = httpx.get(f"http://{pod['status']['podIP']}:{port}/metrics", timeout=10, trust_env=False).text
+        # The pods serve HTTPS with a certificate naming the Service, not the pod: /metrics is read unverified.
+        text = httpx.get(f"https://{pod['status']['podIP']}:{port}/metrics", timeout=10, trust_env=False,
+                         verify=False).text
         for line in text.splitlines():
             m = re.match(r'ocr_requests_total\{(.*)\} (\S+)$', line)
             if m:
@@ -161,7 +164,9 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
             t0 = time.monotonic()
             cluster.kubectl("create", "secret", "generic", "reader-keys", "-n", namespace,
                             "--from-literal=api-keys=# batch first\n" + ", ".join(API_KEYS))
+            tls_secret(cluster, namespace, "reader-tls", f"{NAME}.{namespace}.svc", workdir)
             ocr.apply(real_ocrservice(NAME, image, replicas=2, auth={"secretName": "reader-keys"},
+                                      tls={"secretName": "reader-tls"},
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
             wait_for(lambda: len([p for p in server_pods(cluster, namespace, NAME)
                                   if any(c["type"] == "Ready" and c["status"] == "True"
@@ -236,10 +241,16 @@ def test_the_batch_succeeds_with_its_counts_in_status(ran):
     job = ran["job"]
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 2
     assert [o["kind"] for o in job["metadata"]["ownerReferences"]] == ["OcrBatch"]
-    # The OcrService requires API keys: the workers read them from its Secret (every page above was a 200).
+    # The OcrService requires API keys and serves HTTPS: the workers read the keys from its Secret and
+    # trust its self-signed certificate, checked against the Service's name (every page above was a 200).
+    volumes = job["spec"]["template"]["spec"]["volumes"]
     assert {"name": "api-keys", "secret": {"secretName": "reader-keys", "defaultMode": 0o440,
-                                           "items": [{"key": "api-keys", "path": "api-keys"}]}} \
-        in job["spec"]["template"]["spec"]["volumes"]
+                                           "items": [{"key": "api-keys", "path": "api-keys"}]}} in volumes
+    assert {"name": "service-ca", "secret": {"secretName": "reader-tls", "defaultMode": 0o444,
+                                             "items": [{"key": "tls.crt", "path": "ca.crt"}]}} in volumes
+    worker_config = json.loads(ran["ocr"].get("configmap", render.configmap_name(BATCH))["data"][render.CONFIG_KEY])
+    assert worker_config["serviceUrl"].startswith("https://")
+    assert worker_config["serverName"] == f"{NAME}.{ran['namespace']}.svc"
 
 
 def test_the_callback_arrives_signed_once_delivered_after_a_500(ran):

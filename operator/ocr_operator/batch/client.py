@@ -38,8 +38,10 @@ def error_message(body: bytes) -> str:
 
 class OcrClient:
     def __init__(self, base_url: str, *, concurrency: int, timeout: float, api_key: str | None = None,
-                 ca_file: str | None = None) -> None:
+                 ca_file: str | None = None, server_name: str | None = None) -> None:
         self.base_url = base_url
+        # HTTPS to a Service's cluster IP: the certificate is checked against the Service's DNS name.
+        self.extra = {"server_hostname": server_name} if server_name else {}
         self.headers = {REQUEST_CLASS[0]: REQUEST_CLASS[1]}
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -63,7 +65,8 @@ class OcrClient:
         else:
             data, headers = part.body, {**self.headers, "Content-Type": part.content_type}
         try:
-            async with self.session.post(self.base_url + part.endpoint, data=data, headers=headers) as resp:
+            async with self.session.post(self.base_url + part.endpoint, data=data, headers=headers,
+                                         **self.extra) as resp:
                 body = bytearray()
                 async for chunk in resp.content.iter_chunked(1 << 16):
                     body += chunk

@@ -10,7 +10,8 @@ Fields follow the OcrBatch spec's names, so an error names what the user wrote:
      "limits": {"maxDocumentBytes": 104857600, "maxPagesPerDocument": 1000, "maxDocuments": 100000},
      "parallelism": 4, "concurrencyPerWorker": 4,
      "maxRetries": 5, "requestTimeoutSeconds": 600, "progressIntervalSeconds": 10,
-     "apiKeyFile": "/var/run/ocr/api-key", "caFile": "/var/run/ocr/ca.crt"}
+     "apiKeyFile": "/var/run/ocr/api-key", "caFile": "/var/run/ocr/ca.crt",
+     "serverName": "invoices.ocr.svc"}      # the name the server's certificate is checked against
 
 A pvc path is where the claim (and its spec path) is mounted in the worker's pod; an s3 location's
 credentials are environment variables (worker.open_store), never in this file.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -28,6 +30,7 @@ from ocr_limits.batch import MAX_PROMPT_CHARS, MODES, batch_setting
 from .retry import RetryPolicy
 
 MAX_CONFIG_BYTES = 256 * 1024
+_DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*")
 
 
 class ConfigError(Exception):
@@ -57,6 +60,7 @@ class WorkerConfig:
     retry: RetryPolicy
     api_key_file: str | None = None
     ca_file: str | None = None
+    server_name: str | None = None  # TLS: the certificate's name, when serviceUrl holds an IP
 
 
 def _int(d: Mapping[str, Any], key: str, path: str, field: str | None = None) -> int:
@@ -134,6 +138,9 @@ def parse(doc: Mapping[str, Any], index: int) -> WorkerConfig:
     for key in ("apiKeyFile", "caFile"):
         if key in doc and (not isinstance(doc[key], str) or not doc[key].startswith("/")):
             raise ConfigError(f"{key}: must be an absolute path")
+    server_name = doc.get("serverName")
+    if server_name is not None and (not isinstance(server_name, str) or not _DNS_NAME.fullmatch(server_name)):
+        raise ConfigError(f"serverName: must be a DNS name, not {server_name!r}")
     return WorkerConfig(
         service_url=url.rstrip("/"),
         input=_location(doc, "input"),
@@ -150,6 +157,7 @@ def parse(doc: Mapping[str, Any], index: int) -> WorkerConfig:
         retry=RetryPolicy(max_retries=int(_number(doc, "maxRetries", 5, 0, 100))),
         api_key_file=doc.get("apiKeyFile"),
         ca_file=doc.get("caFile"),
+        server_name=server_name,
     )
 
 

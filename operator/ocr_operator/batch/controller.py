@@ -286,8 +286,9 @@ class BatchController:
         claims = {claim: (await self.kube.get("PersistentVolumeClaim", ns, claim)) is not None
                   for _, claim in decide.needed_claims(spec)}
         secrets: dict[str, Mapping[str, Any] | None] = {}
-        auth = decide.service_auth(service)
-        for secret in [s for _, s, _ in decide.needed_secrets(spec)] + ([auth[0]] if auth else []):
+        auth, tls = decide.service_auth(service), decide.service_tls(service)
+        names = [s for _, s, _ in decide.needed_secrets(spec)] + ([auth[0]] if auth else []) + ([tls] if tls else [])
+        for secret in names:
             if secret not in secrets:
                 got = await self.kube.get("Secret", ns, secret)
                 secrets[secret] = None if got is None else (got.get("data") or {})
@@ -307,11 +308,14 @@ class BatchController:
         if not self.settings.image:
             raise RuntimeError("OCR_OPERATOR_BATCH_IMAGE is not set: the operator does not know the workers' image")
         assert found.service is not None and found.service_endpoint is not None
-        url = decide.service_url(found.service_endpoint)
+        tls_secret = decide.service_tls(found.service)
+        tls = None if tls_secret is None else render.Tls(
+            tls_secret, decide.trust_key(found.secrets.get(tls_secret) or {}), decide.server_name(batch["spec"]["service"], ns))
+        url = decide.service_url(found.service_endpoint, https=tls is not None)
         svc_spec = found.service.get("spec") or {}
         auth = decide.service_auth(found.service)
-        await self.kube.apply(render.render_configmap(batch, url, self.settings, api_key=auth is not None))
-        body = render.render_job(batch, self.settings, placement=svc_spec, api_key=auth)
+        await self.kube.apply(render.render_configmap(batch, url, self.settings, api_key=auth is not None, tls=tls))
+        body = render.render_job(batch, self.settings, placement=svc_spec, api_key=auth, tls=tls)
         try:
             job = await self.kube.create("Job", ns, body)
         except ApiError as exc:

@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping
 from ..spec import Auth
 from .progress import Summary, duration
 
+TLS_CERT_KEY, CA_KEY = "tls.crt", "ca.crt"
+
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 EVENTS = {SUCCEEDED: "batch.completed", FAILED: "batch.failed", CANCELLED: "batch.cancelled"}
@@ -54,6 +56,22 @@ def service_auth(service: Mapping[str, Any] | None) -> tuple[str, str] | None:
     return (auth["secretName"], auth.get("key") or Auth.key) if auth.get("secretName") else None
 
 
+def service_tls(service: Mapping[str, Any] | None) -> str | None:
+    """The Secret of the certificate the OcrService's pods serve HTTPS with (its spec.tls), or None."""
+    return (((service or {}).get("spec") or {}).get("tls") or {}).get("secretName") or None
+
+
+def trust_key(data: Mapping[str, Any]) -> str:
+    """The key of a TLS Secret the workers trust: the issuing CA (ca.crt, as cert-manager writes it)
+    when the Secret has one, else the certificate itself (a self-signed one is its own CA)."""
+    return CA_KEY if CA_KEY in data else TLS_CERT_KEY
+
+
+def server_name(service: str, namespace: str) -> str:
+    """The name the OcrService's certificate must carry: its Service's cluster DNS name."""
+    return f"{service}.{namespace}.svc"
+
+
 def needed_secrets(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
     """(field, Secret name, keys it must hold) of every Secret the batch reads."""
     out = [(f"spec.{role}.s3.credentialsSecret", spec[role]["s3"]["credentialsSecret"],
@@ -69,10 +87,15 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
     name = spec["service"]
     if found.service is None:
         return Missing("ServiceNotFound", f"spec.service: OcrService {name} does not exist in this namespace")
-    svc_spec = found.service.get("spec") or {}
-    if (svc_spec.get("tls") or {}).get("secretName"):
-        return Missing("ServiceNotSupported", f"spec.service: OcrService {name} uses spec.tls, "
-                                              "which OcrBatch workers do not support yet")
+    tls = service_tls(found.service)
+    if tls is not None:
+        data = found.secrets.get(tls)
+        if data is None:
+            return Missing("SecretNotFound", f"spec.service: OcrService {name} serves HTTPS with Secret {tls} "
+                                             "(its spec.tls), which does not exist in this namespace")
+        if TLS_CERT_KEY not in data:
+            return Missing("SecretKeyNotFound", f"spec.service: OcrService {name} serves HTTPS with Secret {tls} "
+                                                f"(its spec.tls), which has no key {TLS_CERT_KEY}")
     auth = service_auth(found.service)
     if auth is not None:
         secret, key = auth
@@ -100,12 +123,13 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
     return None
 
 
-def service_url(endpoint: Mapping[str, Any]) -> str:
-    """The OcrService's Service by its cluster IP: stable for the Service's life, and no cluster DNS needed."""
+def service_url(endpoint: Mapping[str, Any], https: bool = False) -> str:
+    """The OcrService's Service by its cluster IP: stable for the Service's life, and no cluster DNS
+    needed (over HTTPS the certificate is checked against server_name())."""
     spec = endpoint["spec"]
     ip = spec["clusterIP"]
     host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{spec['ports'][0]['port']}"
+    return f"{'https' if https else 'http'}://{host}:{spec['ports'][0]['port']}"
 
 
 def owned(obj: Mapping[str, Any], batch: Mapping[str, Any]) -> bool:

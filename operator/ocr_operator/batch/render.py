@@ -35,8 +35,20 @@ CONFIG_DIR = "/etc/ocr-batch"
 CONFIG_KEY = "config.json"
 INPUT_MOUNT, OUTPUT_MOUNT, SHARED_MOUNT = "/batch/input", "/batch/output", "/batch/volume"
 # The OcrService's API keys (its spec.auth Secret), when it requires them: the worker sends the first.
-API_KEY_DIR = "/var/run/ocr-batch"
+API_KEY_DIR = "/var/run/ocr-batch/auth"
 API_KEY_FILE = f"{API_KEY_DIR}/api-keys"
+# What the workers trust when the OcrService serves HTTPS (from its spec.tls Secret).
+CA_DIR = "/var/run/ocr-batch/tls"
+CA_FILE = f"{CA_DIR}/ca.crt"
+
+
+@dataclass(frozen=True)
+class Tls:
+    """HTTPS to the OcrService: its certificate's Secret, the key in it to trust, the name to check."""
+
+    secret: str
+    trust_key: str  # ca.crt, or tls.crt for a self-signed certificate
+    server_name: str
 WORKER_UID = WORKER_GID = 65532  # Dockerfile.operator's ocr-operator user
 BACKOFF_LIMIT_PER_INDEX = 3
 FATAL_EXIT_CODE = 1  # worker.main: configuration, input or credentials: every retry would fail alike
@@ -100,7 +112,7 @@ def _location(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
 
 
 def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings,
-                  api_key: bool = False) -> dict[str, Any]:
+                  api_key: bool = False, tls: Tls | None = None) -> dict[str, Any]:
     """The worker's JSON configuration (config.py's shape) for this batch; `api_key`: the OcrService
     requires one, mounted at API_KEY_FILE by render_job."""
     spec = batch["spec"]
@@ -118,12 +130,14 @@ def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSe
         doc["limits"] = dict(spec["limits"])
     if api_key:
         doc["apiKeyFile"] = API_KEY_FILE
+    if tls is not None:
+        doc["caFile"], doc["serverName"] = CA_FILE, tls.server_name
     return doc
 
 
 def render_configmap(batch: Mapping[str, Any], service_url: str, settings: WorkerSettings,
-                     api_key: bool = False) -> dict[str, Any]:
-    config = worker_config(batch, service_url, settings, api_key)
+                     api_key: bool = False, tls: Tls | None = None) -> dict[str, Any]:
+    config = worker_config(batch, service_url, settings, api_key, tls)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": _metadata(batch, configmap_name(batch["metadata"]["name"])),
             "data": {CONFIG_KEY: json.dumps(config, sort_keys=True, indent=1)}}
@@ -171,10 +185,12 @@ def _volumes(spec: Mapping[str, Any], config_map: str) -> tuple[list[dict[str, A
 
 
 def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
-               placement: Mapping[str, Any] | None = None, api_key: tuple[str, str] | None = None) -> dict[str, Any]:
+               placement: Mapping[str, Any] | None = None, api_key: tuple[str, str] | None = None,
+               tls: Tls | None = None) -> dict[str, Any]:
     """The Indexed Job. `placement` (nodeSelector, tolerations) is copied from the OcrService's pods,
     so workers run where its pods may (a tainted GPU pool included) unless the caller passes none.
-    `api_key`: (Secret, key) of the OcrService's API keys, mounted read-only at API_KEY_FILE."""
+    `api_key`: (Secret, key) of the OcrService's API keys, mounted read-only at API_KEY_FILE; `tls`:
+    the certificate to trust, mounted at CA_FILE (the certificate only, never its private key)."""
     spec = batch["spec"]
     name = batch["metadata"]["name"]
     n = int(spec.get("parallelism", 1))
@@ -184,6 +200,10 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
         volumes.append({"name": "api-keys", "secret": {"secretName": secret, "defaultMode": 0o440,
                                                        "items": [{"key": key, "path": "api-keys"}]}})
         mounts.append({"name": "api-keys", "mountPath": API_KEY_DIR, "readOnly": True})
+    if tls is not None:
+        volumes.append({"name": "service-ca", "secret": {"secretName": tls.secret, "defaultMode": 0o444,
+                                                         "items": [{"key": tls.trust_key, "path": "ca.crt"}]}})
+        mounts.append({"name": "service-ca", "mountPath": CA_DIR, "readOnly": True})
     memory = _mi(memory_bytes(spec))
     container = {
         "name": CONTAINER,

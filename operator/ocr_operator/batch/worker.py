@@ -342,7 +342,7 @@ def _api_key(cfg: WorkerConfig) -> str | None:
 
 async def serve(cfg: WorkerConfig) -> Progress:
     client = OcrClient(cfg.service_url, concurrency=cfg.concurrency, timeout=cfg.request_timeout,
-                       api_key=_api_key(cfg), ca_file=cfg.ca_file)
+                       api_key=_api_key(cfg), ca_file=cfg.ca_file, server_name=cfg.server_name)
     worker = None
     try:
         worker = Worker(cfg, open_store(cfg.input, "input"), open_store(cfg.output, "output"), client.send)

@@ -70,3 +70,12 @@ def test_the_worker_sends_the_first_key_of_an_api_keys_file_as_the_server_reads_
     assert first_key("# rotated 2026-12\n\n key-new-0001 , key-old-0001\nkey-3\n") == "key-new-0001"
     assert first_key("only-one-key") == "only-one-key"
     assert first_key("# nothing\n , \n") is None
+
+
+def test_a_server_name_that_is_not_a_dns_name_is_refused_naming_the_field():
+    base = {"serviceUrl": "https://10.96.0.7:8080", "input": {"pvc": {"path": "/in"}},
+            "output": {"pvc": {"path": "/out"}}, "parallelism": 1}
+    assert parse({**base, "serverName": "invoices.ocr.svc"}, index=0).server_name == "invoices.ocr.svc"
+    for bad in ("Invoices.ocr.svc", "a" * 300, "x/y", 7):
+        with pytest.raises(ConfigError, match="serverName: must be a DNS name"):
+            parse({**base, "serverName": bad}, index=0)

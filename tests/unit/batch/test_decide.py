@@ -51,7 +51,7 @@ def test_an_input_that_cannot_be_listed_is_named():
     assert (missing.reason, missing.message) == ("InputNotFound", "spec.input.s3.url: no object under s3://docs/in/")
 
 
-def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key_and_one_with_tls_is_refused_naming_why():
+def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key():
     with_auth = {"spec": {"auth": {"secretName": "keys"}}}
     assert decide.service_auth(with_auth) == ("keys", "api-keys")
     assert decide.service_auth({"spec": {"auth": {"secretName": "k", "key": "list"}}}) == ("k", "list")
@@ -62,8 +62,21 @@ def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key_and_one_with_tls_
     assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"other": "x"}})).reason == \
         "SecretKeyNotFound"
     assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"api-keys": "x"}})) is None
-    tls = decide.preflight(spec(), found(service={"spec": {"tls": {"secretName": "cert"}}}))
-    assert (tls.reason, "spec.tls" in tls.message) == ("ServiceNotSupported", True)
+
+
+def test_an_ocrservice_serving_https_needs_its_certificate_secret_and_the_workers_trust_its_ca():
+    with_tls = {"spec": {"tls": {"secretName": "cert"}}}
+    assert decide.service_tls(with_tls) == "cert" and decide.service_tls(SERVICE) is None
+    assert decide.preflight(spec(), found(service=with_tls)).message == (
+        "spec.service: OcrService invoices serves HTTPS with Secret cert (its spec.tls), "
+        "which does not exist in this namespace")
+    assert decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.key": "k"}})).reason == \
+        "SecretKeyNotFound"
+    assert decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.crt": "c", "tls.key": "k"}})) is None
+    assert decide.trust_key({"tls.crt": "c", "ca.crt": "a"}) == "ca.crt"  # cert-manager's issuing CA
+    assert decide.trust_key({"tls.crt": "c", "tls.key": "k"}) == "tls.crt"  # self-signed: its own CA
+    assert decide.server_name("invoices", "ocr") == "invoices.ocr.svc"
+    assert decide.service_url(ENDPOINT, https=True) == "https://10.96.0.7:8080"
 
 
 def test_the_service_url_is_the_cluster_ip_and_port():

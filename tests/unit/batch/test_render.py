@@ -87,11 +87,23 @@ def test_an_ocrservice_s_api_keys_are_mounted_read_only_and_named_in_the_configu
     [volume] = [v for v in pod["volumes"] if v["name"] == "api-keys"]
     assert volume["secret"] == {"secretName": "keys", "defaultMode": 0o440, "items": [{"key": "api-keys", "path": "api-keys"}]}
     [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "api-keys"]
-    assert mount == {"name": "api-keys", "mountPath": "/var/run/ocr-batch", "readOnly": True}
+    assert mount == {"name": "api-keys", "mountPath": "/var/run/ocr-batch/auth", "readOnly": True}
     cm = render.render_configmap(b, "http://10.96.0.7:8080", SETTINGS, api_key=True)
     assert config.parse(json.loads(cm["data"][render.CONFIG_KEY]), index=0).api_key_file == render.API_KEY_FILE
     assert "api-keys" not in [v["name"] for v in render.render_job(b, SETTINGS)["spec"]["template"]["spec"]["volumes"]]
     assert worker_config(b).api_key_file is None
+
+
+def test_over_https_the_workers_trust_the_certificate_s_ca_and_check_the_service_name():
+    b, tls = batch(), render.Tls("cert", "ca.crt", "invoices.ocr.svc")
+    pod = render.render_job(b, SETTINGS, tls=tls)["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "service-ca"]
+    assert volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]  # never the private key
+    assert {"name": "service-ca", "mountPath": "/var/run/ocr-batch/tls", "readOnly": True} in \
+        pod["containers"][0]["volumeMounts"]
+    cm = render.render_configmap(b, "https://10.96.0.7:8080", SETTINGS, tls=tls)
+    cfg = config.parse(json.loads(cm["data"][render.CONFIG_KEY]), index=0)
+    assert (cfg.service_url, cfg.ca_file, cfg.server_name) == ("https://10.96.0.7:8080", render.CA_FILE, "invoices.ocr.svc")
 
 
 def test_the_workers_go_where_the_ocrservice_pods_may():
