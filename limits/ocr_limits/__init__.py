@@ -35,6 +35,7 @@ from .settings import (
     default_batch_queue_threshold,
     graceful_shutdown_seconds,
     setting,
+    split_keys,
 )
 from .tokens import (
     BASE_SIZE,
@@ -64,5 +65,5 @@ __all__ = [
     "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SERVER_SETTINGS", "SETTINGS",
     "Setting", "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES",
     "VLLM", "crops_allowed", "crops_required", "default_batch_max_running", "default_batch_queue_threshold", "default_max_visual_tokens",
-    "engine_limits", "setting", "token_budget_fits", "view_tokens", "visual_tokens",
+    "engine_limits", "setting", "split_keys", "token_budget_fits", "view_tokens", "visual_tokens",
 ]

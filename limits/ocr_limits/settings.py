@@ -104,6 +104,18 @@ def setting(env: str) -> Setting:
     return SETTING[env]
 
 
+def split_keys(text: str) -> list[str]:
+    """The keys of an API keys text (API_KEYS, API_KEYS_FILE, an OcrService's spec.auth Secret), in
+    order: separated by commas or new lines, blank lines and `#` comment lines skipped. The server
+    checks them (reload.parse_keys); an OcrBatch worker sends the first."""
+    keys: list[str] = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        keys += [k.strip() for k in line.split(",") if k.strip()]
+    return keys
+
+
 def default_batch_max_running(running: int) -> int:
     """BATCH_MAX_RUNNING when unset, for a server that runs `running` requests at once: all but a
     quarter of them (at least one kept while there are two), so that an interactive request

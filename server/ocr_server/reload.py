@@ -27,6 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ocr_limits import split_keys
+
 log = logging.getLogger("ocr_server.reload")
 
 POLL_SECONDS = 2.0
@@ -43,11 +45,7 @@ class ReloadError(ValueError):
 def parse_keys(text: str, source: str = "API_KEYS") -> tuple[str, ...]:
     """Keys separated by commas or new lines (blank lines and `#` comment lines skipped), each at
     least MIN_KEY_CHARS long, at least one. Raises ReloadError naming `source`."""
-    keys: list[str] = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        keys += [k.strip() for k in line.split(",") if k.strip()]
+    keys = split_keys(text)
     if not keys:
         raise ReloadError(f"{source} holds no key")
     if len(keys) > MAX_KEYS:

@@ -31,6 +31,8 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping
 
+from ocr_limits import split_keys
+
 from . import results
 from .budget import ByteBudget
 from .client import Answer, OcrClient
@@ -316,15 +318,10 @@ def _json_or_none(data: bytes) -> Any:
 
 
 def first_key(text: str) -> str | None:
-    """The first key of an API keys file as the server reads it (one per line or comma-separated,
-    `#` lines skipped): an OcrService's spec.auth Secret may hold several."""
-    for line in text.splitlines():
-        if line.strip().startswith("#"):
-            continue
-        for key in line.split(","):
-            if key.strip():
-                return key.strip()
-    return None
+    """The first key of an API keys file as the server reads it (ocr_limits.split_keys): an
+    OcrService's spec.auth Secret may hold several."""
+    keys = split_keys(text)
+    return keys[0] if keys else None
 
 
 def _api_key(cfg: WorkerConfig) -> str | None:
