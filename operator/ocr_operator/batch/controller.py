@@ -286,9 +286,7 @@ class BatchController:
         claims = {claim: (await self.kube.get("PersistentVolumeClaim", ns, claim)) is not None
                   for _, claim in decide.needed_claims(spec)}
         secrets: dict[str, Mapping[str, Any] | None] = {}
-        auth, tls = decide.service_auth(service), decide.service_tls(service)
-        names = [s for _, s, _ in decide.needed_secrets(spec)] + ([auth[0]] if auth else []) + ([tls] if tls else [])
-        for secret in names:
+        for _, secret, _ in decide.needed_secrets(spec, service):
             if secret not in secrets:
                 got = await self.kube.get("Secret", ns, secret)
                 secrets[secret] = None if got is None else (got.get("data") or {})

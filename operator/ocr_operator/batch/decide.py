@@ -72,13 +72,20 @@ def server_name(service: str, namespace: str) -> str:
     return f"{service}.{namespace}.svc"
 
 
-def needed_secrets(spec: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(field, Secret name, keys it must hold) of every Secret the batch reads."""
+def needed_secrets(spec: Mapping[str, Any], service: Mapping[str, Any] | None = None) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(field, Secret name, keys it must hold) of every Secret the batch reads: its own (S3
+    credentials, the callback's key) and those of the OcrService it sends to (its API keys, the
+    certificate the workers trust)."""
     out = [(f"spec.{role}.s3.credentialsSecret", spec[role]["s3"]["credentialsSecret"],
             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")) for role in ("input", "output") if "s3" in spec[role]]
     ref = (spec.get("callback") or {}).get("secretRef")
     if ref:
         out.append(("spec.callback.secretRef", ref["name"], (ref.get("key") or "secret",)))
+    auth, tls = service_auth(service), service_tls(service)
+    if auth:
+        out.append((f"spec.service (OcrService {spec['service']}, its spec.auth)", auth[0], (auth[1],)))
+    if tls:
+        out.append((f"spec.service (OcrService {spec['service']}, its spec.tls)", tls, (TLS_CERT_KEY,)))
     return out
 
 
@@ -87,31 +94,12 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
     name = spec["service"]
     if found.service is None:
         return Missing("ServiceNotFound", f"spec.service: OcrService {name} does not exist in this namespace")
-    tls = service_tls(found.service)
-    if tls is not None:
-        data = found.secrets.get(tls)
-        if data is None:
-            return Missing("SecretNotFound", f"spec.service: OcrService {name} serves HTTPS with Secret {tls} "
-                                             "(its spec.tls), which does not exist in this namespace")
-        if TLS_CERT_KEY not in data:
-            return Missing("SecretKeyNotFound", f"spec.service: OcrService {name} serves HTTPS with Secret {tls} "
-                                                f"(its spec.tls), which has no key {TLS_CERT_KEY}")
-    auth = service_auth(found.service)
-    if auth is not None:
-        secret, key = auth
-        data = found.secrets.get(secret)
-        if data is None:
-            return Missing("SecretNotFound", f"spec.service: OcrService {name} requires API keys from Secret "
-                                             f"{secret} (its spec.auth), which does not exist in this namespace")
-        if key not in data:
-            return Missing("SecretKeyNotFound", f"spec.service: OcrService {name} requires API keys from Secret "
-                                                f"{secret} (its spec.auth), which has no key {key}")
     if found.service_endpoint is None or not (found.service_endpoint.get("spec") or {}).get("clusterIP"):
         return Missing("ServiceNotFound", f"spec.service: the Service of OcrService {name} does not exist yet")
     for field, claim in needed_claims(spec):
         if not found.claims.get(claim):
             return Missing("ClaimNotFound", f"{field}: PersistentVolumeClaim {claim} does not exist in this namespace")
-    for field, secret, keys in needed_secrets(spec):
+    for field, secret, keys in needed_secrets(spec, found.service):
         data = found.secrets.get(secret)
         if data is None:
             return Missing("SecretNotFound", f"{field}: Secret {secret} does not exist in this namespace")

@@ -57,10 +57,10 @@ def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key():
     assert decide.service_auth({"spec": {"auth": {"secretName": "k", "key": "list"}}}) == ("k", "list")
     assert decide.service_auth(SERVICE) is None
     assert decide.preflight(spec(), found(service=with_auth)).message == (
-        "spec.service: OcrService invoices requires API keys from Secret keys (its spec.auth), "
-        "which does not exist in this namespace")
-    assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"other": "x"}})).reason == \
-        "SecretKeyNotFound"
+        "spec.service (OcrService invoices, its spec.auth): Secret keys does not exist in this namespace")
+    missing = decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"other": "x"}}))
+    assert (missing.reason, missing.message) == (
+        "SecretKeyNotFound", "spec.service (OcrService invoices, its spec.auth): Secret keys has no key api-keys")
     assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"api-keys": "x"}})) is None
 
 
@@ -68,10 +68,10 @@ def test_an_ocrservice_serving_https_needs_its_certificate_secret_and_the_worker
     with_tls = {"spec": {"tls": {"secretName": "cert"}}}
     assert decide.service_tls(with_tls) == "cert" and decide.service_tls(SERVICE) is None
     assert decide.preflight(spec(), found(service=with_tls)).message == (
-        "spec.service: OcrService invoices serves HTTPS with Secret cert (its spec.tls), "
-        "which does not exist in this namespace")
-    assert decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.key": "k"}})).reason == \
-        "SecretKeyNotFound"
+        "spec.service (OcrService invoices, its spec.tls): Secret cert does not exist in this namespace")
+    missing = decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.key": "k"}}))
+    assert (missing.reason, missing.message) == (
+        "SecretKeyNotFound", "spec.service (OcrService invoices, its spec.tls): Secret cert has no key tls.crt")
     assert decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.crt": "c", "tls.key": "k"}})) is None
     assert decide.trust_key({"tls.crt": "c", "ca.crt": "a"}) == "ca.crt"  # cert-manager's issuing CA
     assert decide.trust_key({"tls.crt": "c", "tls.key": "k"}) == "tls.crt"  # self-signed: its own CA
