@@ -61,7 +61,7 @@ class Admission:
     async def yield_to_interactive(self, most: float) -> None:
         """Wait (at most `most` seconds) until no interactive request is inside: a batch request
         calls it before reading its document, so that it takes no CPU from a person waiting."""
-        if self.running[INTERACTIVE] and most > 0:
+        if self.interactive_inside() and most > 0:
             try:
                 await asyncio.wait_for(self._no_interactive.wait(), most)
             except TimeoutError:

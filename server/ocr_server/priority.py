@@ -98,6 +98,14 @@ class ClassQueue(Generic[T]):
                 return self._queues[request_class].popleft()
         raise IndexError("pop from an empty ClassQueue")
 
+    def first(self) -> T:
+        """The entry that would leave next, left in place (IndexError when empty); no copy, so the
+        engine thread may look at it every step."""
+        for request_class in CLASSES:
+            if self._queues[request_class]:
+                return self._queues[request_class][0]
+        raise IndexError("first of an empty ClassQueue")
+
     def popleft_of(self, request_class: str) -> T:
         """The first entry of one class (IndexError when it has none)."""
         return self._queues[request_class].popleft()

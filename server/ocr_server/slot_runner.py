@@ -150,7 +150,7 @@ class SlotRunner:
     def _held(self, now: float) -> bool:
         """Whether the first batch page waits on: an interactive request is inside, and the page has
         not been held BATCH_HOLD_MAX_S yet."""
-        return self.hold_batch() and now - next(iter(self.inbox)).queued_at < BATCH_HOLD_MAX_S
+        return self.hold_batch() and now - self.inbox.first().queued_at < BATCH_HOLD_MAX_S
 
     def _admit_all(self, items: list[Any]) -> list[Any]:
         return [self.slots.admit(item) for item in items]

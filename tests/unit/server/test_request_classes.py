@@ -89,7 +89,7 @@ def test_the_class_queue_serves_interactive_first_and_in_order_within_a_class():
     for entry, cls in (("b1", BATCH), ("i1", INTERACTIVE), ("b2", BATCH), ("i2", INTERACTIVE)):
         q.append(entry, cls)
     assert q.remove("b2", BATCH) and not q.remove("b2", BATCH)
-    assert list(q) == ["i1", "i2", "b1"] and len(q) == 3
+    assert list(q) == ["i1", "i2", "b1"] and len(q) == 3 and q.first() == "i1"
     assert [q.popleft() for _ in range(3)] == ["i1", "i2", "b1"]
 
 
