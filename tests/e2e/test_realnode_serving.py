@@ -10,6 +10,8 @@ to the Service's ClusterIP, which kube-proxy routes to the pod's address on the 
 from __future__ import annotations
 
 import ipaddress
+import json
+import socket
 import time
 
 import httpx
@@ -35,7 +37,20 @@ def wait_serving(cluster, ocr, namespace: str, name: str, timeout: float = 300) 
     took = time.monotonic() - t0
     pods = [p for p in server_pods(cluster, namespace, name) if pod_ready(p)]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
+    # Ready is the pod's; kube-proxy programs the Service's rules for it a moment later. Wait until
+    # the Service's address takes a connection, so a first refused connect is not read as the server's.
+    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
+    address = (svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"])
+    wait_for(lambda: _connects(address), timeout=30, interval=0.2, message=f"Service {name} takes connections")
     return pods[0], took
+
+
+def _connects(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=2).close()
+        return True
+    except OSError:
+        return False
 
 
 def test_ocrservice_pod_runs_the_server_image_with_weights_from_the_pvc_and_serves_ocr_through_its_service(
