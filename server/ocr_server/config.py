@@ -59,10 +59,20 @@ def _bounds(env: str) -> tuple[int, int]:
 MAX_LIVENESS_STALL_SEC = 86_400
 DECODERS = ("auto", "slots", "generate")
 EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
+DTYPES = ("auto", "float32", "bfloat16")
 MAX_DECODE_SLOTS = 1024
 MAX_BODY_TIMEOUT_SEC = 3600
 MAX_HEADER_TIMEOUT_SEC = 300
 MAX_CONNECTIONS = 65536
+
+
+def resolve_dtype(setting: str, device_type: str) -> str:
+    """DTYPE=auto: bfloat16 on a GPU (the checkpoint's own precision), float32 on a CPU, so that
+    the two engines and the tests' references give the same tokens there. bfloat16 on a CPU is
+    what vLLM's own server picks on one with AVX512-BF16 (`--dtype auto`): faster, other tokens."""
+    if setting != "auto":
+        return setting
+    return "bfloat16" if device_type == "cuda" else "float32"
 
 
 class ConfigError(ValueError):
@@ -153,6 +163,7 @@ class RuntimeConfig:
     liveness_stall_sec: float | None = None
     # transformers engine's decoder (slots.py): auto = slots (on every device; generate is the reference).
     decoder: str = "auto"
+    dtype: str = "auto"  # the weights' and activations' precision, both engines: resolve_dtype
     decode_slots: int = 0  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
@@ -207,6 +218,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "ENGINE": ("runtime", "engine"),
     "GPU_ID": ("runtime", "gpu_id"),
     "DEVICE": ("runtime", "device"),
+    "DTYPE": ("runtime", "dtype"),
     "CONCURRENCY": ("runtime", "concurrency"),
     "BATCH_SIZE": ("runtime", "batch_size"),
     "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
@@ -374,6 +386,8 @@ def validate(cfg: ServerConfig) -> None:
         _fail("GPU_ID", r.gpu_id, ">= 0")
     if r.device not in ("auto", "cpu", "cuda"):
         _fail("DEVICE", r.device, "auto, cpu or cuda")
+    if r.dtype not in DTYPES:
+        _fail("DTYPE", r.dtype, ", ".join(DTYPES))
     _in_range("CONCURRENCY", r.concurrency)
     _in_range("BATCH_SIZE", r.batch_size)
     if not 0 <= r.batch_wait_ms <= 1000:

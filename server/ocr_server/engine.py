@@ -30,7 +30,7 @@ from PIL import Image
 
 from ocr_limits import MIN_CROPS, TOKEN_STRIDE, view_tokens
 
-from .config import ConfigError, ServerConfig, crops_allowed, crops_required, validate_against_model, validate_model_dir
+from .config import ConfigError, ServerConfig, crops_allowed, crops_required, resolve_dtype, validate_against_model, validate_model_dir
 from .convert import is_official_layout, read_config_json, translate_official_config
 from .images import CropPlan, plan_crops
 from .min_tokens import HoldEos
@@ -286,7 +286,7 @@ class Engine:
         if tiny:
             log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
         device = self.device()
-        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        dtype = getattr(torch, resolve_dtype(cfg.runtime.dtype, device.type))
         if device.type == "cuda":
             # cuDNN's attention builds a plan per input shape, and every decode step is a new shape:
             # measured on an H200, a request with unseen lengths paid seconds (a 128-token answer

@@ -32,7 +32,7 @@ from PIL import Image
 
 from ocr_limits import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, VLLM
 
-from .config import ConfigError, ServerConfig, validate_model_dir
+from .config import ConfigError, ServerConfig, resolve_dtype, validate_model_dir
 from .convert import is_official_layout, read_config_json
 from .engine import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
 from .errors import BadInput, DeadlineExceeded, EngineFailure
@@ -161,7 +161,7 @@ class VllmEngine:
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         else:
             os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(r.gpu_id))
-        dtype = "float32" if device == "cpu" else "bfloat16"  # the transformers engine's choice on each device
+        dtype = resolve_dtype(r.dtype, device)  # the transformers engine's choice on each device
         args = AsyncEngineArgs(
             model=str(model_dir),
             tokenizer=str(model_dir),

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from . import samples
-from .conftest import wait_for
+from .conftest import start_server, wait_for
 
 pytestmark = pytest.mark.server
 
@@ -28,6 +28,18 @@ def test_health_is_503_while_loading_then_200_with_model_name_and_version(main_s
     assert main_server.proc.poll() is None
     assert "weights loaded" in main_server.log() and "0 missing keys" in main_server.log()
     assert "meaningless" in main_server.log()
+
+
+def test_dtype_bfloat16_loads_and_runs_the_model_in_bfloat16_on_a_cpu(tiny_native, tmp_path):
+    bf16 = start_server(tmp_path, {"MODEL_PATH": str(tiny_native), "DTYPE": "bfloat16", "MAX_NEW_TOKENS": "6"})
+    try:
+        with bf16.client() as c:
+            assert c.get("/health").json()["dtype"] == "bfloat16"
+            r = c.post("/v1/ocr", files={"file": ("p.png", samples.png(600, 400), "image/png")})
+        assert r.status_code == 200, r.text
+        assert 1 <= r.json()["usage"]["generated_tokens"] <= 6
+    finally:
+        bf16.stop()
 
 
 def test_live_and_ready_probes_answer_when_ready(server):

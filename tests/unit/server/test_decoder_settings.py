@@ -1,4 +1,4 @@
-"""The slots decoder's settings and sizing: bad values are refused naming the setting; buckets cover every length."""
+"""The engine's settings (the slots decoder's, its sizing, DTYPE): bad values are refused naming the setting; buckets cover every length."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import pytest
 
 import torch
 
-from ocr_server.config import ConfigError, load_config
+from ocr_server.config import ConfigError, load_config, resolve_dtype
 from ocr_server.engine import resolve_decoder
 from ocr_server.slots import buckets, parse_buckets, pick
 
 
 @pytest.mark.parametrize("key,value", [("DECODER", "fast"), ("DECODE_SLOTS", "-1"), ("DECODE_SLOTS", "5000"),
                                        ("DECODE_KV_BUCKETS", "1024,lots"), ("DECODE_KV_BUCKETS", "0,512"),
-                                       ("EXPERTS", "sonic"), ("CUDA_GRAPHS", "perhaps")])
+                                       ("EXPERTS", "sonic"), ("CUDA_GRAPHS", "perhaps"), ("DTYPE", "float8"),
+                                       ("DTYPE", "half")])
 def test_a_bad_decoder_setting_is_refused_naming_it(key, value):
     with pytest.raises(ConfigError, match=key):
         load_config(env={key: value})
@@ -31,6 +32,18 @@ def test_auto_picks_the_slots_decoder_on_every_device(device):
 
 def test_an_explicit_decoder_is_kept():
     assert resolve_decoder("generate", torch.device("cuda")) == "generate"
+
+
+@pytest.mark.parametrize("device,dtype", [("cuda", "bfloat16"), ("cpu", "float32")])
+def test_auto_dtype_is_bfloat16_on_a_gpu_and_float32_on_a_cpu(device, dtype):
+    assert load_config(env={}).runtime.dtype == "auto"
+    assert resolve_dtype("auto", device) == dtype
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_an_explicit_dtype_is_kept_on_every_device(device):
+    assert resolve_dtype(load_config(env={"DTYPE": "bfloat16"}).runtime.dtype, device) == "bfloat16"
+    assert resolve_dtype(load_config(env={"DTYPE": "float32"}).runtime.dtype, device) == "float32"
 
 
 def test_buckets_are_powers_of_two_ending_at_the_top():
