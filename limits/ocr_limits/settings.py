@@ -68,7 +68,8 @@ SETTINGS: tuple[Setting, ...] = (
             bounds="the most visual tokens a page is shown with"),
     Setting("CONCURRENCY", "inference.concurrency", 4, 1, 256, bounds="requests processed at once per pod (the rest wait in the queue)"),
     Setting("BATCH_SIZE", "inference.batchSize", 8, 1, 64,
-            bounds="pages per generate batch (vLLM's max_num_seqs with ENGINE=vllm)"),
+            bounds="pages decoded at once: a generate() batch (DECODER=generate), the slots decoder's "
+                   "slots on a CPU (DECODE_SLOTS 0), vLLM's max_num_seqs (ENGINE=vllm)"),
     Setting("TIMEOUT_SEC", "inference.timeoutSeconds", 30, 1, 3600, bounds="the deadline of one request in seconds (later answers are 504)"),
     Setting("MAX_NEW_TOKENS", "inference.maxNewTokens", 8192, 1, 8192,
             bounds="generated tokens per page (the model's context is 8192)"),

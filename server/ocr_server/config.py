@@ -459,7 +459,9 @@ def startup_warnings(cfg: ServerConfig) -> list[str]:
     with several pages can still fill a batch beyond CONCURRENCY)."""
     r = cfg.runtime
     out = []
-    if r.batch_size > r.concurrency:
+    # The slots decoder admits max(CONCURRENCY, its slots) requests, so only generate's and vLLM's
+    # batches are held to CONCURRENCY.
+    if r.batch_size > r.concurrency and (r.engine == "vllm" or r.decoder == "generate"):
         what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
         out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
                    f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")

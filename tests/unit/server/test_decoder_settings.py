@@ -6,7 +6,7 @@ import pytest
 
 import torch
 
-from ocr_server.config import ConfigError, load_config, resolve_dtype
+from ocr_server.config import ConfigError, load_config, resolve_dtype, startup_warnings
 from ocr_server.engine import resolve_decoder
 from ocr_server.slots import buckets, parse_buckets, pick
 
@@ -62,3 +62,9 @@ def test_pick_takes_the_smallest_bucket_that_holds_the_need():
     assert [pick(sizes, n) for n in (1, 512, 513, 2048)] == [512, 512, 1024, 2048]
     with pytest.raises(ValueError):
         pick(sizes, 2049)
+
+
+@pytest.mark.parametrize("env,warned", [({}, False), ({"DECODER": "generate"}, True), ({"ENGINE": "vllm"}, True)])
+def test_batch_size_above_concurrency_is_warned_only_where_concurrency_caps_the_batch(env, warned):
+    cfg = load_config(env={"BATCH_SIZE": "8", "CONCURRENCY": "4", **env})
+    assert any(w.startswith("BATCH_SIZE=8 > CONCURRENCY=4") for w in startup_warnings(cfg)) is warned
