@@ -70,6 +70,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("BATCH_SIZE", "inference.batchSize", 8, 1, 64,
             bounds="pages decoded at once: a generate() batch (DECODER=generate), the slots decoder's "
                    "slots on a CPU (DECODE_SLOTS 0), vLLM's max_num_seqs (ENGINE=vllm)"),
+    Setting("DECODE_SLOTS", "inference.decodeSlots", 0, 0, 1024,
+            bounds="pages the slots decoder (the transformers engine's default) decodes at once; 0: 64 on a GPU, "
+                   "BATCH_SIZE on a CPU"),
     Setting("TIMEOUT_SEC", "inference.timeoutSeconds", 30, 1, 3600, bounds="the deadline of one request in seconds (later answers are 504)"),
     Setting("MAX_NEW_TOKENS", "inference.maxNewTokens", 8192, 1, 8192,
             bounds="generated tokens per page (the model's context is 8192)"),

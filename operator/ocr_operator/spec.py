@@ -142,6 +142,7 @@ class Inference:
     max_visual_tokens: int | None = None
     concurrency: int = _default("CONCURRENCY")
     batch_size: int = _default("BATCH_SIZE")
+    decode_slots: int = _default("DECODE_SLOTS")  # 0: the server's own choice (64 on a GPU)
     timeout_seconds: int = _default("TIMEOUT_SEC")
     max_new_tokens: int = _default("MAX_NEW_TOKENS")
 
@@ -468,6 +469,7 @@ def parse(spec: Mapping[str, Any]) -> OcrServiceSpec:
         max_visual_tokens=None if i.get("maxVisualTokens") is None else _int(i, "maxVisualTokens", None, w),
         concurrency=_int(i, "concurrency", Inference.concurrency, w),
         batch_size=_int(i, "batchSize", Inference.batch_size, w),
+        decode_slots=_int(i, "decodeSlots", Inference.decode_slots, w),
         timeout_seconds=_int(i, "timeoutSeconds", Inference.timeout_seconds, w),
         max_new_tokens=_int(i, "maxNewTokens", Inference.max_new_tokens, w),
     )
@@ -631,7 +633,8 @@ def validate(s: OcrServiceSpec) -> None:
     shared = (
         ("ENGINE", s.engine), ("INPUT_SIZE", inf.input_size), ("BASE_SIZE", inf.base_size),
         ("MIN_VISUAL_TOKENS", inf.min_visual_tokens), ("MAX_VISUAL_TOKENS", inf.max_visual_tokens),
-        ("CONCURRENCY", inf.concurrency), ("BATCH_SIZE", inf.batch_size), ("TIMEOUT_SEC", inf.timeout_seconds),
+        ("CONCURRENCY", inf.concurrency), ("BATCH_SIZE", inf.batch_size), ("DECODE_SLOTS", inf.decode_slots),
+        ("TIMEOUT_SEC", inf.timeout_seconds),
         ("MAX_NEW_TOKENS", inf.max_new_tokens), ("PORT", s.service.port),
     )
     errors += [e for e in (_out_of_bounds(setting(env), value) for env, value in shared) if e]

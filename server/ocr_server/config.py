@@ -60,7 +60,7 @@ MAX_LIVENESS_STALL_SEC = 86_400
 DECODERS = ("auto", "slots", "generate")
 EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
 DTYPES = ("auto", "float32", "bfloat16")
-MAX_DECODE_SLOTS = 1024
+MAX_DECODE_SLOTS = _bounds("DECODE_SLOTS")[1]
 MAX_BODY_TIMEOUT_SEC = 3600
 MAX_HEADER_TIMEOUT_SEC = 300
 MAX_CONNECTIONS = 65536
@@ -164,7 +164,7 @@ class RuntimeConfig:
     # transformers engine's decoder (slots.py): auto = slots (on every device; generate is the reference).
     decoder: str = "auto"
     dtype: str = "auto"  # the weights' and activations' precision, both engines: resolve_dtype
-    decode_slots: int = 0  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
+    decode_slots: int = _default("DECODE_SLOTS")  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
     experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (experts.py)
@@ -419,8 +419,7 @@ def validate(cfg: ServerConfig) -> None:
         _fail("TEST_HOOKS", r.test_hooks, " or ".join(TEST_HOOKS) + " (a test hook: testhooks.py)")
     if r.decoder not in DECODERS:
         _fail("DECODER", r.decoder, ", ".join(DECODERS))
-    if not 0 <= r.decode_slots <= MAX_DECODE_SLOTS:
-        _fail("DECODE_SLOTS", r.decode_slots, f"0..{MAX_DECODE_SLOTS} (0: 64 on a GPU, BATCH_SIZE on a CPU)")
+    _in_range("DECODE_SLOTS", r.decode_slots)
     if r.decode_kv_buckets and not re.fullmatch(r"\s*[1-9][0-9]{0,5}(\s*,\s*[1-9][0-9]{0,5})*\s*", r.decode_kv_buckets):
         _fail("DECODE_KV_BUCKETS", r.decode_kv_buckets, "comma-separated positive token counts, e.g. 1024,2048,4096")
     if r.experts not in EXPERTS:

@@ -54,6 +54,7 @@ FIELD_TO_SERVER = {
     "maxVisualTokens": ("model", "max_visual_tokens"),
     "concurrency": ("runtime", "concurrency"),
     "batchSize": ("runtime", "batch_size"),
+    "decodeSlots": ("runtime", "decode_slots"),
     "timeoutSeconds": ("runtime", "timeout_sec"),
     "maxNewTokens": ("runtime", "max_new_tokens"),
 }
@@ -64,6 +65,7 @@ TOKENS = (None, 256, 257, 543, 544, 545, 687, 688, 689, 831, 832, 833, 975, 976,
 RUNTIME = {
     "concurrency": (None, 1, 256),
     "batchSize": (None, 1, 64),
+    "decodeSlots": (None, 0, 1024),
     "timeoutSeconds": (None, 1, 3600),
     "maxNewTokens": (None, 1, 8192),
 }
@@ -313,6 +315,8 @@ def test_a_crop_as_large_as_the_global_view_is_rejected_by_the_crd_naming_the_fi
     ({"maxVisualTokens": 1121}, "maxVisualTokens"),
     ({"minVisualTokens": 255}, "minVisualTokens"),
     ({"batchSize": 65}, "batchSize"),
+    ({"decodeSlots": 1025}, "decodeSlots"),
+    ({"decodeSlots": -1}, "decodeSlots"),
     ({"maxNewTokens": 8193}, "maxNewTokens"),
     ({"timeoutSeconds": 0}, "timeoutSeconds"),
     ({"minVisualTokens": 689, "maxVisualTokens": 688}, "minVisualTokens"),  # 4 crops needed, 3 allowed

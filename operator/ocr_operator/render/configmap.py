@@ -51,6 +51,9 @@ def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
             "batch_size": inf.batch_size,
             "timeout_sec": inf.timeout_seconds,
             "max_new_tokens": inf.max_new_tokens,
+            # only when set: 0 leaves the server's choice, and the config (so the revision) of
+            # OcrServices made before the field stays as it was
+            **({"decode_slots": inf.decode_slots} if inf.decode_slots else {}),
         },
     }
 

@@ -216,6 +216,18 @@ def test_the_configmap_holds_service_model_and_runtime_sections():
     assert cfg["model"]["max_visual_tokens"] == 1024
 
 
+def config_yaml(inference: dict) -> str:
+    return children({"inference": inference}).objects["ConfigMap"]["data"]["config.yaml"]
+
+
+def test_decode_slots_reaches_the_server_when_set_and_zero_leaves_the_config_as_before_the_field(tmp_path):
+    config = pytest.importorskip("ocr_server.config", reason="the server package is not installed in this venv")
+    assert config_yaml({"decodeSlots": 0}) == config_yaml({}) and "decode_slots" not in config_yaml({})
+    path = tmp_path / "config.yaml"
+    path.write_text(config_yaml({"decodeSlots": 16}))
+    assert config.load_config(str(path), env={}).runtime.decode_slots == 16
+
+
 def test_a_config_change_rolls_the_pods_through_the_config_hash():
     a = children({"inference": {"concurrency": 2}}).objects["Deployment"]["spec"]["template"]["metadata"]["annotations"]
     b = children({"inference": {"concurrency": 3}}).objects["Deployment"]["spec"]["template"]["metadata"]["annotations"]
