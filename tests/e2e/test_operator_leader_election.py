@@ -123,7 +123,9 @@ def test_a_killed_leaders_standby_takes_over_once_the_lease_expires_and_reconcil
     assert spec.lease_transitions == last.lease_transitions + 1
     wait_for(lambda: deployment_replicas(ocr, "web") == 2, timeout=60,
              message="the change made after the kill reconciled by op-b")
-    assert metric(b, "ocr_operator_reconciles_total") > 0
+    # Counted when the reconcile finishes, after its status write: a moment after the Deployment changed.
+    wait_for(lambda: metric(b, "ocr_operator_reconciles_total") > 0, timeout=10, interval=0.2,
+             message="op-b's finished reconcile on its /metrics")
 
 
 def test_a_gracefully_stopped_leader_releases_and_its_standby_takes_over_at_once(cluster, namespace, ocr, kube,

@@ -24,6 +24,9 @@ INVALID = [
     ("a token floor the ceiling cannot reach", {"inference": {"minVisualTokens": 600, "maxVisualTokens": 650}},
      "spec.inference.minVisualTokens needs more crops than spec.inference.maxVisualTokens allows"),
     ("a batch larger than the server takes", {"inference": {"batchSize": 128}}, "spec.inference.batchSize"),
+    ("more decode slots than the server takes", {"inference": {"decodeSlots": 2048}}, "spec.inference.decodeSlots"),
+    ("DECODE_SLOTS in env", {"env": [{"name": "DECODE_SLOTS", "value": "16"}]},
+     "spec.env must not set DECODE_SLOTS: set spec.inference.decodeSlots instead"),
     ("a crop size the model has no queries for", {"inference": {"inputSize": 640}}, "spec.inference.inputSize"),
     ("autoscaling min above max", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
      "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas"),
@@ -108,6 +111,7 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
                    timeout=10, message="the OcrService")
     spec = obj["spec"]
     assert spec["engine"] == "transformers" and spec["inference"]["minVisualTokens"] == 256
+    assert spec["inference"]["decodeSlots"] == 0  # the server's choice
     assert "maxVisualTokens" not in spec["inference"]  # it follows the engine: the operator fills it in
     assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
