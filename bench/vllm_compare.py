@@ -9,8 +9,8 @@ Both servers load the same weights (the `--for-vllm` tiny model: the real vision
 language model; --model-path for another official-layout checkpoint) with the same engine settings:
 --dtype (float32 by default, this server's DTYPE=auto on a CPU; bfloat16 is what vLLM's own
 `--dtype auto` picks on a CPU with AVX512-BF16: with --vllm-dtype auto alone the two would run
-different models), max_num_seqs = BATCH_SIZE, the same max_model_len, no prefix or multimodal-input cache (DeepSeek's
-own serving recipe; this server's result cache is off too), eager mode, the n-gram logits processor
+different models), max_num_seqs = BATCH_SIZE, the same max_model_len, no prefix or multimodal-input
+cache (DeepSeek's own serving recipe; this server's result cache is off too), eager mode, the n-gram logits processor
 loaded. Every request asks for the same work on both: one random page (--size px square), random
 prompt text of --input-len tokens, greedy, exactly --output-len tokens (`--ignore-eos`), and the
 recipe's n-gram guard in `vllm_xargs`.
@@ -79,7 +79,8 @@ def ours(model: Path, port: int, args) -> tuple[list[str], dict[str, str]]:
 
 
 def theirs(model: Path, port: int, args) -> tuple[list[str], dict[str, str]]:
-    cmd = [str(VLLM_CLI), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), "--dtype", args.vllm_dtype or args.dtype, "--seed", "0", "--max-num-seqs", str(args.max_num_seqs),
+    cmd = [str(VLLM_CLI), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+           "--dtype", args.vllm_dtype or args.dtype, "--seed", "0", "--max-num-seqs", str(args.max_num_seqs),
            "--max-model-len", str(max_model_len(args.max_new_tokens)), "--limit-mm-per-prompt", '{"image": 1}',
            "--logits-processors", NGRAM_PROCESSOR, "--no-enable-prefix-caching", "--mm-processor-cache-gb", "0",
            "--enforce-eager", "--skip-mm-profiling", "--disable-log-stats"]

@@ -60,7 +60,6 @@ MAX_LIVENESS_STALL_SEC = 86_400
 DECODERS = ("auto", "slots", "generate")
 EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
 DTYPES = ("auto", "float32", "bfloat16")
-MAX_DECODE_SLOTS = _bounds("DECODE_SLOTS")[1]
 MAX_BODY_TIMEOUT_SEC = 3600
 MAX_HEADER_TIMEOUT_SEC = 300
 MAX_CONNECTIONS = 65536

@@ -161,7 +161,7 @@ class VllmEngine:
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         else:
             os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(r.gpu_id))
-        dtype = resolve_dtype(r.dtype, device)  # the transformers engine's choice on each device
+        dtype = resolve_dtype(r.dtype, device)  # DTYPE, resolved as the transformers engine resolves it
         args = AsyncEngineArgs(
             model=str(model_dir),
             tokenizer=str(model_dir),
