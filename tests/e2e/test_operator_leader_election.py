@@ -62,6 +62,23 @@ def held_by(kube, namespace: str, name: str) -> client.V1LeaseSpec | None:
     return spec if spec is not None and (spec.holder_identity or "").startswith(f"{name}_") else None
 
 
+def take_lease(kube, namespace: str, holder: str, duration: int, attempts: int = 20) -> None:
+    """Write another holder into the Lease as a contender would: read, replace, and on a 409 (the
+    leader renewed in between, every retry period) read again; `attempts` bounds the loop."""
+    api = client.CoordinationV1Api(kube)
+    for attempt in range(attempts):
+        current = api.read_namespaced_lease(LEASE, namespace)
+        current.spec.holder_identity = holder
+        current.spec.lease_duration_seconds = duration
+        current.spec.renew_time = datetime.now(timezone.utc)
+        try:
+            api.replace_namespaced_lease(LEASE, namespace, current)
+            return
+        except client.ApiException as exc:
+            if exc.status != 409 or attempt == attempts - 1:
+                raise
+
+
 def metric(op: OperatorProcess, name: str) -> float:
     """The sum of a metric's samples on the operator's /metrics (0 when it has none)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5) as resp:
@@ -148,12 +165,7 @@ def test_a_leader_that_cannot_renew_exits_at_once(cluster, namespace, ocr, kube,
     a = replicas("op-a", **FAST)
     wait_for(lambda: held_by(kube, namespace, "op-a"), timeout=30, interval=0.2, message="op-a holding the Lease")
     # Someone else's record, as if op-a's renewals had failed and another replica had taken over.
-    api = client.CoordinationV1Api(kube)
-    current = api.read_namespaced_lease(LEASE, namespace)
-    current.spec.holder_identity = "intruder_00000000"
-    current.spec.lease_duration_seconds = 60
-    current.spec.renew_time = datetime.now(timezone.utc)
-    api.replace_namespaced_lease(LEASE, namespace, current)
+    take_lease(kube, namespace, "intruder_00000000", duration=60)
     taken = time.monotonic()
     wait_for(lambda: not a.alive(), timeout=FAST["renew_deadline"] + 10, interval=0.2,
              message="op-a exiting after its renew deadline")
