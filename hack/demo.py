@@ -421,7 +421,7 @@ class Demo:
         from localcluster.imagebuild import ensure_images
 
         log = LOGS / "images.log"
-        with open(log, "a") as out:  # open until the import: Images.stream() logs too
+        with open(log, "a") as out:  # open until the import: Images.import_into() logs too
             def note(line: str) -> None:
                 out.write(line + "\n")
                 out.flush()
@@ -435,10 +435,10 @@ class Demo:
             if c.has_image(ref):
                 s.ok(f"{ref} is already in {NODE_NAME}'s containerd")
             else:
-                s.say(f"{DIM}streaming {ref} into {NODE_NAME}'s containerd (once per image; minutes: torch is in it){RESET}")
+                s.say(f"{DIM}importing {ref} into {NODE_NAME}'s containerd (the layers it lacks: "
+                      f"minutes the first time, torch is in it){RESET}")
                 t0 = time.monotonic()
-                with images.stream(ref) as pipe:
-                    c.import_image(pipe, ref)
+                images.import_into(c, ref)
                 s.ok(f"imported {ref} into {NODE_NAME} in {time.monotonic() - t0:.0f}s")
         self.image = ref
 

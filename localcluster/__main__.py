@@ -32,8 +32,7 @@ def image_exports(cluster: LocalCluster, build: bool) -> list[str]:
     for ref in (imgs.server_tiny, imgs.operator):
         if not cluster.has_image(ref):
             print(f"importing {ref}")
-            with imgs.stream(ref) as pipe:
-                cluster.import_image(pipe, ref)
+            imgs.import_into(cluster, ref)
     return [f"export {var}={ref}" for var, ref in (("CAUSALFLOW_SERVER_IMAGE", imgs.server_tiny),
                                                     ("CAUSALFLOW_OPERATOR_IMAGE", imgs.operator))
             if cluster.has_image(ref)]

@@ -371,6 +371,10 @@ class LocalCluster(KubectlCommands):
         """Whether the real node's containerd holds image `ref` (pods can use it without a pull)."""
         return self._node().has_image(ref)
 
+    def content_digests(self) -> set[str]:
+        """The blobs the real node's containerd holds (`Images.import_into` sends only the others)."""
+        return self._node().content_digests()
+
     def set_metric(self, namespace: str, metric: str, value: float | None, pod: str | None = None) -> None:
         """Sets a DCGM GPU metric (DCGM_FI_*) at the fake DCGM exporter, for every GPU pod in
         `namespace` or for one `pod` (None clears it); the HPA reads it through Prometheus and

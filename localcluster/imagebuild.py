@@ -22,15 +22,18 @@ CUDA libraries, hence a ~6 GB server image; the server runs on the CPU with DEVI
 
 Images are tagged by content (Dockerfile, ignore file, build arguments, base image id and every
 file the Dockerfile copies), so a changed source gives a new tag and an unchanged one is not
-rebuilt. `Images.stream(ref)` pipes one as a docker-archive (`buildah push` to stdout) into
-`ctr -n k8s.io images import -`, so an import writes no 6 GB file; `Images.archive(ref)` writes
+rebuilt. `Images.import_into(node, ref)` sends the node only the layers it lacks when it holds
+most of the image (`imagestream`: after a code change, the code layer, not 6 GB); otherwise
+`Images.stream(ref)` pipes the whole image as a docker-archive (`buildah push` to stdout) into
+`ctr -n k8s.io images import -`, so an import writes no 6 GB file. `Images.archive(ref)` writes
 that archive as a file instead (for a person importing elsewhere), again only when the image id
 changed. State lives in
 `$CAUSALFLOW_CACHE/images/buildah-<version>/` (default ~/.cache/causalflow-ocr), so re-runs are warm.
 
     images = ensure_images()
     images.server_tiny                 # localhost/causalflow-ocr-server-tiny:<hash>
-    with images.stream(images.operator) as pipe:   # its docker-archive, on a pipe
+    images.import_into(cluster, images.operator)  # the layers the node lacks, or all of it
+    with images.stream(images.operator) as pipe:   # its whole docker-archive, on a pipe
         cluster.import_image(pipe, images.operator)
     images.archive(images.operator)    # or as a file: Path of its docker-archive
 
@@ -53,7 +56,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping
+from typing import IO, Callable, Iterator, Mapping, Protocol
+
+from localcluster import imagestream
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = "bookworm"
@@ -124,9 +129,39 @@ class Images:
                 raise ImageBuildError(f"buildah push {ref} to a pipe failed, rc={rc}; log {err}:\n{err.read_text()[-3000:]}")
             self.log(f"images: streamed {ref} in {time.monotonic() - t0:.1f}s")
 
+    def import_into(self, target: ImageTarget, ref: str) -> None:
+        """Import `ref` into `target` (the real node, or a cluster with one), sending only the
+        layers its store lacks when it holds most of the image's bytes (`imagestream`): after a
+        server change that is the code layer, where the whole image is 6 GB to stream and hash.
+        Otherwise, or if that fails, the whole image as a docker-archive (`stream`)."""
+        self._check(ref)
+        state = self.archive_dir.parent
+        have = target.content_digests()
+        with _locked(state):
+            b = Buildah(state)
+            layers = imagestream.manifest_layers(json.loads(b.inspect(ref)["Manifest"]))
+        if imagestream.worth_thin(layers, have):
+            try:
+                with _locked(state), imagestream.thin_archive(b.storage_ref, ref, layers, have, b.tmp,
+                                                              env=b.env, log=self.log) as pipe:
+                    target.import_image(pipe, ref)
+                return
+            except (imagestream.ThinImportError, RuntimeError) as exc:
+                self.log(f"images: importing only the new layers of {ref} failed, streaming the whole image: {exc}")
+        with self.stream(ref) as pipe:
+            target.import_image(pipe, ref)
+
     @property
     def refs(self) -> tuple[str, ...]:
         return tuple(ref for ref in (self.server, self.server_tiny, self.operator) if ref)
+
+
+class ImageTarget(Protocol):
+    """Where `Images.import_into` imports: `RealNode`, or `LocalCluster` with a real node."""
+
+    def content_digests(self) -> set[str]: ...
+
+    def import_image(self, archive: IO[bytes], ref: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -269,12 +304,12 @@ def state_dir() -> Path:
 
 # --- I/O: tools, buildah, builds ----------------------------------------------------------------
 
-TOOLS = ("buildah", "mmdebstrap", "runc")
+TOOLS = ("buildah", "mmdebstrap", "runc", "skopeo")
 
 
 def ensure_tools(log: Log = print) -> None:
-    """buildah, mmdebstrap and runc from Debian's packages; installed when missing (a fresh CI
-    machine). runc, because Debian's buildah pulls in crun when runc is not there yet, and crun
+    """buildah, mmdebstrap, runc and skopeo (`Images.import_into`) from Debian's packages;
+    installed when missing (a fresh CI machine). runc, because Debian's buildah pulls in crun when runc is not there yet, and crun
     refuses this machine's hybrid cgroup v1 layout ("cgroups in hybrid mode not supported"):
     `Buildah.run_image` names runc explicitly."""
     missing = [t for t in TOOLS if not shutil.which(t)]
@@ -302,6 +337,11 @@ class Buildah:
         for d in (self.logs, self.tmp, state / "storage", state / "run", state / "archives"):
             d.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "TMPDIR": str(self.tmp), "BUILDAH_LAYERS": "true"}
+
+    @property
+    def storage_ref(self) -> str:
+        """skopeo's containers-storage reference prefix for this storage (append an image ref)."""
+        return f"containers-storage:[overlay@{self.state / 'storage'}+{self.state / 'run'}]"
 
     def argv(self, *args: str) -> list[str]:
         return ["buildah", "--root", str(self.state / "storage"), "--runroot", str(self.state / "run"),

@@ -109,8 +109,7 @@ def preload(images: Images, kinds: list[str], bin_dir: Path, log: Log = print) -
             if node.has_image(ref):
                 continue
             t0 = time.monotonic()
-            with images.stream(ref) as pipe:
-                node.import_image(pipe, ref)
+            images.import_into(node, ref)
             imported.append(ref)
             log(f"images: preloaded {ref} into the real node's image store in {time.monotonic() - t0:.0f}s")
     finally:

@@ -301,6 +301,22 @@ def node_labels() -> dict[str, str]:
 
 
 # -- the node ----------------------------------------------------------------------------------------
+def stale_refs(listing: str, keep: str) -> list[str]:
+    """From `ctr images ls` output: the other tags of `keep`'s repository, and the CRI's image-id
+    refs (`sha256:<config digest>`, which the CRI adds for every image it sees) that no remaining
+    tag shares a manifest with. Without the latter an old server image's layers (GBs) stay
+    referenced after its tag goes, and the node's persistent store grows with every source change."""
+    targets: dict[str, str] = {}
+    for line in listing.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 3:
+            targets[fields[0]] = fields[2]
+    repository = keep.rpartition(":")[0]
+    old = [r for r in targets if r.rpartition(":")[0] == repository and r != keep]
+    kept = {targets[r] for r in targets if r not in old and not r.startswith("sha256:")}
+    return old + [r for r in targets if r.startswith("sha256:") and targets[r] not in kept]
+
+
 class RealNode:
     """Start/stop of the real node for one LocalCluster; its state lives in <workdir>/realnode/."""
 
@@ -365,6 +381,10 @@ class RealNode:
     def has_image(self, ref: str) -> bool:
         return ref in self.ctr("images", "ls", "-q").stdout.split()
 
+    def content_digests(self) -> set[str]:
+        """The digests of every blob (layers, manifests, configs) in the k8s.io content store."""
+        return set(self.ctr("content", "ls", "-q").stdout.split())
+
     def import_image(self, archive: Path | IO[bytes], ref: str | None = None) -> None:
         """`ctr -n k8s.io images import` of a docker-archive or oci-archive (unpacked for the CRI),
         from a file or from a pipe (`Images.stream`).
@@ -381,10 +401,10 @@ class RealNode:
             self.remove_other_tags(ref)
 
     def remove_other_tags(self, ref: str) -> list[str]:
-        """Remove every image of `ref`'s repository but `ref`; containerd's garbage collector then
-        frees the layers no image references. Returns the refs removed."""
-        repository = ref.rpartition(":")[0]
-        old = [r for r in self.ctr("images", "ls", "-q").stdout.split() if r.rpartition(":")[0] == repository and r != ref]
+        """Remove every image of `ref`'s repository but `ref`, with the image-id refs the CRI made
+        for them (`stale_refs`); containerd's garbage collector then frees the layers no image
+        references. Returns the refs removed."""
+        old = stale_refs(self.ctr("images", "ls").stdout, ref)
         if old:
             self.ctr("images", "rm", "--sync", *old)
         return old

@@ -74,8 +74,7 @@ class ProductImages:
         ref = getattr(self.images, kind)
         if not self.cluster.has_image(ref):
             t0 = time.monotonic()
-            with self.images.stream(ref) as pipe:
-                self.cluster.import_image(pipe, ref)
+            self.images.import_into(self.cluster, ref)
             self.import_seconds[kind] = time.monotonic() - t0
             print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
         return ref

@@ -257,8 +257,49 @@ def test_importing_a_new_tag_removes_the_older_tags_of_its_repository_only(node,
         refs = node.ctr("images", "ls", "-q").stdout.split()
         assert f"{repo}:two" in refs and f"{repo}:one" not in refs
         assert f"{other}:one" in refs  # another repository, even one whose name starts the same, stays
+        # The CRI's image-id refs (sha256:<config>) point only at manifests a tag still has.
+        targets = {line.split()[0]: line.split()[2] for line in node.ctr("images", "ls").stdout.splitlines()[1:]}
+        tagged = {t for r, t in targets.items() if not r.startswith("sha256:")}
+        assert {r for r, t in targets.items() if r.startswith("sha256:") and t not in tagged} == set()
     finally:
         node.ctr("images", "rm", f"{repo}:one", f"{repo}:two", f"{other}:one", check=False)
+
+
+def test_an_image_sharing_the_nodes_layers_is_imported_as_its_new_layers_and_runs(cluster, node, namespace,
+                                                                                    product_images, tmp_path):
+    """`Images.import_into` sends only the layers the node lacks (localcluster/imagestream.py):
+    the operator image plus one small layer arrives as that layer, and a pod runs it."""
+    from localcluster import imagebuild as img
+
+    base = product_images.on_node("operator")
+    b = img.Buildah(img.state_dir())
+    ref = f"localhost/causalflow/thin-import-test:{os.getpid()}"
+    marker = f"only the new layer travelled {time.time()}"
+    (tmp_path / "marker").write_text(marker)
+    with img._locked(b.state):  # no ensure_images() clears working containers meanwhile
+        work = b.run("from", "--pull-never", base).strip()
+        try:
+            b.run("copy", work, str(tmp_path / "marker"), "/marker")
+            b.run("commit", "--format", "docker", work, ref)
+        finally:
+            subprocess.run(b.argv("rm", work), capture_output=True, env=b.env)
+    lines: list[str] = []
+    try:
+        img.Images(server=None, server_tiny=None, operator=ref, archive_dir=b.state / "archives",
+                   log=lines.append).import_into(cluster, ref)
+        thin = [line for line in lines if "OCI archive of its new layers" in line]
+        assert thin and " 0 MiB sent" in thin[0], lines
+        apply(cluster, namespace, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "thin"},
+                                   "spec": pod_spec(ref, [], restartPolicy="Never",
+                                                    container={"command": ["cat", "/marker"]})})
+        wait_for(lambda: get(cluster, namespace, "pod", "thin")["status"].get("phase") in ("Succeeded", "Failed"),
+                 timeout=90, message="pod thin finished")
+        assert get(cluster, namespace, "pod", "thin")["status"]["phase"] == "Succeeded"
+        assert cluster.kubectl("logs", "thin", "-n", namespace).stdout.strip() == marker
+    finally:
+        cluster.kubectl("delete", "pod", "thin", "-n", namespace, "--wait=true", "--ignore-not-found", check=False)
+        node.remove_other_tags("localhost/causalflow/thin-import-test:-")  # the test's tag and its image id
+        subprocess.run(b.argv("rmi", ref), capture_output=True, env=b.env)
 
 
 def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, namespace):
