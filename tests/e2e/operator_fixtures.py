@@ -74,7 +74,9 @@ class OcrHelpers:
         self.ns = namespace
 
     def apply(self, manifest: dict) -> None:
-        self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=yaml.safe_dump(manifest))
+        # JSON, not PyYAML's YAML 1.1: a string such as "8e123456" goes out unquoted there, and
+        # kubectl's YAML reads it back as a number (a random env value failed the API's schema).
+        self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
 
     def get(self, kind: str, name: str) -> dict | None:
         proc = self.cluster.kubectl("get", kind, name, "-n", self.ns, "-o", "json", "--show-managed-fields", check=False)

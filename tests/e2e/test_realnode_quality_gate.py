@@ -209,7 +209,7 @@ def test_model_b_reads_worse_and_is_rolled_back_before_serving_while_clients_see
     try:
         wait_for(lambda: client.ok >= 3 or client.failures, timeout=60, message="the client's first answers")
         t0 = time.monotonic()
-        gated.ocr.apply(gated.manifest(weights="weights-b", env={"GATE_TEST_MARKER": uuid.uuid4().hex[:8]}))
+        gated.ocr.apply(gated.manifest(weights="weights-b", env={"GATE_TEST_MARKER": f"run-{uuid.uuid4().hex[:8]}"}))
         st = wait_for(lambda: (s := gated.failed()) and s.get("currentRevision") == a and s, timeout=300, interval=0.5,
                       message="model B rolled back")
         took = time.monotonic() - t0
@@ -238,7 +238,7 @@ def test_model_b_reads_worse_and_is_rolled_back_before_serving_while_clients_see
 def test_an_env_only_change_passes_with_distance_zero_and_is_promoted_once_across_an_operator_kill(gated):
     a = gated.ensure_serving()["currentRevision"]
     t0 = time.monotonic()
-    gated.ocr.apply(gated.manifest(env={"GATE_TEST_MARKER": uuid.uuid4().hex[:8]}))  # a new revision each run
+    gated.ocr.apply(gated.manifest(env={"GATE_TEST_MARKER": f"run-{uuid.uuid4().hex[:8]}"}))  # a new revision each run
     running = wait_for(lambda: (g := gated.status().get("qualityGate") or {}).get("phase") == "Running"
                        and g.get("revision") != a and g, timeout=240, interval=0.2, message="the gate running")
     gated.operator.kill()
@@ -271,7 +271,7 @@ def test_expected_texts_beside_the_pages_are_the_reference_instead_of_the_last_g
     truth = {o.page: o.text for o in baseline.outputs}
     truth["page-2.png"] = "an expected text the tiny model never writes"
     gated.ocr.apply(golden_configmap(expected=truth))
-    gated.ocr.apply(gated.manifest(env={"GATE_TEST_MARKER": uuid.uuid4().hex[:8]}))
+    gated.ocr.apply(gated.manifest(env={"GATE_TEST_MARKER": f"run-{uuid.uuid4().hex[:8]}"}))
     st = wait_for(gated.failed,
                   timeout=300, interval=0.5, message="the revision failed against the expected texts")
     gate = st["qualityGate"]
