@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -187,6 +188,23 @@ class OcrClient:
 
     def close(self) -> None:
         self.client.close()
+
+
+def wait_service_connects(cluster, namespace: str, name: str, timeout: float = 30) -> None:
+    """Until the Service's cluster IP takes a TCP connection. Ready is the pod's; kube-proxy
+    programs the Service's rules for it a moment later, and a request sent in between is refused
+    (`Connection refused`), which a test must not read as the server's answer."""
+    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
+    address = (svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"])
+
+    def connects() -> bool:
+        try:
+            socket.create_connection(address, timeout=2).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(connects, timeout=timeout, interval=0.2, message=f"Service {name} takes connections")
 
 
 def service_client(cluster, namespace: str, name: str, **kwargs) -> OcrClient:

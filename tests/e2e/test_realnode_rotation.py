@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from localcluster.realnode import kubelet_config
-from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client
+from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client, wait_service_connects
 from tests.server import samples
 from tests.server.secret_volume import self_signed
 from localcluster.waiting import wait_for
@@ -107,6 +107,7 @@ def test_rotated_keys_and_a_renewed_certificate_reach_the_serving_pod_without_a_
     ocr.apply(real_ocrservice("rotating", image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}},
                               auth={"secretName": "rotating-keys"}, tls={"secretName": "rotating-tls"}))
     ocr.wait_ready("rotating", timeout=300)
+    wait_service_connects(cluster, namespace, "rotating")
     (pod,) = [p for p in server_pods(cluster, namespace, "rotating") if pod_ready(p)]
     mounts = {m["name"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
     assert "subPath" not in mounts["api-keys"] and "subPath" not in mounts["tls"]

@@ -10,16 +10,14 @@ to the Service's ClusterIP, which kube-proxy routes to the pod's address on the 
 from __future__ import annotations
 
 import ipaddress
-import json
-import socket
 import time
 
 import httpx
 import pytest
 
 from localcluster.realnode import NODE_NAME, POD_CIDR
-from tests.e2e.realnode_fixtures import (API_KEY, pod_ready, real_ocrservice, server_pods, service_client,
-                                         tls_secret)
+from tests.e2e.realnode_fixtures import (API_KEY, pod_ready, real_ocrservice, server_pods, service_client, tls_secret,
+                                         wait_service_connects)
 from localcluster.waiting import wait_for
 from tests.server import samples
 
@@ -37,20 +35,8 @@ def wait_serving(cluster, ocr, namespace: str, name: str, timeout: float = 300) 
     took = time.monotonic() - t0
     pods = [p for p in server_pods(cluster, namespace, name) if pod_ready(p)]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
-    # Ready is the pod's; kube-proxy programs the Service's rules for it a moment later. Wait until
-    # the Service's address takes a connection, so a first refused connect is not read as the server's.
-    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
-    address = (svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"])
-    wait_for(lambda: _connects(address), timeout=30, interval=0.2, message=f"Service {name} takes connections")
+    wait_service_connects(cluster, namespace, name)
     return pods[0], took
-
-
-def _connects(address: tuple[str, int]) -> bool:
-    try:
-        socket.create_connection(address, timeout=2).close()
-        return True
-    except OSError:
-        return False
 
 
 def test_ocrservice_pod_runs_the_server_image_with_weights_from_the_pvc_and_serves_ocr_through_its_service(
