@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from tests.e2e.realnode_fixtures import SteadyClient, pod_ready, real_ocrservice, server_pods, service_client
+from tests.e2e.realnode_fixtures import SteadyClient, pod_ready, real_ocrservice, server_pods, service_client, wait_service_connects
 from localcluster.waiting import wait_for
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -48,6 +48,7 @@ def test_crashing_container_and_missing_image_are_rolled_back_while_a_client_see
     image = product_images.on_node("server")
     ocr.apply(real_ocrservice(NAME, image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}}))
     ocr.wait_ready(NAME, timeout=300)
+    wait_service_connects(cluster, namespace, NAME)  # the client counts a refused connect as a failure
     good = wait_for(lambda: (s := status(ocr)).get("lastGoodRevision") == s.get("currentRevision") and
                     s["lastGoodRevision"], timeout=60, message="the first revision recorded as last good")
     good_pod = next(p for p in server_pods(cluster, namespace, NAME) if pod_ready(p))["metadata"]["name"]
