@@ -301,16 +301,22 @@ def node_labels() -> dict[str, str]:
 
 
 # -- the node ----------------------------------------------------------------------------------------
-def stale_refs(listing: str, keep: str) -> list[str]:
-    """From `ctr images ls` output: the other tags of `keep`'s repository, and the CRI's image-id
-    refs (`sha256:<config digest>`, which the CRI adds for every image it sees) that no remaining
-    tag shares a manifest with. Without the latter an old server image's layers (GBs) stay
-    referenced after its tag goes, and the node's persistent store grows with every source change."""
+def image_targets(listing: str) -> dict[str, str]:
+    """`ctr images ls` output (a header, then REF TYPE DIGEST ...) as ref -> manifest digest."""
     targets: dict[str, str] = {}
     for line in listing.splitlines()[1:]:
         fields = line.split()
         if len(fields) >= 3:
             targets[fields[0]] = fields[2]
+    return targets
+
+
+def stale_refs(listing: str, keep: str) -> list[str]:
+    """From `ctr images ls` output: the other tags of `keep`'s repository, and the CRI's image-id
+    refs (`sha256:<config digest>`, which the CRI adds for every image it sees) that no remaining
+    tag shares a manifest with. Without the latter an old server image's layers (GBs) stay
+    referenced after its tag goes, and the node's persistent store grows with every source change."""
+    targets = image_targets(listing)
     repository = keep.rpartition(":")[0]
     old = [r for r in targets if r.rpartition(":")[0] == repository and r != keep]
     kept = {targets[r] for r in targets if r not in old and not r.startswith("sha256:")}

@@ -194,8 +194,7 @@ def wait_service_connects(cluster, namespace: str, name: str, timeout: float = 3
     """Until the Service's cluster IP takes a TCP connection. Ready is the pod's; kube-proxy
     programs the Service's rules for it a moment later, and a request sent in between is refused
     (`Connection refused`), which a test must not read as the server's answer."""
-    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
-    address = (svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"])
+    address = service_address(cluster, namespace, name)
 
     def connects() -> bool:
         try:
@@ -207,9 +206,14 @@ def wait_service_connects(cluster, namespace: str, name: str, timeout: float = 3
     wait_for(connects, timeout=timeout, interval=0.2, message=f"Service {name} takes connections")
 
 
-def service_client(cluster, namespace: str, name: str, **kwargs) -> OcrClient:
+def service_address(cluster, namespace: str, name: str) -> tuple[str, int]:
+    """The Service's cluster IP and its first port."""
     svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
-    return OcrClient(svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"], **kwargs)
+    return svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
+
+
+def service_client(cluster, namespace: str, name: str, **kwargs) -> OcrClient:
+    return OcrClient(*service_address(cluster, namespace, name), **kwargs)
 
 
 def server_pods(cluster, namespace: str, name: str) -> list[dict]:

@@ -21,7 +21,7 @@ import yaml
 
 from localcluster import machine
 from localcluster.realnode import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
-                                    TAINT_KEY, TOLERATION, RealNode)
+                                    TAINT_KEY, TOLERATION, RealNode, image_targets)
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for
 
@@ -258,7 +258,7 @@ def test_importing_a_new_tag_removes_the_older_tags_of_its_repository_only(node,
         assert f"{repo}:two" in refs and f"{repo}:one" not in refs
         assert f"{other}:one" in refs  # another repository, even one whose name starts the same, stays
         # The CRI's image-id refs (sha256:<config>) point only at manifests a tag still has.
-        targets = {line.split()[0]: line.split()[2] for line in node.ctr("images", "ls").stdout.splitlines()[1:]}
+        targets = image_targets(node.ctr("images", "ls").stdout)
         tagged = {t for r, t in targets.items() if not r.startswith("sha256:")}
         assert {r for r, t in targets.items() if r.startswith("sha256:") and t not in tagged} == set()
     finally:
