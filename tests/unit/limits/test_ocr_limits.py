@@ -83,4 +83,4 @@ def test_the_package_imports_only_the_standard_library_and_itself():
                 imported |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "dataclasses", "math", "typing"}, imported
+    assert imported <= {"__future__", "dataclasses", "datetime", "math", "typing"}, imported
