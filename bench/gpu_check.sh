@@ -64,7 +64,7 @@ for name in ("transformers", "tokenizers", "fastapi", "uvicorn", "pydantic", "ht
         print(name, getattr(importlib.import_module(name), "__version__", "?"))
     except Exception as exc:  # noqa: BLE001 - report every missing piece, then fail below
         print(name, "MISSING:", exc)
-import ocr_server.slots  # noqa: F401 - the tree's server imports with this transformers
+import ocr_server.engines.transformers.slots  # noqa: F401 - the tree's server imports with this transformers
 EOF
 
 echo "== the full-size random architecture, bf16, written once for both runs"

@@ -82,7 +82,7 @@ def write_model(out: Path, full_size: bool, layout: str = "native") -> Path:
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, DeepseekOcr2Processor
 
-    from ocr_server.convert import translate_official_config
+    from ocr_server.engines.transformers.convert import translate_official_config
     from ocr_server_testing.official_layout import native_to_official_state_dict
     from ocr_server_testing.tiny_model import TINY_NOTICE, build_tokenizer, tiny_official_config
 
@@ -120,7 +120,7 @@ def bench_config(model_dir: Path, args, engine: str, decoder: str = "generate"):
     """The server config both the raw paths and the server use: n-gram guard off, no result cache."""
     from dataclasses import replace
 
-    from ocr_server.config import load_config
+    from ocr_server.runtime.config import load_config
 
     cfg = load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": args.device, "ENGINE": engine,
                            "MAX_NEW_TOKENS": str(args.new_tokens), "MAX_VISUAL_TOKENS": "1120",
@@ -140,7 +140,7 @@ def prepare_for(engine, n: int):
 
 
 def decoded_pages(images: list[bytes]) -> list[Image.Image]:
-    from ocr_server.documents import load_document
+    from ocr_server.serving.documents import load_document
 
     return [load_document(d, pages=None, max_pages=1, pdf_dpi=144, max_pixels=10**8)[1][0].image for d in images]
 
@@ -154,7 +154,7 @@ def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
     """Sequential, generate (static batches) and slots through the transformers engine, in this process."""
     from dataclasses import replace
 
-    from ocr_server.engine import Engine
+    from ocr_server.engines.transformers.engine import Engine
 
     engine = Engine(bench_config(model_dir, args, "transformers"))
     engine.load()
@@ -254,7 +254,7 @@ def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, flo
 
 def use_experts(slots, impl: str) -> None:
     """Another experts implementation (experts.py) for the decode steps; on a GPU, graphs captured again."""
-    from ocr_server.experts import experts_function
+    from ocr_server.engines.transformers.experts import experts_function
 
     slots.experts = {b: experts_function(impl) for b in slots.plan.slot_buckets}
     slots.graphs = {}
@@ -262,7 +262,7 @@ def use_experts(slots, impl: str) -> None:
 
 
 async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
-    from ocr_server.vllm_engine import VllmEngine
+    from ocr_server.engines.vllm.engine import VllmEngine
 
     engine = VllmEngine(bench_config(model_dir, args, "vllm"))
     engine.load()
@@ -315,7 +315,7 @@ def sync(device: str) -> None:
 SERVER_CODE = """
 import runpy
 from dataclasses import replace
-from ocr_server import engine_api
+from ocr_server.engines import api as engine_api
 create = engine_api.create_engine
 def without_guard(cfg):  # the n-gram guard off, as on the raw paths (it has no environment setting)
     return create(replace(cfg, runtime=replace(cfg.runtime, ngram_size=0)))

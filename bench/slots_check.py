@@ -33,7 +33,7 @@ def cause(engine, item, reference: list[int], got: list[int], at: int) -> str:
     """Why the two decoders chose differently at step `at` of this page."""
     import torch
 
-    from ocr_server.engine import WindowedNoRepeatNGram
+    from ocr_server.engines.transformers.ngram_guard import WindowedNoRepeatNGram
 
     a, b = reference[at] if at < len(reference) else None, got[at] if at < len(got) else None
     if a is None or b is None:
@@ -77,8 +77,8 @@ def main() -> int:
 
     import torch
 
-    from ocr_server.config import load_config
-    from ocr_server.engine import Engine
+    from ocr_server.runtime.config import load_config
+    from ocr_server.engines.transformers.engine import Engine
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(args.model_path) if args.model_path else write_model(Path(tmp) / "model", True, "native")

@@ -73,7 +73,7 @@ MODELS_DIR = DEMO_DIR / "models"  # the hostPath volume's root: one sub-folder p
 MODEL_B_CLAIM = "tiny-model-b"
 MODEL_B_PV = f"{NAMESPACE}-tiny-model-b"
 TINY_MODEL_SOURCES = (ROOT / "server_testing" / "ocr_server_testing" / "tiny_model.py",
-                      ROOT / "server" / "ocr_server" / "tiny_marker.py")
+                      ROOT / "server" / "ocr_server" / "engines" / "tiny_marker.py")
 # The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
 # imports torch and loads the tiny model on the CPU, so the demo gives it a real startup budget,
 # and caps the generated tokens (the random model rarely emits an end token).

@@ -431,7 +431,7 @@ def ensure_tiny_model(log: Log, python: str = sys.executable) -> str:
     bind mount is not part of buildah's layer cache key, its build arguments are)."""
     # The generator and the server's marker it writes into the model's README.md.
     sources = (REPO / "server_testing" / "ocr_server_testing" / "tiny_model.py",
-               REPO / "server" / "ocr_server" / "tiny_marker.py")
+               REPO / "server" / "ocr_server" / "engines" / "tiny_marker.py")
     rel = TINY_MODEL_PREFIX + _sha(b"".join(p.read_bytes() for p in sources))[:12]
     out = REPO / rel
     if (out / ".complete").exists():

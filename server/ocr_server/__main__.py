@@ -12,8 +12,8 @@ import sys
 
 
 def main() -> int:
-    from . import checksums
-    from .config import ConfigError, load_config, startup_warnings
+    from .runtime import checksums
+    from .runtime.config import ConfigError, load_config, startup_warnings
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("ocr_server")
@@ -22,7 +22,7 @@ def main() -> int:
         logging.getLogger().setLevel(cfg.service.log_level.upper())
         for warning in startup_warnings(cfg):
             log.warning("%s", warning)
-        from .engine_api import create_engine
+        from .engines.api import create_engine
 
         engine = create_engine(cfg)
         engine.inspect()
@@ -38,8 +38,8 @@ def main() -> int:
         print(f"ocr_server: {exc}", file=sys.stderr)
         return 2
 
-    from .app import build_app
-    from .serve import serve
+    from .http.app import build_app
+    from .http.server import serve
 
     app = build_app(cfg, engine)
     log.info("listening on %s://%s:%d (model loads in the background; /health answers 503 until ready)",

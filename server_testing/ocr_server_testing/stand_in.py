@@ -14,9 +14,10 @@ import time
 import torch
 from fastapi.responses import JSONResponse
 
-from ocr_server.config import ServerConfig, crops_allowed, load_config
-from ocr_server.engine import Generated, ModelInfo, Prepared
-from ocr_server.images import plan_crops
+from ocr_server.runtime.config import ServerConfig, crops_allowed, load_config
+from ocr_server.engines.api import Generated, ModelInfo
+from ocr_server.engines.transformers.engine import Prepared
+from ocr_server.engines.crops import plan_crops
 
 
 class StandInEngine:
@@ -46,8 +47,8 @@ class StandInEngine:
 
 
 def main() -> int:
-    from ocr_server.app import build_app
-    from ocr_server.serve import serve
+    from ocr_server.http.app import build_app
+    from ocr_server.http.server import serve
 
     cfg = load_config()
     engine = StandInEngine(cfg, float(os.environ.get("STAND_IN_GENERATE_SEC", "1.0")))

@@ -34,7 +34,7 @@ import string
 import sys
 from pathlib import Path
 
-from ocr_server.tiny_marker import TINY_MARKER, TINY_MODEL_NAME
+from ocr_server.engines.tiny_marker import TINY_MARKER, TINY_MODEL_NAME
 
 from .official_layout import native_to_official_state_dict
 
@@ -242,7 +242,7 @@ def build_model(seed: int = 0, for_vllm: bool = False):
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration
 
-    from ocr_server.convert import translate_official_config
+    from ocr_server.engines.transformers.convert import translate_official_config
 
     config = DeepseekOcr2Config.from_dict(translate_official_config(tiny_official_config(for_vllm)))
     torch.manual_seed(seed)

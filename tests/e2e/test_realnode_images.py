@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ocr_server.config import ENV_KEYS
+from ocr_server.runtime.config import ENV_KEYS
 from localcluster import imagebuild as img
 
 # A cold first build (torch, 6 GB of layers) takes well over pytest's default 900 s here.

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from ocr_operator.metrics import NAMES as OPERATOR_METRIC_NAMES
-from ocr_server.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES
+from ocr_server.runtime.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES
 from tests.monitoring.common import KSM_CONFIG
 
 DCGM = ("NVIDIA dcgm-exporter, etc/default-counters.csv "

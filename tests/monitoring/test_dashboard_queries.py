@@ -20,7 +20,7 @@ import time
 import httpx
 import pytest
 
-from ocr_server.metrics import CPU_METRIC_NAMES
+from ocr_server.runtime.metrics import CPU_METRIC_NAMES
 from localcluster.imagebuild import ensure_tiny_model
 from localcluster.ports import free_port
 from tests.server import samples

@@ -181,7 +181,8 @@ def tiny_vllm_model_dir() -> Path:
     import hashlib
     import shutil
 
-    from ocr_server import convert, tiny_marker
+    from ocr_server.engines.transformers import convert
+    from ocr_server.engines import tiny_marker
     from ocr_server_testing import official_layout, tiny_model
 
     digest = hashlib.sha256(b"".join(Path(m.__file__).read_bytes()

@@ -13,8 +13,8 @@ NEW = 12  # below the n-gram size (20), so the guard cannot act and plain genera
 
 @pytest.fixture(scope="module")
 def engine(tiny_native):
-    from ocr_server.config import load_config
-    from ocr_server.engine import Engine
+    from ocr_server.runtime.config import load_config
+    from ocr_server.engines.transformers.engine import Engine
 
     e = Engine(load_config(env={"MODEL_PATH": str(tiny_native), "DEVICE": "cpu", "MAX_NEW_TOKENS": str(NEW)}))
     e.load()

@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from ocr_server import checksums
-from ocr_server.checksums import ChecksumError
+from ocr_server.runtime import checksums
+from ocr_server.runtime.checksums import ChecksumError
 
 from .conftest import ROOT, start_server
 from .test_startup import run_server

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ocr_server.reload import POLL_SECONDS
+from ocr_server.runtime.credentials import POLL_SECONDS
 
 from . import samples
 from .conftest import ServerProcess, start_server

@@ -26,8 +26,8 @@ PAGES = {(500, 400): 0, (2000, 1000): 2, (1500, 500): 3}
 
 
 def slots_engine(model_dir, new_tokens: int):
-    from ocr_server.config import load_config
-    from ocr_server.engine import Engine
+    from ocr_server.runtime.config import load_config
+    from ocr_server.engines.transformers.engine import Engine
 
     engine = Engine(load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": "cpu", "MAX_NEW_TOKENS": str(new_tokens),
                                      "DECODER": "slots", "DECODE_SLOTS": "4"}))
@@ -74,7 +74,7 @@ def test_each_page_alone_gets_the_tokens_generate_gives(engine, alone):
 
 def test_pages_sent_as_uint8_and_normalised_on_the_device_get_the_same_tokens(engine, alone):
     """The GPU's way (pixels.py), forced on the CPU: the workers skip normalising, collate does it."""
-    from ocr_server.pixels import normalisation_table
+    from ocr_server.engines.transformers.pixels import normalisation_table
 
     engine.uint8_pixels, engine.pixel_table = True, normalisation_table(engine.image_processor).to(engine.model.dtype)
     try:
@@ -151,7 +151,7 @@ def repeated_ngram(tokens: list[int], n: int = 20, window: int = 90) -> bool:
 
 
 def test_the_guard_acts_past_60_tokens_as_in_generate(looping):
-    from ocr_server.engine import NGramSettings
+    from ocr_server.engines.api import NGramSettings
 
     pages = [prepare(looping, size, i, LOOP_NEW) for i, size in enumerate(list(PAGES)[:2])]
     got = looping.generate_batch(pages)
@@ -191,7 +191,7 @@ def test_cancelled_and_expired_rows_leave_at_once_with_a_prefix_of_their_tokens(
 
 @pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm", "eager"])
 def test_each_experts_implementation_gives_the_same_tokens(engine, alone, experts):
-    from ocr_server.slots import SlotDecoder
+    from ocr_server.engines.transformers.slots import SlotDecoder
 
     decoder = SlotDecoder(engine.model, replace(engine.slots.plan, experts=experts), eos=engine.tokenizer.eos_token_id,
                           pad=engine.tokenizer.pad_token_id, collate=engine.collate, ngram_for=engine.ngram_settings)
@@ -201,8 +201,8 @@ def test_each_experts_implementation_gives_the_same_tokens(engine, alone, expert
 
 def test_the_runner_answers_each_page_when_its_row_ends_while_others_join(engine, alone):
     """Through the server's runner: a short page joins while a long one decodes, and is answered first."""
-    from ocr_server.metrics import Metrics
-    from ocr_server.slot_runner import SlotRunner
+    from ocr_server.runtime.metrics import Metrics
+    from ocr_server.engines.transformers.slot_runner import SlotRunner
 
     async def scenario():
         loop = asyncio.get_running_loop()

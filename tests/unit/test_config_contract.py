@@ -36,7 +36,7 @@ import yaml
 from ocr_limits import FIELD_FOR_ENV
 from ocr_operator import spec as spec_mod
 from ocr_operator.render import configmap, deployment
-from ocr_server.config import CROP_TOKENS, GLOBAL_TOKENS, ConfigError, load_config, validate_against_model
+from ocr_server.runtime.config import CROP_TOKENS, GLOBAL_TOKENS, ConfigError, load_config, validate_against_model
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())

@@ -351,14 +351,14 @@ def env_names(instructions: list[Instruction]) -> set[str]:
 def test_server_image_sets_no_server_setting_as_env():
     """The server's environment overrides its CONFIG_FILE, so an ENV default in the image would
     silently win over the ConfigMap the operator renders (spec.model.name, spec.service.port)."""
-    from ocr_server.config import ENV_KEYS
+    from ocr_server.runtime.config import ENV_KEYS
 
     overlap = env_names(_read("Dockerfile.server")) & set(ENV_KEYS)
     assert not overlap, f"Dockerfile.server sets server settings as ENV: {sorted(overlap)}"
 
 
 def test_baked_weights_land_where_the_server_looks_by_default():
-    from ocr_server.config import ModelConfig
+    from ocr_server.runtime.config import ModelConfig
 
     default = ModelConfig()
     assert _all_args(_read("Dockerfile.server"))["BAKE_MODEL_NAME"] == default.name

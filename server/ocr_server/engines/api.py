@@ -1,7 +1,7 @@
-"""The small interface between the serving layer (service.py, warmup.py) and an engine.
+"""The small interface between the serving layer (serving/service.py, engines/warmup.py) and an engine.
 
-Two engines serve the same API: `engine.Engine` (transformers: static batches, one engine thread)
-and `vllm_engine.VllmEngine` (vLLM's async engine in-process: continuous batching). The service
+Two engines serve the same API: `transformers.engine.Engine` (one engine thread) and
+`vllm.engine.VllmEngine` (vLLM's async engine in-process: continuous batching). The service
 only needs, from either: inspect/load, the crop plan of a page, `prepare` (one page -> one item
 with deadline/cancelled/ngram/on_token), a runner whose `submit(item)` answers a `Generated`, and
 a synchronous `generate_batch` for the warm-up. Everything around it (auth, limits, cache, PDF,
@@ -10,10 +10,47 @@ metrics, health, TLS) stays shared.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from .config import ServerConfig
-from .metrics import Metrics
+from ..runtime.config import ServerConfig
+from ..runtime.metrics import Metrics
+
+
+class StartupError(RuntimeError):
+    """The engine refuses to serve (missing tensors, vocabulary mismatch...)."""
+
+
+TD_TOKENS = ("<td>", "</td>")  # the official n-gram guard lets tables repeat their cell tags
+
+
+@dataclass(frozen=True)
+class NGramSettings:
+    """The windowed no-repeat n-gram guard of one request (vLLM's vllm_xargs names in comments)."""
+
+    size: int = 20  # ngram_size; 0 disables the guard
+    window: int = 90  # window_size
+    whitelist: frozenset[int] = frozenset()  # whitelist_token_ids, on top of <td> and </td>
+
+
+@dataclass
+class Generated:
+    token_ids: list[int]
+    raw: str
+    finished: bool  # ended with EOS (False: stopped by max_new_tokens or deadline)
+    stopped_early: bool  # deadline or cancellation
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    revision: str
+    layout: str
+    tiny: bool
+    device: str
+    dtype: str
+    decoder: str = "generate"  # generate | slots (DECODER)
+
 
 
 class Runner(Protocol):
@@ -48,10 +85,10 @@ class OcrEngine(Protocol):
 def create_engine(cfg: ServerConfig) -> OcrEngine:
     """The engine ENGINE names; vLLM is imported only when chosen (it lives in its own venv)."""
     if cfg.runtime.engine == "vllm":
-        from .vllm_engine import VllmEngine
+        from .vllm.engine import VllmEngine
 
         return VllmEngine(cfg)
-    from .engine import Engine
+    from .transformers.engine import Engine
 
     return Engine(cfg)
 
@@ -60,12 +97,12 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
     """The engine's own runner when it has one (vLLM schedules itself), else the dynamic batcher."""
     if hasattr(engine, "runner"):
         return engine.runner(metrics=metrics, on_fatal=on_fatal)
-    from .batching import Batcher
+    from .batcher import Batcher
 
     r = cfg.runtime
     if getattr(engine, "slots", None) is not None:  # DECODER=slots: pages join between decode steps
-        from .slot_runner import SlotRunner
-        from .testhooks import wedge_on_cue
+        from ..testhooks import wedge_on_cue
+        from .transformers.slot_runner import SlotRunner
 
         return SlotRunner(engine, metrics=metrics, on_fatal=on_fatal,
                           wrap_admit=wedge_on_cue if r.test_hooks == "wedge" else None)
@@ -73,7 +110,7 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
         engine.on_decode_step = metrics.batch_size.observe
     run_batch = engine.generate_batch
     if r.test_hooks == "wedge":
-        from .testhooks import wedge_on_cue
+        from ..testhooks import wedge_on_cue
 
         run_batch = wedge_on_cue(run_batch)
     return Batcher(run_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,

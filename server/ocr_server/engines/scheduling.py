@@ -1,7 +1,7 @@
 """Request classes: interactive traffic is served first, batch traffic is shed first.
 
 A request names its class in the X-Request-Class header: `interactive` (the default, a person
-waiting) or `batch` (a bulk job that can retry later). Admission (batching.Admission) starts a
+waiting) or `batch` (a bulk job that can retry later). Admission (serving/admission.py) starts a
 waiting interactive request before any waiting batch request, and the engine's queues (the
 generate batcher, the slots decoder's inbox) take interactive pages first; within a class the order
 is first come, first served. Once BATCH_QUEUE_THRESHOLD requests wait, a batch request is answered
@@ -10,33 +10,21 @@ is first come, first served. Once BATCH_QUEUE_THRESHOLD requests wait, a batch r
 Batch requests hold at most BATCH_MAX_RUNNING of the slots (by default three quarters): the rest
 are kept for interactive requests, so one arriving during a batch starts at once instead of
 waiting for a batch page to finish. And while an interactive request is inside, a batch request
-reads no new document and the slots decoder starts no new batch page (slot_runner.py), each for
+reads no new document and the slots decoder starts no new batch page (transformers/slot_runner.py), each for
 BATCH_HOLD_MAX_S at most: the pages of a batch yield the CPU and the engine to a person waiting,
 and still flow under steady interactive traffic. Nothing running is preempted.
 
-Pure decisions and a queue, no I/O: the routes read the header, batching.py and slot_runner.py
-apply them.
+Here: the queue by class that admission (serving/admission.py) and the engines' runners (the
+generate batcher, the slots runner) keep, and how long batch work is held back. The header is read
+by the HTTP layer (http/request_class.py), the admission decision is serving/admission.py's.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from enum import Enum
 from typing import Generic, Iterator, TypeVar
 
-from .errors import BadInput
-
-HEADER = "X-Request-Class"
-INTERACTIVE, BATCH = "interactive", "batch"
-CLASSES = (INTERACTIVE, BATCH)  # in the order they are served
-_SHOWN = 40  # characters of a bad header value quoted back
-# The header in the OpenAPI document of /v1/ocr and /v1/chat/completions (the routes read it themselves).
-OPENAPI_PARAMETERS = [{
-    "name": HEADER, "in": "header", "required": False,
-    "schema": {"type": "string", "enum": list(CLASSES), "default": INTERACTIVE},
-    "description": "interactive (default): started before any waiting batch request; batch: shed first "
-                   "(429 with Retry-After) once BATCH_QUEUE_THRESHOLD requests wait",
-}]
+from ocr_limits.request_classes import CLASSES
 
 T = TypeVar("T")
 # The longest a batch request's reading, or a batch page's start in the decoder, is held back while
@@ -45,39 +33,9 @@ T = TypeVar("T")
 BATCH_HOLD_MAX_S = 2.0
 
 
-def parse_request_class(value: str | None) -> str:
-    """The class a header value names; absent is interactive. Anything else is a 400 naming the header."""
-    if value is None:
-        return INTERACTIVE
-    word = value.strip().lower()
-    if word in CLASSES:
-        return word
-    shown = value[:_SHOWN] + ("..." if len(value) > _SHOWN else "")
-    raise BadInput(f"{HEADER}: {shown!r} is not a request class; use {INTERACTIVE} (the default) or {BATCH}",
-                   param=HEADER)
-
-
 def rank(request_class: str) -> int:
     """Sort key: interactive (0) before batch (1)."""
     return CLASSES.index(request_class)
-
-
-class Decision(Enum):
-    RUN = "run"  # a slot is free: in at once
-    WAIT = "wait"  # queue for the next slot
-    SHED = "shed"  # 429 with Retry-After
-
-
-def admit(request_class: str, *, free: int, waiting: int, queue_size: int, batch_threshold: int,
-          batch_running: int = 0, batch_max_running: int | None = None) -> Decision:
-    """What admission does with a new request, given the free slots, the requests already waiting
-    (both classes) and the batch requests running: batch traffic runs only below batch_max_running
-    and stops queueing at batch_threshold, interactive traffic queues up to queue_size."""
-    under_cap = batch_max_running is None or batch_running < batch_max_running
-    if free > 0 and (request_class != BATCH or under_cap):
-        return Decision.RUN
-    limit = batch_threshold if request_class == BATCH else queue_size
-    return Decision.WAIT if waiting < limit else Decision.SHED
 
 
 class ClassQueue(Generic[T]):

@@ -9,7 +9,7 @@ largest crop grid the server allows (the biggest activations, so the allocator g
 on a GPU every crop count it can serve, in both prompt modes, since kernels are chosen (and, for
 some attention backends, built) per input shape and a measured first request of an unwarmed shape
 paid seconds for it. With DECODER=slots on a GPU it then captures the decode step's CUDA graphs
-(slots.py), one per slot bucket and KV-length bucket, so that no request pays for a capture.
+(transformers/slots.py), one per slot bucket and KV-length bucket, so that no request pays for a capture.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from .config import MIN_CROPS
+from ocr_limits import MIN_CROPS
 
 log = logging.getLogger("ocr_server.warmup")
 WARMUP_NEW_TOKENS = 16

@@ -1,7 +1,7 @@
 """build_app(config, engine): the FastAPI app; the engine loads in the background after the port opens.
 
 While loading and warming up, /health answers 503 (Retry-After) and /v1/ocr answers 503: ready
-means loaded and warmed up (warmup.py; WARMUP=0 skips it). A load or warm-up that fails (missing
+means loaded and warmed up (engines/warmup.py; WARMUP=0 skips it). A load or warm-up that fails (missing
 tensors, wrong vocabulary) logs why and exits the process; so does an engine that dies while
 serving (vLLM launcher's terminate_if_errored): the kubelet restarts the pod.
 """
@@ -18,15 +18,17 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from . import __version__, reload
-from .config import ServerConfig
-from .golden import ENV as GOLDEN_ENV
-from .golden import router as golden_router
-from .metrics import Metrics
+from ocr_limits.quality import GOLDEN_DIR_ENV
+
+from .. import __version__
+from ..engines.warmup import run_warmup
+from ..runtime import credentials
+from ..runtime.config import ServerConfig
+from ..runtime.metrics import Metrics
+from ..serving.service import OcrServing
+from .golden_routes import router as golden_router
 from .openai_routes import router as openai_router
 from .routes import router
-from .service import OcrServing
-from .warmup import run_warmup
 
 log = logging.getLogger("ocr_server")
 EXIT_LOAD_FAILED = 3
@@ -86,15 +88,15 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
                  f"warmed up in {time.monotonic() - t0 - loaded_s:.1f}s" if cfg.runtime.warmup else "warm-up off (WARMUP=0)")
 
     s = cfg.service
-    keys = reload.KeyStore(reload.load_keys(s.api_keys_file) if s.api_keys_file else s.api_keys)
+    keys = credentials.KeyStore(credentials.load_keys(s.api_keys_file) if s.api_keys_file else s.api_keys)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         task = asyncio.create_task(load_in_background())
-        # serve.py puts uvicorn's SSLContext here: a renewed certificate is loaded into it.
-        watched = reload.watches(s.api_keys_file, keys, s.tls_cert_file, s.tls_key_file,
+        # server.py puts uvicorn's SSLContext here: a renewed certificate is loaded into it.
+        watched = credentials.watches(s.api_keys_file, keys, s.tls_cert_file, s.tls_key_file,
                                  getattr(app.state, "tls_context", None))
-        watcher = asyncio.create_task(reload.watch(watched, lambda name, result: metrics.reloads.labels(
+        watcher = asyncio.create_task(credentials.watch(watched, lambda name, result: metrics.reloads.labels(
             name, result).inc())) if watched else None
         yield
         task.cancel()
@@ -110,6 +112,6 @@ def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -
     app.state.log = log
     app.include_router(router)
     app.include_router(openai_router)
-    app.state.golden_dir = os.environ.get(GOLDEN_ENV) or None  # the quality gate's pages (golden.py)
+    app.state.golden_dir = os.environ.get(GOLDEN_DIR_ENV) or None  # the quality gate's pages (serving/golden.py)
     app.include_router(golden_router)
     return app

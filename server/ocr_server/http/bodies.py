@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from .errors import BadInput, InvalidOptions
+from ..runtime.errors import BadInput, InvalidOptions
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

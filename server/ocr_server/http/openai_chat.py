@@ -1,7 +1,7 @@
 """OpenAI chat completions <-> the OCR service, as vLLM serves DeepSeek-OCR-2. Pure translation, no I/O.
 
 A request is one user message with one image (a data: URL) and any prompt text, as the model
-takes (prompts.py). The two document prompts choose a mode, with or without the `<image>`
+takes (serving/prompts.py). The two document prompts choose a mode, with or without the `<image>`
 placeholder:
   `<image>\\n<|grounding|>Convert the document to markdown.` -> markdown (grounded layout)
   `<image>\\nFree OCR.`                                        -> free
@@ -24,9 +24,11 @@ import binascii
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from .engine import NGramSettings
-from .errors import BadInput, NotFound
-from .protocol import (
+from ..engines.api import NGramSettings
+from ..runtime.errors import BadInput, NotFound
+from ..serving.prompts import prompt_from_text
+from ..serving.schema import OcrOptions
+from .models import (
     AssistantMessage,
     ChatChoice,
     ChatCompletionChunk,
@@ -35,9 +37,7 @@ from .protocol import (
     ChunkChoice,
     CompletionUsage,
     DeltaMessage,
-    OcrOptions,
 )
-from .prompts import prompt_from_text
 
 
 

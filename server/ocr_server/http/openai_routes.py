@@ -2,7 +2,7 @@
 
 Same API keys, body limit, cache, deadlines, admission (and its X-Request-Class) and metrics as /v1/ocr: they all live in
 the service and in routes.py, which these routes call. Errors have OpenAI's body shape
-({"error": {"message", "type", "param", "code"}}) from the one error table in errors.py.
+({"error": {"message", "type", "param", "code"}}) from the one error table (runtime/errors.py, http/errors.py).
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from . import chat
+from ..runtime.errors import BadInput, OcrError
+from ..serving.events import Delta, Done, Event
+from . import openai_chat as chat
 from .bodies import parse_json
-from .errors import BadInput, OcrError, error_response
-from .priority import OPENAPI_PARAMETERS
-from .protocol import ChatCompletionResponse, ChatCompletionRequest, ErrorOut, ModelCard, ModelList
-from .routes import check_api_key, read_body, read_request_class, record
+from .errors import error_response
+from .models import ChatCompletionRequest, ChatCompletionResponse, ErrorOut, ModelCard, ModelList
+from .request_class import OPENAPI_PARAMETERS, read_request_class
+from .routes import check_api_key, read_body, record
 from .sse import frame, stream_response
-from .streaming import Delta, Done, Event
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 408, 413, 415, 429, 500, 503, 504)}

@@ -13,15 +13,20 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from . import __version__
+from ocr_limits.request_classes import INTERACTIVE
+
+from .. import __version__
+from ..runtime.errors import BadInput, BodyTimeout, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia
+from ..runtime.liveness import is_wedged, wedged_message
+from ..serving.cache import tenant_id
+from ..serving.events import Delta, Done, Event
+from ..serving.schema import OcrOptions, OcrResponse
+from ..serving.service import decode_base64
 from .bodies import parse_json, single_options
-from .cache import tenant_id
-from .errors import BadInput, BodyTimeout, InvalidOptions, OcrError, PayloadTooLarge, Unauthorized, UnsupportedMedia, error_response
-from .liveness import is_wedged, wedged_message
-from .priority import HEADER, INTERACTIVE, OPENAPI_PARAMETERS, parse_request_class
-from .protocol import ErrorOut, OcrJsonRequest, OcrOptions, OcrResponse
+from .errors import error_response
+from .models import ErrorOut, OcrJsonRequest
+from .request_class import OPENAPI_PARAMETERS, read_request_class
 from .sse import frame, stream_response
-from .streaming import Delta, Done, Event
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorOut} for code in (400, 401, 404, 408, 413, 415, 422, 429, 500, 503, 504)}
@@ -45,17 +50,6 @@ def check_api_key(request: Request) -> str:
     if not ok:
         raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
     return tenant_id(given)
-
-
-def read_request_class(request: Request) -> str:
-    """The request's class from X-Request-Class (priority.py), kept on request.state for the request
-    counter; a refused header is a 400 and counts as the default class."""
-    request.state.request_class = INTERACTIVE
-    values = request.headers.getlist(HEADER)
-    if len(values) > 1:
-        raise BadInput(f"{HEADER}: given {len(values)} times; send it once", param=HEADER)
-    request.state.request_class = parse_request_class(values[0] if values else None)
-    return request.state.request_class
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -139,8 +133,6 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
             req = OcrJsonRequest(**payload)
         except ValidationError as exc:
             raise InvalidOptions(_explain(exc), param=_param(exc)) from None
-        from .service import decode_base64
-
         data = decode_base64(req.image)
         if len(data) > cfg.max_body_bytes:
             raise PayloadTooLarge(f"the decoded image exceeds the limit of {cfg.max_body_bytes} bytes", param="image")
@@ -202,7 +194,7 @@ def record(request: Request, endpoint: str, status: int, start: float) -> None:
 
 
 def _wedged(request: Request) -> str | None:
-    """Why the engine counts as wedged (liveness.py), or None."""
+    """Why the engine counts as wedged (runtime/liveness.py), or None."""
     stalled, bound = request.app.state.service.engine_stalled_for(), request.app.state.config.runtime.liveness_stall_sec
     if not is_wedged(stalled, bound):
         return None

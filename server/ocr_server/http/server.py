@@ -10,9 +10,10 @@ import os
 import sys
 from typing import Any
 
-from .config import ServerConfig
-from .liveness import is_wedged
-from .timeouts import graceful_shutdown_seconds
+from ..runtime.config import ServerConfig
+from ..runtime.liveness import is_wedged
+from ..runtime.timeouts import graceful_shutdown_seconds
+from .connections import bounded_h11_protocol
 
 log = logging.getLogger("ocr_server")
 
@@ -26,10 +27,8 @@ def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
     """On SIGTERM uvicorn stops accepting and waits for requests in flight: as long as one may run
     (TIMEOUT_SEC) plus a margin (timeouts.graceful_shutdown_seconds), then cancels what is left.
     HTTP is parsed by h11, whose buffer bound caps a request's head at MAX_HEADER_BYTES; the
-    protocol (http_protocol.py) bounds the head in time (HEADER_TIMEOUT_SEC) and the open
+    protocol (connections.py) bounds the head in time (HEADER_TIMEOUT_SEC) and the open
     connections in number (MAX_CONNECTIONS)."""
-    from .http_protocol import bounded_h11_protocol
-
     s = cfg.service
     return {"host": s.host, "port": s.port, "log_level": s.log_level, "access_log": False,
             "timeout_graceful_shutdown": graceful_shutdown_seconds(cfg.runtime.timeout_sec),
@@ -48,7 +47,7 @@ def engine_wedged(app: Any, cfg: ServerConfig) -> bool:
 
 def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:
     """uvicorn.run's steps, with its SSLContext handed to the app (app.state.tls_context) before it
-    starts: reload.py loads a renewed certificate into that context.
+    starts: runtime/credentials.py loads a renewed certificate into that context.
 
     A SIGTERM that finds the engine wedged skips the graceful wait: the requests in flight would
     never finish, and the wait is TIMEOUT_SEC + 5 s (up to an hour) that the kubelet's restart of a

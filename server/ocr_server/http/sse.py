@@ -17,8 +17,9 @@ from typing import Any, AsyncIterator, Callable, Iterable
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from .errors import OcrError
-from .streaming import Event
+from ..runtime.errors import OcrError
+from ..serving.events import Event
+from .errors import error_body
 
 log = logging.getLogger("ocr_server.sse")
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -31,17 +32,11 @@ def frame(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {text}\n\n".encode()
 
 
-def error_payload(exc: BaseException) -> tuple[int, dict]:
-    if isinstance(exc, OcrError):
-        return exc.status, {"error": {"message": exc.message, "type": exc.type, "code": exc.status, "param": exc.param}}
-    return 500, {"error": {"message": "internal server error", "type": "internal_error", "code": 500, "param": None}}
-
-
 def stream_response(
     request: Request,
     events: AsyncIterator[Event],
     render: Callable[[Event], Iterable[bytes]],
-    render_error: Callable[[dict], Iterable[bytes]],
+    render_error: Callable[[dict[str, Any]], Iterable[bytes]],
     *,
     endpoint: str,
     start: float,
@@ -65,7 +60,7 @@ def stream_response(
         except Exception as exc:  # noqa: BLE001 - the headers are gone: report inside the stream
             if not isinstance(exc, OcrError):
                 log.exception("unexpected error in a stream of %s", endpoint)
-            status, payload = error_payload(exc)
+            status, payload = error_body(exc)
             for chunk in render_error(payload):
                 yield chunk
         finally:

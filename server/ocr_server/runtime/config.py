@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import yaml
 
-from .reload import ReloadError, load_keys
-from .testhooks import HOOKS as TEST_HOOKS
+from ..testhooks import HOOKS as TEST_HOOKS
+from .credentials import ReloadError, load_keys
 from .timeouts import default_liveness_stall_seconds
 
 # The visual-token arithmetic (global view 256 + 144 per crop, 0 or 2..6 crops: 256..1120), the
@@ -83,7 +83,7 @@ class ServiceConfig:
     host: str = "0.0.0.0"
     port: int = _default("PORT")
     api_keys: tuple[str, ...] = ()
-    # The keys in a file instead (a mounted Secret), re-read when it changes (reload.py).
+    # The keys in a file instead (a mounted Secret), re-read when it changes (credentials.py).
     api_keys_file: str | None = None
     max_body_bytes: int = 20 * 1024 * 1024
     # The most seconds a request's body may take to arrive, headers excluded; then 408. uvicorn
@@ -93,7 +93,7 @@ class ServiceConfig:
     # byte (or its opening); then 408 and the connection closes. uvicorn bounds no head in time:
     # a client sending a header byte a second would hold a connection and its buffer forever.
     header_timeout_sec: float = 30.0
-    # Open connections at most; one past it is closed at once, unread (serve.py). With the head
+    # Open connections at most; one past it is closed at once, unread (http/connections.py). With the head
     # timeout this bounds what idle or slow connections hold: at most 64 KiB of head each.
     max_connections: int = 1024
     max_pages: int = 8
@@ -130,8 +130,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    # transformers: static batches around transformers' generate (engine.py); vllm: vLLM's async
-    # engine in-process with continuous batching (vllm_engine.py; needs the .venv-vllm environment).
+    # transformers: static batches around transformers' generate (engines/transformers); vllm: vLLM's async
+    # engine in-process with continuous batching (engines/vllm; needs the .venv-vllm environment).
     engine: str = DEFAULT_ENGINE
     gpu_id: int = 0
     device: str = "auto"  # auto | cpu | cuda
@@ -160,13 +160,13 @@ class RuntimeConfig:
     # None: max(2 x TIMEOUT_SEC, 60) (timeouts.py), filled in by ServerConfig. An engine that owes
     # work and has made no progress for longer fails /health/live (liveness.py).
     liveness_stall_sec: float | None = None
-    # transformers engine's decoder (slots.py): auto = slots (on every device; generate is the reference).
+    # transformers engine's decoder (engines/transformers/slots.py): auto = slots (on every device; generate is the reference).
     decoder: str = "auto"
     dtype: str = "auto"  # the weights' and activations' precision, both engines: resolve_dtype
     decode_slots: int = _default("DECODE_SLOTS")  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
-    experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (experts.py)
+    experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (engines/transformers/experts.py)
     # A test hook (testhooks.py): off, or wedge (the engine thread hangs on cue). Never in production.
     test_hooks: str = "off"
 

@@ -1,10 +1,9 @@
-"""The one error table: exception -> HTTP status, error type, param. No tracebacks leave the server."""
+"""The one error table: each error the API answers on purpose, with its HTTP status and error type.
+
+Every layer raises these; the HTTP layer (http/errors.py) turns them into answers, never tracebacks.
+"""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-from fastapi.responses import JSONResponse
 
 
 class OcrError(Exception):
@@ -33,7 +32,7 @@ class NotFound(OcrError):
 
 
 class GoldenMissing(NotFound):
-    """GET /v1/golden (golden.py): GOLDEN_DIR unset, or no such folder."""
+    """GET /v1/golden (serving/golden.py): GOLDEN_DIR unset, or no such folder."""
 
     type = "golden_pages_missing"
 
@@ -80,28 +79,3 @@ class EngineFailure(OcrError):
     """The model failed on a batch; the engine is considered dead and the process exits."""
 
     status, type = 500, "engine_failure"
-
-
-@dataclass(frozen=True)
-class ErrorBody:
-    message: str
-    type: str
-    code: int
-    param: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
-
-
-def error_response(exc: Exception) -> JSONResponse:
-    """Map any exception to a JSON error; unknown ones become a 500 without details."""
-    if isinstance(exc, OcrError):
-        body = ErrorBody(exc.message, exc.type, exc.status, exc.param)
-        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-        if isinstance(exc, Unauthorized):
-            headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
-        if isinstance(exc, BodyTimeout):  # the rest of the body may still come: never parse it as a request
-            headers = {**(headers or {}), "Connection": "close"}
-        return JSONResponse(body.as_dict(), status_code=exc.status, headers=headers)
-    body = ErrorBody("internal server error", "internal_error", 500)
-    return JSONResponse(body.as_dict(), status_code=500)

@@ -17,8 +17,7 @@ import logging
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ocr_limits import TOKEN_STEPS
-
-from .priority import CLASSES
+from ocr_limits.request_classes import CLASSES
 
 log = logging.getLogger("ocr_server.metrics")
 

@@ -1,38 +1,46 @@
-"""Admission control and dynamic batching.
-
-Admission: at most CONCURRENCY requests inside the engine (decode, crop, generate); at most
-QUEUE_SIZE more wait for a slot; beyond that 429 with Retry-After. Waiting past the deadline: 504.
+"""Admission control: at most CONCURRENCY requests inside the engine (decode, crop, generate); at
+most QUEUE_SIZE more wait for a slot; beyond that 429 with Retry-After. Waiting past the deadline: 504.
 Waiting interactive requests get a freed slot before batch ones, batch requests hold at most
 BATCH_MAX_RUNNING slots, and a batch request is shed (429) once BATCH_QUEUE_THRESHOLD requests wait
-(priority.py).
-
-Batching (after Ray Serve's _BatchQueue): one future per page; one task takes the first waiting
-page (interactive pages before batch ones), then more until BATCH_SIZE or the wait window closes, drops pages whose request expired or
-was cancelled (no GPU time for them), and runs one `generate` in the single engine thread.
+(engines/scheduling.py). `admit` is the pure decision, `Admission` applies it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import logging
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from enum import Enum
+from typing import AsyncIterator
 
-from .errors import DeadlineExceeded, EngineFailure, QueueFull
-from .liveness import ProgressClock
-from .metrics import Metrics
-from .priority import BATCH, CLASSES, INTERACTIVE, ClassQueue, Decision, admit, rank
+from ocr_limits.request_classes import BATCH, CLASSES, INTERACTIVE
 
-log = logging.getLogger("ocr_server.batching")
+from ..engines.scheduling import ClassQueue
+from ..runtime.errors import DeadlineExceeded, QueueFull
+from ..runtime.metrics import Metrics
+
+
+class Decision(Enum):
+    RUN = "run"  # a slot is free: in at once
+    WAIT = "wait"  # queue for the next slot
+    SHED = "shed"  # 429 with Retry-After
+
+
+def admit(request_class: str, *, free: int, waiting: int, queue_size: int, batch_threshold: int,
+          batch_running: int = 0, batch_max_running: int | None = None) -> Decision:
+    """What admission does with a new request, given the free slots, the requests already waiting
+    (both classes) and the batch requests running: batch traffic runs only below batch_max_running
+    and stops queueing at batch_threshold, interactive traffic queues up to queue_size."""
+    under_cap = batch_max_running is None or batch_running < batch_max_running
+    if free > 0 and (request_class != BATCH or under_cap):
+        return Decision.RUN
+    limit = batch_threshold if request_class == BATCH else queue_size
+    return Decision.WAIT if waiting < limit else Decision.SHED
 
 
 class Admission:
-    """CONCURRENCY slots; waiting requests queue by class (priority.py) and take a freed slot
+    """CONCURRENCY slots; waiting requests queue by class and take a freed slot
     interactive first. Batch requests hold at most `batch_max_running` slots, so the rest are there
     for interactive ones. A freed slot is handed straight to the next waiter it may go to, so a
     newcomer never overtakes the queue."""
@@ -155,112 +163,3 @@ class Admission:
             self.inside -= 1
             self.metrics.in_flight.dec()
             self._release(request_class)
-
-
-@dataclass
-class _Pending:
-    item: Any  # engine.Prepared: deadline, cancelled
-    future: asyncio.Future
-
-
-class Batcher:
-    def __init__(
-        self,
-        run_batch: Callable[[list[Any]], list[Any]],
-        *,
-        batch_size: int,
-        wait_s: float,
-        metrics: Metrics,
-        on_fatal: Callable[[BaseException], None],
-    ) -> None:
-        self.run_batch, self.batch_size, self.wait_s = run_batch, batch_size, wait_s
-        self.metrics, self.on_fatal = metrics, on_fatal
-        # (class rank, arrival, page): interactive pages first, then first come, first served
-        self.queue: asyncio.PriorityQueue[tuple[int, int, _Pending]] = asyncio.PriorityQueue()
-        self._arrivals = itertools.count()
-        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
-        self._task: asyncio.Task | None = None
-        self.progress = ProgressClock()
-
-    def stalled_for(self) -> float:
-        """Seconds the engine has owed work without progress (liveness.py); 0 when idle."""
-        return self.progress.stalled_for(self.queue.qsize())
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="batcher")
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-        self.executor.shutdown(wait=False, cancel_futures=True)
-
-    async def submit(self, item: Any) -> Any:
-        """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
-        fut = asyncio.get_running_loop().create_future()
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
-        self.progress.work_arrived(was_idle=self.queue.empty() and not self.progress.running)
-        request_class = getattr(item, "request_class", INTERACTIVE)
-        self.queue.put_nowait((rank(request_class), next(self._arrivals), _Pending(item, fut)))
-        self.metrics.queue_depth.inc()
-        try:
-            remaining = item.deadline - time.monotonic()
-            return await asyncio.wait_for(asyncio.shield(fut), max(remaining, 0.0))
-        except TimeoutError:
-            item.cancelled.set()  # a running generate stops this row at its next step
-            raise DeadlineExceeded("the request deadline passed during generation") from None
-        finally:
-            if not fut.done():
-                item.cancelled.set()
-
-    async def _collect(self) -> list[_Pending]:
-        *_, first = await self.queue.get()
-        batch = [first]
-        window_end = time.monotonic() + self.wait_s
-        while len(batch) < self.batch_size:
-            try:
-                batch.append(self.queue.get_nowait()[-1])
-                continue
-            except asyncio.QueueEmpty:
-                pass
-            remaining = window_end - time.monotonic()
-            if remaining <= 0:
-                break
-            try:
-                batch.append((await asyncio.wait_for(self.queue.get(), remaining))[-1])
-            except TimeoutError:
-                break
-        self.metrics.queue_depth.dec(len(batch))
-        return batch
-
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._collect()
-            now = time.monotonic()
-            live = []
-            for p in batch:
-                if p.future.done() or p.item.cancelled.is_set() or p.item.deadline <= now:
-                    self.metrics.dropped.inc()
-                    if not p.future.done():
-                        p.future.set_exception(DeadlineExceeded("the request deadline passed before generation"))
-                else:
-                    live.append(p)
-            if not live:
-                continue
-            self.progress.batch_started()
-            try:
-                results = await loop.run_in_executor(self.executor, self.run_batch, [p.item for p in live])
-                if len(results) != len(live):
-                    raise RuntimeError(f"engine returned {len(results)} results for {len(live)} pages")
-            except Exception as exc:  # noqa: BLE001 - a failing engine fails its batch, then the process
-                log.exception("generate failed; the engine is considered dead")
-                for p in live:
-                    if not p.future.done():
-                        p.future.set_exception(EngineFailure("the model failed while generating; the server restarts"))
-                self.on_fatal(exc)
-                continue
-            finally:
-                self.progress.batch_ended()
-            for p, r in zip(live, results):
-                if not p.future.done():
-                    p.future.set_result(r)

@@ -7,7 +7,7 @@ from typing import Callable
 
 from PIL import Image
 
-from .errors import BadInput, PayloadTooLarge
+from ..runtime.errors import BadInput, PayloadTooLarge
 from .images import decode_image_pages, select_pages, sniff_format
 
 

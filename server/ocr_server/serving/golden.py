@@ -11,20 +11,16 @@ link; a symbolic link, a device or a folder that passes through one is refused, 
 hidden files are skipped. Bounds are the ConfigMap variant's (ocr_limits.quality): pages, bytes in
 all, characters of an expected text, and the entries read. Errors are JSON: 404
 golden_pages_missing (GOLDEN_DIR unset, or no such folder), 413 golden_pages_too_large, 422
-golden_pages_invalid, 404 not_found (no such page).
+golden_pages_invalid, 404 not_found (no such page). The routes are http/golden_routes.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import re
 import stat
 from dataclasses import dataclass, field
-
-from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
 
 from ocr_limits.quality import (
     GOLDEN_DIR_ENV,
@@ -35,10 +31,8 @@ from ocr_limits.quality import (
     MAX_PAGE_TEXT_CHARS,
 )
 
-from .errors import GoldenInvalid, GoldenMissing, GoldenTooLarge, NotFound, OcrError, error_response
-from .routes import check_api_key
+from ..runtime.errors import GoldenInvalid, GoldenMissing, GoldenTooLarge
 
-router = APIRouter()
 ENV = GOLDEN_DIR_ENV
 EXPECTED_SUFFIX = ".txt"
 NAME = re.compile(GOLDEN_NAME_PATTERN)
@@ -140,33 +134,3 @@ def read_golden(root: str | None) -> list[Golden]:
         return out
     finally:
         os.close(dir_fd)
-
-
-async def _golden(request: Request) -> list[Golden]:
-    check_api_key(request)  # the same keys as /v1/ocr
-    return await asyncio.to_thread(read_golden, request.app.state.golden_dir)
-
-
-@router.get("/v1/golden")
-async def listing(request: Request) -> Response:
-    """The golden pages: name, size, sha256 and expected text of each."""
-    try:
-        pages = await _golden(request)
-    except OcrError as exc:
-        return error_response(exc)
-    return JSONResponse({"pages": [p.to_json() for p in pages], "totalBytes": sum(len(p.data) for p in pages)})
-
-
-@router.get("/v1/golden/{name}")
-async def page(request: Request, name: str) -> Response:
-    """One golden page's bytes."""
-    try:
-        if not NAME.match(name) or name.endswith(EXPECTED_SUFFIX):
-            raise NotFound(f"{name!r} is no golden page's name", param="name")
-        found = next((p for p in await _golden(request) if p.name == name), None)
-        if found is None:
-            raise NotFound(f"no golden page {name}", param="name")
-    except OcrError as exc:
-        return error_response(exc)
-    return Response(found.data, media_type="application/octet-stream",
-                    headers={"X-Content-SHA256": hashlib.sha256(found.data).hexdigest()})

@@ -1,4 +1,4 @@
-"""Grounded model output -> clean markdown and blocks with pixel boxes.
+"""Grounded model output -> clean markdown and blocks with pixel boxes; a split part's boxes -> the page's.
 
 The model writes `<|ref|>LABEL<|/ref|><|det|>[[x1, y1, x2, y2], ...]<|/det|>` before each block,
 coordinates normalised to 0..999. Output of a random (tiny) model is arbitrary, so every step here
@@ -14,7 +14,8 @@ _BLOCK = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>\s*<\|det\|>(.*?)<\|/det\|>", re.S
 _BOX = re.compile(r"\[\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\]")
 _STRAY = re.compile(r"<\|/?(?:ref|det|grounding)\|>")
 _SPECIAL = ("<｜end▁of▁sentence｜>", "<｜begin▁of▁sentence｜>", "<｜▁pad▁｜>")
-NORM = 999.0
+NORM = 999.0  # the model's box coordinates are 0..999 of the image it saw
+Box = tuple[int, int, int, int]  # x1, y1, x2, y2 in page pixels, x2/y2 exclusive
 
 
 @dataclass
@@ -75,3 +76,21 @@ def parse_output(raw: str, width: int, height: int, page: int = 1) -> Parsed:
         pieces.append(raw)
     text = _STRAY.sub("", "".join(pieces)).strip()
     return Parsed(text=text, raw=raw, blocks=blocks)
+
+
+_DET = re.compile(r"(<\|det\|>)(.*?)(<\|/det\|>)", re.S)
+
+
+def rebase_grounding(raw: str, box: Box, page_size: tuple[int, int]) -> str:
+    """Rewrite the 0..999 boxes a part's output holds so they are 0..999 of the whole page."""
+    x0, y0, x1, y1 = box
+    pw, ph = x1 - x0, y1 - y0
+    width, height = page_size
+
+    def one(m: re.Match) -> str:
+        vals = [min(max(float(v), 0.0), NORM) for v in m.groups()]
+        xs = [round((v / NORM * pw + x0) / width * NORM) for v in vals[0::2]]
+        ys = [round((v / NORM * ph + y0) / height * NORM) for v in vals[1::2]]
+        return f"[{xs[0]}, {ys[0]}, {xs[1]}, {ys[1]}]"
+
+    return _DET.sub(lambda m: m.group(1) + _BOX.sub(one, m.group(2)) + m.group(3), raw)

@@ -1,6 +1,6 @@
-"""Bytes -> upright RGB pages, safely; and the crop plan of one page.
+"""Bytes -> upright RGB pages, safely (the crop plan of a page is the engines', engines/crops.py).
 
-Nothing here trusts the client: the format is sniffed from magic bytes, the declared pixel count
+Nothing here trusts the client: the format is sniffed from magic bytes (ocr_limits.files), the declared pixel count
 is checked from the header before any pixel is decoded (decompression bombs), truncated files are
 errors (never silently padded), EXIF rotation is applied before cropping, and every mode (CMYK,
 16-bit, palette, alpha, grayscale) becomes 8-bit RGB. PDF pages are rendered by documents.py.
@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import io
 import warnings
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
-from ocr_limits import MIN_CROPS, visual_tokens
+from ocr_limits.files import SUPPORTED, looks_like_markup, sniff
 
-from .errors import BadInput, PayloadTooLarge, UnsupportedMedia
+from ..runtime.errors import BadInput, PayloadTooLarge, UnsupportedMedia
 
 ImageFile.LOAD_TRUNCATED_IMAGES = False  # a truncated upload is an error, not a grey half-page
 
-# magic prefix -> format name. Order matters only for readability.
-_MAGIC: list[tuple[bytes, str]] = [
-    (b"\x89PNG\r\n\x1a\n", "png"),
-    (b"\xff\xd8\xff", "jpeg"),
-    (b"GIF87a", "gif"),
-    (b"GIF89a", "gif"),
-    (b"II*\x00", "tiff"),
-    (b"MM\x00*", "tiff"),
-    (b"BM", "bmp"),
-    (b"%PDF-", "pdf"),
-]
-SUPPORTED = "PNG, JPEG, WebP, TIFF, GIF, BMP, PDF"
 # The highest TIFF page read. A TIFF's pages are found by walking a chain of directories (Pillow's
 # own count is quadratic in them): a 6 MB file of 60,000 empty pages took 30 s to count.
 MAX_TIFF_FRAMES = 1000
@@ -43,13 +30,10 @@ def sniff_format(data: bytes) -> str:
     """The document format from its first bytes; raises for empty, SVG/HTML/text and unknown data."""
     if not data:
         raise BadInput("the body is empty (zero bytes); send an image or PDF", param="file")
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
-    for magic, fmt in _MAGIC:
-        if data.startswith(magic):
-            return fmt
-    head = data[:512].lstrip().lower()
-    if head.startswith((b"<svg", b"<?xml", b"<!doctype", b"<html")) or b"<svg" in head:
+    fmt = sniff(data)
+    if fmt is not None:
+        return fmt
+    if looks_like_markup(data):
         raise UnsupportedMedia(f"SVG, XML and HTML documents are not supported; send one of {SUPPORTED}", param="file")
     raise UnsupportedMedia(f"the data is not a supported image or document; send one of {SUPPORTED}", param="file")
 
@@ -163,50 +147,3 @@ def select_pages(n_pages: int, pages: list[int] | None, max_pages: int) -> list[
     if len(pages) > max_pages:
         raise PayloadTooLarge(f"{len(pages)} pages requested; the limit is {max_pages} per request", param="pages")
     return [p - 1 for p in pages]
-
-
-@dataclass(frozen=True)
-class CropPlan:
-    """How one page is shown to the model: a global view plus an optional grid of crops."""
-
-    width: int
-    height: int
-    base_size: int
-    crop_size: int
-    cols: int
-    rows: int
-
-    @property
-    def crops(self) -> int:
-        return self.cols * self.rows
-
-    @property
-    def visual_tokens(self) -> int:
-        """Tokens the LLM sees for this page, not counting the one view separator."""
-        return visual_tokens(self.crops)
-
-    def as_layout(self) -> dict:
-        return {
-            "image_size": [self.width, self.height],
-            "global_view": [self.base_size, self.base_size],
-            "crop_size": [self.crop_size, self.crop_size],
-            "crop_grid": [self.cols, self.rows],
-            "crops": self.crops,
-            "visual_tokens": self.visual_tokens,
-        }
-
-
-def plan_crops(width: int, height: int, *, crop_size: int, base_size: int, min_crops: int, max_crops: int) -> CropPlan:
-    """The official rule, via transformers' own grid search so both always agree.
-
-    An image no larger than crop_size on both sides gets the global view only. Otherwise the grid
-    (cols, rows) with min(2, min_crops) <= cols*rows <= max_crops whose aspect ratio is closest to
-    the image's is chosen. max_crops < 2 (a low MAX_VISUAL_TOKENS) means global view only.
-    """
-    from transformers.models.deepseek_ocr2.image_processing_pil_deepseek_ocr2 import get_optimal_tiled_canvas
-
-    if max(width, height) <= crop_size or max_crops < MIN_CROPS:
-        return CropPlan(width, height, base_size, crop_size, 0, 0)
-    lo = max(MIN_CROPS, min_crops)
-    cols, rows = get_optimal_tiled_canvas((height, width), (crop_size, crop_size), lo, max_crops)
-    return CropPlan(width, height, base_size, crop_size, cols, rows)

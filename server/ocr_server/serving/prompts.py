@@ -16,16 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import BadInput
+from ocr_limits.prompts import IMAGE, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, PROMPTS
 
-IMAGE = "<image>"
-PROMPTS = {
-    "markdown": f"{IMAGE}\n<|grounding|>Convert the document to markdown.",
-    "free": f"{IMAGE}\nFree OCR.",
-}
+from ..runtime.errors import BadInput
+
 MODE_OF_TEXT = {p.removeprefix(f"{IMAGE}\n"): mode for mode, p in PROMPTS.items()}
-MAX_PROMPT_CHARS = 8192
-MAX_PROMPT_TOKENS = 1024  # the text's tokens; the image's (up to 1121) come on top
 # The special tokens a prompt may contain: the image placeholder and the documented prompt vocabulary.
 ALLOWED_SPECIAL = frozenset({IMAGE, "<|grounding|>", "<|ref|>", "<|/ref|>", "<|det|>", "<|/det|>",
                              "<td>", "</td>", "<tr>", "</tr>"})

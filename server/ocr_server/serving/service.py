@@ -4,7 +4,7 @@ Order matters: options are validated and the cache consulted before a slot is ta
 splitting and cropping run in a thread pool (never on the event loop); pages (or the parts of a
 split page) go to the batcher together, so they share generate calls; the response is assembled
 and cached. /v1/ocr and /v1/chat/completions, streamed or not, all run `stream()`: `ocr()` is its
-last event. Errors are OcrError subclasses; routes map them with errors.error_response.
+last event. Errors are OcrError subclasses (runtime/errors.py); the HTTP layer answers them (http/errors.py).
 """
 
 from __future__ import annotations
@@ -21,21 +21,22 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from ocr_limits import default_batch_max_running
+from ocr_limits.request_classes import BATCH, INTERACTIVE
 
-from .batching import Admission
+from ..engines.api import Runner, make_runner
+from ..engines.crops import CropPlan
+from ..engines.scheduling import BATCH_HOLD_MAX_S
+from ..runtime.config import ServerConfig
+from ..runtime.errors import BadInput, DeadlineExceeded, ModelLoading
+from ..runtime.metrics import Metrics
+from .admission import Admission
 from .cache import ResultCache, cache_key
-from .config import ServerConfig
-from .dense import SplitPlan, merge_parts, plan_split, rebase_grounding
 from .documents import load_document, parse_pages
-from .engine_api import Runner, make_runner
-from .errors import BadInput, DeadlineExceeded, ModelLoading
-from .images import CropPlan
-from .metrics import Metrics
-from .parsing import parse_output, strip_special
-from .priority import BATCH, BATCH_HOLD_MAX_S, INTERACTIVE
+from .events import Delta, Done, Event, Started
+from .grounding import parse_output, rebase_grounding, strip_special
 from .prompts import check_tokens, full_prompt, prompt_from_text
-from .protocol import OcrOptions, OcrResponse
-from .streaming import Delta, Done, Event, Started
+from .schema import Layout, OcrOptions, OcrResponse
+from .split import SplitPlan, merge_parts, plan_split
 
 log = logging.getLogger("ocr_server.service")
 PAGE_SPLIT = "\n<--- Page Split --->\n"
@@ -200,7 +201,7 @@ class OcrServing:
         The deltas joined are the response's `raw`. Only the first page streams token by token; later
         pages and split pages (their merge needs every part) arrive when generation ends.
         Errors before Started are the request's; after it they end the stream. `tenant`
-        (cache.tenant_id of the API key) scopes the result cache; `request_class` (priority.py) orders
+        (cache.tenant_id of the API key) scopes the result cache; `request_class` (engines/scheduling.py) orders
         admission and the engine's queue.
         """
         if not self.ready:
@@ -301,7 +302,7 @@ class OcrServing:
                 split_out = {
                     "reason": job.split.reason,
                     "overlap_px": job.split.overlap,
-                    "parts": [{"box": list(box), "layout": it.plan.as_layout(), "generated_tokens": len(g.token_ids),
+                    "parts": [{"box": list(box), "layout": Layout.of(it.plan).model_dump(), "generated_tokens": len(g.token_ids),
                                "finished": g.finished} for box, it, g in zip(job.split.boxes, job.items, gens)],
                 }
             pages_out.append({
@@ -309,7 +310,7 @@ class OcrServing:
                 "text": parsed.text,
                 "raw": parsed.raw,
                 "blocks": [b.as_dict() for b in parsed.blocks],
-                "layout": job.plan.as_layout(),
+                "layout": Layout.of(job.plan).model_dump(),
                 "usage": {"visual_tokens": sum(it.plan.visual_tokens for it in job.items),
                           "generated_tokens": sum(len(g.token_ids) for g in gens), "pages": 1,
                           "prompt_tokens": sum(len(it.input_ids) for it in job.items)},

@@ -1,6 +1,6 @@
 """Pages the crop grid cannot show well: when to cut them into overlapping parts, and how to merge.
 
-The model sees a page as a 1024 global view plus a grid of at most 6 crops of 768 (images.py).
+The model sees a page as a 1024 global view plus a grid of at most 6 crops of 768 (engines/crops.py).
 Two things go wrong on long or huge pages, and both can be computed from the page size alone:
 - aspect: the grid's aspect ratio is at most 6:1 and the page is resized to the grid without
   keeping its aspect ratio, so a receipt or a scroll is squeezed (`distortion` > MAX_DISTORTION);
@@ -18,12 +18,11 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from .images import plan_crops
+from ..engines.crops import plan_crops
+from .grounding import Box
 
 MAX_DISTORTION = 1.5  # page aspect / grid aspect beyond which text is visibly squeezed
-NORM = 999.0  # the model's box coordinates are 0..999 of the image it saw
 
-Box = tuple[int, int, int, int]  # x1, y1, x2, y2 in page pixels, x2/y2 exclusive
 
 
 @dataclass(frozen=True)
@@ -82,26 +81,6 @@ def plan_split(width: int, height: int, *, crop_size: int, base_size: int, min_c
             boxes = tuple((0, a, width, b) if tall else (a, 0, b, height) for a, b in bands)
             return SplitPlan(reason, boxes, ov)
     return None  # unreachable: the loop returns at n == max_parts
-
-
-# ---------- model output of a part -> the page's coordinates ----------
-_DET = re.compile(r"(<\|det\|>)(.*?)(<\|/det\|>)", re.S)
-_BOX = re.compile(r"\[\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\]")
-
-
-def rebase_grounding(raw: str, box: Box, page_size: tuple[int, int]) -> str:
-    """Rewrite the 0..999 boxes a part's output holds so they are 0..999 of the whole page."""
-    x0, y0, x1, y1 = box
-    pw, ph = x1 - x0, y1 - y0
-    width, height = page_size
-
-    def one(m: re.Match) -> str:
-        vals = [min(max(float(v), 0.0), NORM) for v in m.groups()]
-        xs = [round((v / NORM * pw + x0) / width * NORM) for v in vals[0::2]]
-        ys = [round((v / NORM * ph + y0) / height * NORM) for v in vals[1::2]]
-        return f"[{xs[0]}, {ys[0]}, {xs[1]}, {ys[1]}]"
-
-    return _DET.sub(lambda m: m.group(1) + _BOX.sub(one, m.group(2)) + m.group(3), raw)
 
 
 # ---------- merging the parts' text ----------

@@ -75,7 +75,7 @@ def test_the_generator_rewrites_a_stale_bound():
 
 
 def test_the_prompt_bound_is_the_servers():
-    from ocr_server.prompts import MAX_PROMPT_CHARS as SERVER_MAX
+    from ocr_limits.prompts import MAX_PROMPT_CHARS as SERVER_MAX
 
     assert MAX_PROMPT_CHARS == SERVER_MAX == field("options.prompt")["maxLength"]
 

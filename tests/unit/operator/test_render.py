@@ -365,7 +365,7 @@ def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_at_least_at_its_
 
 def test_model_checksums_go_beside_the_config_file_for_the_server_to_verify():
     from ocr_operator.render import configmap
-    from ocr_server import checksums
+    from ocr_server.runtime import checksums
 
     objs = children({"model": {"checksums": {"model.safetensors": "ab" * 32}}}).objects
     data = objs["ConfigMap"]["data"]

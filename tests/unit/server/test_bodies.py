@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_server.bodies import parse_json, single_options
-from ocr_server.errors import BadInput, InvalidOptions
+from ocr_server.http.bodies import parse_json, single_options
+from ocr_server.runtime.errors import BadInput, InvalidOptions
 
 
 @pytest.mark.parametrize("body,why", [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_server.cache import ResultCache, cache_key, entry_size, tenant_id
-from ocr_server.config import ConfigError, load_config
+from ocr_server.serving.cache import ResultCache, cache_key, entry_size, tenant_id
+from ocr_server.runtime.config import ConfigError, load_config
 
 
 def test_the_same_document_under_two_api_keys_has_two_cache_keys():
@@ -52,7 +52,7 @@ def test_the_byte_bound_is_a_setting_that_names_its_key():
 def test_a_document_cached_for_one_api_key_is_not_a_hit_for_another():
     import asyncio
 
-    from ocr_server.protocol import OcrOptions
+    from ocr_server.serving.schema import OcrOptions
     from tests.server import samples
     from tests.unit.server.test_preprocess_deadline import _serving
 

@@ -10,15 +10,19 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ocr_server.chat import image_from_url, job_from_request
-from ocr_server.engine import NGramSettings, RowStreamer, WindowedNoRepeatNGram
-from ocr_server.errors import BadInput, NotFound
-from ocr_server.min_tokens import HoldEos
-from ocr_server.openai_routes import _renderer
-from ocr_server.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, Prompt, check_tokens, prompt_from_text
-from ocr_server.protocol import ChatCompletionRequest
-from ocr_server.streaming import Delta, Done, IncrementalDecoder
-from ocr_server.warmup import grid_for, warmup_pages
+from ocr_server.http.openai_chat import image_from_url, job_from_request
+from ocr_server.engines.api import NGramSettings
+from ocr_server.engines.transformers.rows import RowStreamer
+from ocr_server.engines.transformers.ngram_guard import WindowedNoRepeatNGram
+from ocr_server.runtime.errors import BadInput, NotFound
+from ocr_server.engines.transformers.min_tokens import HoldEos
+from ocr_server.http.openai_routes import _renderer
+from ocr_limits.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS
+from ocr_server.serving.prompts import Prompt, check_tokens, prompt_from_text
+from ocr_server.http.models import ChatCompletionRequest
+from ocr_server.serving.events import Delta, Done
+from ocr_server.engines.detokenize import IncrementalDecoder
+from ocr_server.engines.warmup import grid_for, warmup_pages
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nrest").decode()
 
@@ -218,7 +222,7 @@ def test_ngram_guard_settings_per_row():
 
 def test_warmup_covers_the_global_view_and_the_largest_grid():
     assert [grid_for(c) for c in range(2, 7)] == [(1, 2), (1, 3), (2, 2), (1, 5), (2, 3)]
-    from ocr_server.images import plan_crops
+    from ocr_server.engines.crops import plan_crops
 
     for max_crops in (0, 2, 5, 6):
         pages = warmup_pages(768, max_crops)

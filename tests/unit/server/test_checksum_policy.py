@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from ocr_server import checksums
-from ocr_server.checksums import ChecksumError
-from ocr_server.config import ConfigError, load_config
+from ocr_server.runtime import checksums
+from ocr_server.runtime.checksums import ChecksumError
+from ocr_server.runtime.config import ConfigError, load_config
 
 LOG = logging.getLogger("ocr_server.test_checksums")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ocr_limits import SETTINGS
-from ocr_server.config import ENV_KEYS, ConfigError, crops_allowed, crops_required, load_config, validate_against_model
+from ocr_server.runtime.config import ENV_KEYS, ConfigError, crops_allowed, crops_required, load_config, validate_against_model
 
 
 def test_built_in_defaults():

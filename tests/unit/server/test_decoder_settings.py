@@ -6,9 +6,9 @@ import pytest
 
 import torch
 
-from ocr_server.config import ConfigError, load_config, resolve_dtype, startup_warnings
-from ocr_server.engine import resolve_decoder
-from ocr_server.slots import buckets, parse_buckets, pick
+from ocr_server.runtime.config import ConfigError, load_config, resolve_dtype, startup_warnings
+from ocr_server.engines.transformers.engine import resolve_decoder
+from ocr_server.engines.transformers.slots import buckets, parse_buckets, pick
 
 
 @pytest.mark.parametrize("key,value", [("DECODER", "fast"), ("DECODE_SLOTS", "-1"), ("DECODE_SLOTS", "5000"),

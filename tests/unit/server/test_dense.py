@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_server.dense import merge_parts, plan_split, rebase_grounding, view_fit
-from ocr_server.parsing import parse_output
+from ocr_server.serving.split import merge_parts, plan_split, view_fit
+from ocr_server.serving.grounding import rebase_grounding
+from ocr_server.serving.grounding import parse_output
 
 GRID = dict(crop_size=768, base_size=1024, min_crops=2)
 

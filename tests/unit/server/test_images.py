@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_server.errors import BadInput, PayloadTooLarge, UnsupportedMedia
-from ocr_server.documents import load_document, parse_pages
-from ocr_server.images import plan_crops, sniff_format
+from ocr_server.runtime.errors import BadInput, PayloadTooLarge, UnsupportedMedia
+from ocr_server.serving.documents import load_document, parse_pages
+from ocr_server.engines.crops import plan_crops
+from ocr_server.serving.images import sniff_format
 from tests.server import samples
 
 

@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from ocr_server.batching import Batcher
-from ocr_server.config import ConfigError, load_config, startup_warnings
-from ocr_server.liveness import ProgressClock, is_wedged, stalled_seconds
-from ocr_server.metrics import Metrics
-from ocr_server.timeouts import default_liveness_stall_seconds
+from ocr_server.engines.batcher import Batcher
+from ocr_server.runtime.config import ConfigError, load_config, startup_warnings
+from ocr_server.runtime.liveness import ProgressClock, is_wedged, stalled_seconds
+from ocr_server.runtime.metrics import Metrics
+from ocr_server.runtime.timeouts import default_liveness_stall_seconds
 
 
 def test_the_stall_bound_defaults_to_twice_the_timeout_and_at_least_a_minute():

@@ -7,8 +7,8 @@ import random
 
 import torch
 
-from ocr_server.engine import WindowedNoRepeatNGram
-from ocr_server.ngram_guard import TensorNGramGuard
+from ocr_server.engines.transformers.ngram_guard import WindowedNoRepeatNGram
+from ocr_server.engines.transformers.ngram_guard import TensorNGramGuard
 
 VOCAB = 12  # a small vocabulary: random sequences repeat n-grams often
 

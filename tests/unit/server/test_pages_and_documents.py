@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from ocr_server.documents import MAX_PAGE_RANGES, MAX_PAGES_SPEC_BYTES, load_document, parse_pages
-from ocr_server.errors import BadInput, DeadlineExceeded, PayloadTooLarge
-from ocr_server.images import MAX_TIFF_FRAMES
+from ocr_server.serving.documents import MAX_PAGE_RANGES, MAX_PAGES_SPEC_BYTES, load_document, parse_pages
+from ocr_server.runtime.errors import BadInput, DeadlineExceeded, PayloadTooLarge
+from ocr_server.serving.images import MAX_TIFF_FRAMES
 from tests.server import samples
 
 

@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ocr_server.batching import Batcher
-from ocr_server.cache import ResultCache, cache_key
-from ocr_server.engine import WindowedNoRepeatNGram
-from ocr_server.errors import DeadlineExceeded
-from ocr_server.metrics import Metrics
-from ocr_server.parsing import parse_output
+from ocr_server.engines.batcher import Batcher
+from ocr_server.serving.cache import ResultCache, cache_key
+from ocr_server.engines.transformers.ngram_guard import WindowedNoRepeatNGram
+from ocr_server.runtime.errors import DeadlineExceeded
+from ocr_server.runtime.metrics import Metrics
+from ocr_server.serving.grounding import parse_output
 
 RAW = ("<|ref|>title<|/ref|><|det|>[[100, 50, 900, 120]]<|/det|>\n# Report\n\n"
        "<|ref|>text<|/ref|><|det|>[[100, 150, 900, 400], [100, 420, 500, 500]]<|/det|>\nHello world.\n"

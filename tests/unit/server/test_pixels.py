@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 from transformers import DeepseekOcr2ImageProcessorPil
 
-from ocr_server.pixels import normalisation_table, normalise
+from ocr_server.engines.transformers.pixels import normalisation_table, normalise
 
 
 def _page(seed: int, height: int, width: int) -> Image.Image:

@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from ocr_server import documents, service as service_module
-from ocr_server.config import load_config
-from ocr_server.errors import DeadlineExceeded
-from ocr_server.metrics import Metrics
-from ocr_server.protocol import OcrOptions
-from ocr_server.service import OcrServing
+from ocr_server.serving import documents
+from ocr_server.serving import service as service_module
+from ocr_server.runtime.config import load_config
+from ocr_server.runtime.errors import DeadlineExceeded
+from ocr_server.runtime.metrics import Metrics
+from ocr_server.serving.schema import OcrOptions
+from ocr_server.serving.service import OcrServing
 from ocr_server_testing.stand_in import StandInEngine
 from tests.server import samples
 

@@ -6,8 +6,8 @@ import ssl
 
 import pytest
 
-from ocr_server import reload
-from ocr_server.config import ConfigError, load_config
+from ocr_server.runtime import credentials as reload
+from ocr_server.runtime.config import ConfigError, load_config
 from tests.server.secret_volume import self_signed, write_secret_volume
 
 KEY_A, KEY_B = "key-aaaaaaaa-0001", "key-bbbbbbbb-0002"

@@ -8,11 +8,15 @@ import threading
 import pytest
 
 from ocr_limits import FIELD_FOR_ENV, SERVER_SETTINGS, default_batch_max_running
-from ocr_server.batching import Admission, Batcher
-from ocr_server.config import ConfigError, load_config
-from ocr_server.errors import BadInput, QueueFull
-from ocr_server.metrics import Metrics
-from ocr_server.priority import BATCH, INTERACTIVE, ClassQueue, Decision, admit, parse_request_class
+from ocr_server.serving.admission import Admission
+from ocr_server.engines.batcher import Batcher
+from ocr_server.runtime.config import ConfigError, load_config
+from ocr_server.runtime.errors import BadInput, QueueFull
+from ocr_server.runtime.metrics import Metrics
+from ocr_limits.request_classes import BATCH, INTERACTIVE
+from ocr_server.engines.scheduling import ClassQueue
+from ocr_server.serving.admission import Decision, admit
+from ocr_server.http.request_class import parse_request_class
 
 
 def test_the_header_names_a_class_and_absent_is_interactive():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ocr_server.config import load_config
-from ocr_server.serve import uvicorn_options
-from ocr_server.timeouts import GRACEFUL_SHUTDOWN_MARGIN_SEC, graceful_shutdown_seconds
+from ocr_server.runtime.config import load_config
+from ocr_server.http.server import uvicorn_options
+from ocr_server.runtime.timeouts import GRACEFUL_SHUTDOWN_MARGIN_SEC, graceful_shutdown_seconds
 
 
 def test_graceful_shutdown_is_the_request_timeout_plus_five_seconds():

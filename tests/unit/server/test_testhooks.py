@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from ocr_server.config import ConfigError, load_config, startup_warnings
-from ocr_server.engine_api import make_runner
-from ocr_server.metrics import Metrics
+from ocr_server.runtime.config import ConfigError, load_config, startup_warnings
+from ocr_server.engines.api import make_runner
+from ocr_server.runtime.metrics import Metrics
 from ocr_server.testhooks import wedge_on_cue
 
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-NATIVE_MODEL_TYPE = "deepseek_ocr2"
+from ..checkpoint import NATIVE_MODEL_TYPE, is_official_layout, read_config_json
 
 # Keys of the official language_config that the native text config does not have.
 _DEAD_TEXT_KEYS = (
@@ -32,18 +31,6 @@ _DEAD_TEXT_KEYS = (
     "first_k_dense_replace", "_name_or_path", "transformers_version", "moe_layer_freq",
     "scoring_func", "aux_loss_alpha", "seq_aux", "norm_topk_prob", "ep_size",
 )
-
-
-def read_config_json(model_dir: str | Path) -> dict[str, Any]:
-    path = Path(model_dir) / "config.json"
-    return json.loads(path.read_text())
-
-
-def is_official_layout(config_dict: dict[str, Any]) -> bool:
-    """True for the deepseek-ai upload (remote code), False for the transformers-native layout."""
-    if config_dict.get("model_type") == NATIVE_MODEL_TYPE:
-        return False
-    return "language_config" in config_dict or "DeepseekOCR2ForCausalLM" in config_dict.get("architectures", [])
 
 
 def translate_official_config(raw: dict[str, Any]) -> dict[str, Any]:

@@ -16,45 +16,50 @@ transformers' native DeepseekOcr2 classes do the real work. What this module add
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 from PIL import Image
 
 from ocr_limits import MIN_CROPS, TOKEN_STRIDE, view_tokens
+from ocr_limits.prompts import MAX_PROMPT_TOKENS, PROMPTS
 
-from .config import ConfigError, ServerConfig, crops_allowed, crops_required, resolve_dtype, validate_against_model, validate_model_dir
-from .convert import is_official_layout, read_config_json, translate_official_config
-from .images import CropPlan, plan_crops
+from ...runtime.config import (
+    ConfigError,
+    ServerConfig,
+    crops_allowed,
+    crops_required,
+    resolve_dtype,
+    validate_against_model,
+    validate_model_dir,
+)
+from ..api import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError
+from ..checkpoint import is_official_layout, read_config_json, revision
+from ..crops import CropPlan, plan_crops
+from ..detokenize import IncrementalDecoder
+from ..tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
+from .convert import translate_official_config
 from .min_tokens import HoldEos
-from .prompts import PROMPTS
-from .streaming import IncrementalDecoder
-from .tiny_marker import TINY_MARKER, TINY_REVISION, TINY_SERVED_NAME, is_tiny
+from .ngram_guard import WindowedNoRepeatNGram
+from .rows import RowStop, RowStreamer
 
 log = logging.getLogger("ocr_server.engine")
 
-TD_TOKENS = ("<td>", "</td>")
 DEFAULT_GPU_SLOTS = 64  # DECODE_SLOTS on a GPU: 64 rows of the longest prompt + 8192 new tokens fit an H200 (about 37 GiB of KV)
 
 
-class StartupError(RuntimeError):
-    """The engine refuses to serve (missing tensors, vocabulary mismatch...)."""
-
-
-@dataclass(frozen=True)
-class NGramSettings:
-    """The windowed no-repeat n-gram guard of one request (vLLM's vllm_xargs names in comments)."""
-
-    size: int = 20  # ngram_size; 0 disables the guard
-    window: int = 90  # window_size
-    whitelist: frozenset[int] = frozenset()  # whitelist_token_ids, on top of <td> and </td>
+def resolve_decoder(setting: str, device: torch.device) -> str:
+    """DECODER=auto: the slots decoder on every device. On a CPU (eager, no graphs) it is faster than
+    generate() too: measured with the tests' tiny model, one page alone in about 0.5-0.7 s instead of
+    1.2-1.4 s and 16 concurrent pages in 4.8-6.6 s instead of 11.4-12.5 s, as pages need not wait for
+    a batch to fill or for its longest page. generate() stays the reference (DECODER=generate)."""
+    del device  # kept for callers: the choice no longer depends on it
+    return "slots" if setting == "auto" else setting
 
 
 @dataclass
@@ -70,151 +75,9 @@ class Prepared:
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None  # None: the server's runtime.ngram_size / ngram_window
     min_new_tokens: int = 0  # EOS is not chosen before this many new tokens (vLLM's min_tokens)
-    request_class: str = "interactive"  # priority.py: interactive pages are taken before batch ones
+    request_class: str = "interactive"  # engines/scheduling.py: interactive pages are taken before batch ones
     # Called from the engine thread with each token this row keeps, as it is generated (streaming).
     on_token: Callable[[int], None] | None = None
-
-
-@dataclass
-class Generated:
-    token_ids: list[int]
-    raw: str
-    finished: bool  # ended with EOS (False: stopped by max_new_tokens or deadline)
-    stopped_early: bool  # deadline or cancellation
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    revision: str
-    layout: str
-    tiny: bool
-    device: str
-    dtype: str
-    decoder: str = "generate"  # generate | slots (DECODER)
-
-
-class WindowedNoRepeatNGram:
-    """Ban a token that would repeat an n-gram seen in the last `window` generated tokens.
-
-    Same rule as the official NoRepeatNGramLogitsProcessor (DeepSeek-OCR-2 vLLM scripts). `rows`
-    gives each row its own (ngram, window, whitelist), as vLLM's per-request processor does.
-    """
-
-    def __init__(self, prompt_len: int, ngram: int, window: int, whitelist: set[int],
-                 rows: list[tuple[int, int, set[int]]] | None = None) -> None:
-        self.prompt_len, self.ngram, self.window, self.whitelist = prompt_len, ngram, window, whitelist
-        self.rows = rows
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.rows is None and self.ngram <= 0:
-            return scores
-        generated = input_ids[:, self.prompt_len:].tolist()
-        for row, out in enumerate(generated):
-            n, window, whitelist = self.rows[row] if self.rows is not None else (self.ngram, self.window, self.whitelist)
-            if n <= 0 or len(out) < n:
-                continue
-            prefix = out[-(n - 1):] if n > 1 else []
-            start = max(0, len(out) - window)
-            banned = {out[i + n - 1] for i in range(start, len(out) - n + 1) if out[i:i + n - 1] == prefix}
-            banned -= whitelist
-            if banned:
-                scores[row, list(banned)] = -math.inf
-        return scores
-
-
-def resolve_decoder(setting: str, device: torch.device) -> str:
-    """DECODER=auto: the slots decoder on every device. On a CPU (eager, no graphs) it is faster than
-    generate() too: measured with the tests' tiny model, one page alone in about 0.5-0.7 s instead of
-    1.2-1.4 s and 16 concurrent pages in 4.8-6.6 s instead of 11.4-12.5 s, as pages need not wait for
-    a batch to fill or for its longest page. generate() stays the reference (DECODER=generate)."""
-    del device  # kept for callers: the choice no longer depends on it
-    return "slots" if setting == "auto" else setting
-
-
-class RowStreamer:
-    """transformers streamer for a whole batch: hands each row's kept tokens to its `on_token`.
-
-    generate() calls put() once with the prompt, then once per step with one token per row. A row
-    keeps a token until its EOS or its own max_new_tokens; tokens after that (padding for finished
-    rows) are dropped. Pad tokens are held back until a later token of the row shows they were not
-    trailing (generate_batch strips trailing padding of unfinished rows): so the streamed tokens are
-    exactly the returned ones.
-    """
-
-    def __init__(self, items: list[Prepared], eos: int, pad: int) -> None:
-        self.items, self.eos, self.pad = items, eos, pad
-        self.count = [0] * len(items)
-        self.done = [it.on_token is None for it in items]
-        self.held = [0] * len(items)
-        self.prompt_seen = False
-
-    def put(self, value: torch.Tensor) -> None:
-        if not self.prompt_seen:  # the first call carries the prompt ids
-            self.prompt_seen = True
-            return
-        for row, tok in enumerate(value.reshape(-1).tolist()):
-            if self.done[row]:
-                continue
-            item = self.items[row]
-            self.count[row] += 1
-            if self.count[row] > item.max_new_tokens:
-                self.done[row] = True
-                continue
-            if tok == self.eos:  # finished: padding before the EOS is kept, as generate_batch keeps it
-                for _ in range(self.held[row]):
-                    item.on_token(self.pad)
-                self.done[row] = True
-                continue
-            if tok == self.pad:
-                self.held[row] += 1
-                continue
-            for _ in range(self.held[row]):
-                item.on_token(self.pad)
-            self.held[row] = 0
-            item.on_token(tok)
-            if self.count[row] >= item.max_new_tokens:
-                self.done[row] = True
-
-    def end(self) -> None:
-        """Nothing to flush: held pads were trailing."""
-
-
-class RowStop:
-    """Stopping criterion per row: own token budget, deadline, cancellation. generate() calls it
-    once per generated token; from the second on (decode steps, not the prefill) it reports the
-    batch's row count to `on_step` (metrics: rows per decode step)."""
-
-    def __init__(self, prompt_len: int, items: list[Prepared], clock: Callable[[], float] = time.monotonic,
-                 on_step: Callable[[int], None] | None = None) -> None:
-        self.prompt_len, self.items, self.clock, self.on_step = prompt_len, items, clock, on_step
-        self.early = [False] * len(items)
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
-        produced = input_ids.shape[1] - self.prompt_len
-        if produced > 1 and self.on_step is not None:
-            self.on_step(len(self.items))  # a static batch decodes every row, finished or not
-        now = self.clock()
-        done = []
-        for i, item in enumerate(self.items):
-            late = now > item.deadline or item.cancelled.is_set()
-            self.early[i] = self.early[i] or late
-            done.append(produced >= item.max_new_tokens or late)
-        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
-
-
-def _revision(model_dir: Path, configured: str | None, tiny: bool) -> str:
-    if configured:
-        return configured
-    if tiny:
-        return TINY_REVISION
-    for name in ("revision", ".revision"):
-        if (model_dir / name).is_file():
-            return (model_dir / name).read_text().strip()[:64]
-    # HF cache snapshots live in snapshots/<commit>/
-    if model_dir.parent.name == "snapshots":
-        return model_dir.name[:12]
-    return "config-" + hashlib.sha256((model_dir / "config.json").read_bytes()).hexdigest()[:12]
 
 
 class Engine:
@@ -334,15 +197,13 @@ class Engine:
         if self.decoder == "slots":
             self.slots = self._slot_decoder(device)
         self.info = ModelInfo(
-            name=name, revision=_revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
+            name=name, revision=revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
             device=str(device), dtype=str(dtype).replace("torch.", ""), decoder=self.decoder,
         )
         return self.info
 
     def longest_prompt(self) -> int:
         """Prompt ids of the largest page the server allows with the longest prompt text a request may send."""
-        from .prompts import MAX_PROMPT_TOKENS
-
         m = self.cfg.model
         image = "<image>" * (view_tokens(m.base_size) + self.max_crops * view_tokens(m.input_size) + 1)
         fixed = max(len(self.tokenizer(p.replace("<image>", image, 1))["input_ids"]) for p in PROMPTS.values())

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import torch
 
-from .config import EXPERTS
+from ...runtime.config import EXPERTS
 
 IMPLEMENTATIONS = ("grouped_mm", "batched_mm", "eager")
-CHOICES = EXPERTS  # the EXPERTS setting (config.py)
+CHOICES = EXPERTS  # the EXPERTS setting (runtime/config.py)
 
 
 def choose(setting: str, batch: int, device_type: str, graphs: bool) -> str:

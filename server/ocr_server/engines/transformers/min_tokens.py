@@ -1,5 +1,5 @@
 """vLLM's `min_tokens` for the transformers engine's generate path: a row's end of text is held back
-until it has generated that many tokens (`ignore_eos` is min_tokens = max_tokens, see chat.py).
+until it has generated that many tokens (`ignore_eos` is min_tokens = max_tokens, see http/openai_chat.py).
 
 A logits processor with one bound per row, because generate()'s own `min_new_tokens` is one number
 for the whole batch while each request brings its own. It reads only the step count (no host sync).

@@ -1,6 +1,7 @@
-"""The windowed no-repeat n-gram guard as tensor ops over slots: no host sync, capturable in a CUDA graph.
+"""The windowed no-repeat n-gram guard: the reference for generate(), and the same rule as tensor ops
+over slots (no host sync, capturable in a CUDA graph) for the slots decoder.
 
-It bans exactly what `engine.WindowedNoRepeatNGram` bans (the official DeepSeek-OCR 2 rule): with
+`TensorNGramGuard` bans exactly what `WindowedNoRepeatNGram` bans (the official DeepSeek-OCR 2 rule): with
 t tokens generated, a token that would complete an n-gram already seen among the last `window`
 generated tokens, unless whitelisted; each slot has its own (n, window, whitelist).
 
@@ -15,9 +16,39 @@ be at least the most tokens a row can generate (a window never reaches further b
 
 from __future__ import annotations
 
+import math
 from typing import Iterable
 
 import torch
+
+
+class WindowedNoRepeatNGram:
+    """Ban a token that would repeat an n-gram seen in the last `window` generated tokens.
+
+    Same rule as the official NoRepeatNGramLogitsProcessor (DeepSeek-OCR-2 vLLM scripts). `rows`
+    gives each row its own (ngram, window, whitelist), as vLLM's per-request processor does.
+    """
+
+    def __init__(self, prompt_len: int, ngram: int, window: int, whitelist: set[int],
+                 rows: list[tuple[int, int, set[int]]] | None = None) -> None:
+        self.prompt_len, self.ngram, self.window, self.whitelist = prompt_len, ngram, window, whitelist
+        self.rows = rows
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.rows is None and self.ngram <= 0:
+            return scores
+        generated = input_ids[:, self.prompt_len:].tolist()
+        for row, out in enumerate(generated):
+            n, window, whitelist = self.rows[row] if self.rows is not None else (self.ngram, self.window, self.whitelist)
+            if n <= 0 or len(out) < n:
+                continue
+            prefix = out[-(n - 1):] if n > 1 else []
+            start = max(0, len(out) - window)
+            banned = {out[i + n - 1] for i in range(start, len(out) - n + 1) if out[i:i + n - 1] == prefix}
+            banned -= whitelist
+            if banned:
+                scores[row, list(banned)] = -math.inf
+        return scores
 
 
 class TensorNGramGuard:

@@ -1,7 +1,7 @@
 """The runner for DECODER=slots: continuous batching on the one engine thread.
 
 Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free, interactive
-pages before batch ones (priority.py); each page's future is answered the moment its row ends (EOS,
+pages before batch ones (engines/scheduling.py); each page's future is answered the moment its row ends (EOS,
 its own budget, its deadline, cancellation), not when a batch ends. While an interactive request is
 inside the server (`hold_batch`, from admission), no new batch page joins: the rows already decoding
 go on, and the pages of a batch wait until the person's request is answered. The engine thread runs while
@@ -19,10 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import DeadlineExceeded, EngineFailure
-from .liveness import ProgressClock
-from .metrics import Metrics
-from .priority import BATCH_HOLD_MAX_S, INTERACTIVE, ClassQueue
+from ocr_limits.request_classes import INTERACTIVE
+
+from ...runtime.errors import DeadlineExceeded, EngineFailure
+from ...runtime.liveness import ProgressClock
+from ...runtime.metrics import Metrics
+from ..scheduling import BATCH_HOLD_MAX_S, ClassQueue
 
 log = logging.getLogger("ocr_server.slot_runner")
 Admit = Callable[[list[Any]], list[Any]]
@@ -62,7 +64,7 @@ class SlotRunner:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     def stalled_for(self) -> float:
-        """Seconds the engine has owed work without a step (liveness.py); 0 when idle."""
+        """Seconds the engine has owed work without a step (runtime/liveness.py); 0 when idle."""
         return self.progress.stalled_for(len(self.inbox))
 
     async def submit(self, item: Any) -> Any:

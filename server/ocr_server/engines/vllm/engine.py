@@ -3,8 +3,8 @@
 Why in-process: vLLM's `AsyncLLM` schedules pages itself (continuous batching: a page joins the
 running batch at the next step and leaves at its EOS, no waiting for the longest page), so the
 server hands each prepared page straight to it; no second HTTP hop, no dynamic batcher in front.
-What stays shared with the transformers engine: the page (decoded, upright RGB, by images.py /
-documents.py), the prompt text (prompts.py), the crop plan's data type and the response. What
+What stays shared with the transformers engine: the page (decoded, upright RGB, by serving/images.py /
+serving/documents.py), the prompt text (ocr_limits.prompts), the crop plan's data type and the response. What
 vLLM does itself: crop, normalise and expand `<image>` (its DeepSeek-OCR 2 processor, whose grid
 rule this module reads for the reported layout), and the official n-gram guard
 (`NGramPerReqLogitsProcessor`, given the same ngram_size / window_size / whitelist as the
@@ -31,16 +31,16 @@ from typing import Any, Callable
 from PIL import Image
 
 from ocr_limits import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, VLLM
+from ocr_limits.prompts import MAX_PROMPT_TOKENS, PROMPTS
 
-from .config import ConfigError, ServerConfig, resolve_dtype, validate_model_dir
-from .convert import is_official_layout, read_config_json
-from .engine import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError, _revision
-from .errors import BadInput, DeadlineExceeded, EngineFailure
-from .images import CropPlan
-from .metrics import Metrics
-from .prompts import MAX_PROMPT_TOKENS, PROMPTS
-from .streaming import IncrementalDecoder
-from .tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
+from ...runtime.config import ConfigError, ServerConfig, resolve_dtype, validate_model_dir
+from ...runtime.errors import BadInput, DeadlineExceeded, EngineFailure
+from ...runtime.metrics import Metrics
+from ..api import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError
+from ..checkpoint import is_official_layout, read_config_json, revision
+from ..crops import CropPlan
+from ..detokenize import IncrementalDecoder
+from ..tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.vllm_engine")
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
@@ -59,7 +59,7 @@ class VllmPrepared:
     cancelled: threading.Event = field(default_factory=threading.Event)
     ngram: NGramSettings | None = None
     min_new_tokens: int = 0  # vLLM's min_tokens
-    request_class: str = "interactive"  # priority.py: interactive pages are taken before batch ones
+    request_class: str = "interactive"  # engines/scheduling.py: interactive pages are taken before batch ones
     on_token: Callable[[int], None] | None = None
     input_ids: list[int] = field(default_factory=list)  # vLLM's prompt ids, filled in after generation
 
@@ -196,7 +196,7 @@ class VllmEngine:
             name = TINY_SERVED_NAME
         # "cuda:GPU_ID": the GPU metrics read that (physical) device, as for the transformers engine.
         shown = device if device == "cpu" else f"cuda:{r.gpu_id}"
-        self.info = ModelInfo(name=name, revision=_revision(model_dir, self.cfg.model.revision, tiny),
+        self.info = ModelInfo(name=name, revision=revision(model_dir, self.cfg.model.revision, tiny),
                               layout="official (read by vLLM)", tiny=tiny, device=shown, dtype=dtype)
         return self.info
 
