@@ -36,9 +36,9 @@ def graceful_shutdown_seconds(timeout_sec: float) -> float:
 
 @dataclass(frozen=True)
 class Setting:
-    """One server setting rendered from an OcrService field."""
+    """One server setting an OcrService sets (or, in SERVER_SETTINGS, leaves to spec.env)."""
 
-    env: str  # the server's name: its environment variable (MAX_VISUAL_TOKENS)
+    env: str | None  # the server's name: its environment variable (MAX_VISUAL_TOKENS); None: file only
     field: str  # the OcrService field, a path under spec (inference.maxVisualTokens); "" for SERVER_SETTINGS
     default: Scalar | None = None  # None: no fixed default (set by the engine, or unset)
     minimum: int | None = None
@@ -46,6 +46,7 @@ class Setting:
     choices: tuple[Scalar, ...] = ()
     bounds: str = ""  # what the setting bounds, for the reference table
     follows: str = ""  # a default derived from another setting (default None), for the reference table
+    key: str = ""  # its key in the server's configuration file: section.name (model.max_visual_tokens)
 
     @property
     def spec_path(self) -> str:
@@ -54,42 +55,51 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("ENGINE", "engine", DEFAULT_ENGINE, choices=ENGINES,
+    Setting("ENGINE", "engine", DEFAULT_ENGINE, choices=ENGINES, key="runtime.engine",
             bounds="the inference engine; the image must carry it"),
-    Setting("MODEL_NAME", "model.name", DEFAULT_MODEL_NAME, bounds="the weights folder under CACHE_DIR"),
-    Setting("CACHE_DIR", "model.cacheDir", DEFAULT_CACHE_DIR, bounds="where the weights cache is mounted"),
-    Setting("MODEL_PATH", "model.path", bounds="the weights inside the image, instead of CACHE_DIR/MODEL_NAME"),
-    Setting("INPUT_SIZE", "inference.inputSize", CROP_SIZE, choices=VIEW_SIZES,
+    Setting("MODEL_NAME", "model.name", DEFAULT_MODEL_NAME, key="model.name", bounds="the weights folder under CACHE_DIR"),
+    Setting("CACHE_DIR", "model.cacheDir", DEFAULT_CACHE_DIR, key="model.cache_dir",
+            bounds="where the weights cache is mounted"),
+    Setting("MODEL_PATH", "model.path", key="model.path",
+            bounds="the weights inside the image, instead of CACHE_DIR/MODEL_NAME"),
+    Setting("INPUT_SIZE", "inference.inputSize", CROP_SIZE, choices=VIEW_SIZES, key="model.input_size",
             bounds="side of each local crop in px (must be smaller than BASE_SIZE)"),
-    Setting("BASE_SIZE", "inference.baseSize", BASE_SIZE, choices=VIEW_SIZES, bounds="side of the global view in px"),
+    Setting("BASE_SIZE", "inference.baseSize", BASE_SIZE, choices=VIEW_SIZES, key="model.base_size",
+            bounds="side of the global view in px"),
     Setting("MIN_VISUAL_TOKENS", "inference.minVisualTokens", TOKEN_FLOOR, TOKEN_FLOOR, TOKEN_CEILING,
-            bounds="the fewest visual tokens a page is shown with"),
+            key="model.min_visual_tokens", bounds="the fewest visual tokens a page is shown with"),
     Setting("MAX_VISUAL_TOKENS", "inference.maxVisualTokens", None, TOKEN_FLOOR, TOKEN_CEILING,
-            bounds="the most visual tokens a page is shown with"),
-    Setting("CONCURRENCY", "inference.concurrency", 4, 1, 256, bounds="requests processed at once per pod (the rest wait in the queue)"),
-    Setting("BATCH_SIZE", "inference.batchSize", 8, 1, 64,
+            key="model.max_visual_tokens", bounds="the most visual tokens a page is shown with"),
+    Setting("CONCURRENCY", "inference.concurrency", 4, 1, 256, key="runtime.concurrency",
+            bounds="requests processed at once per pod (the rest wait in the queue)"),
+    Setting("BATCH_SIZE", "inference.batchSize", 8, 1, 64, key="runtime.batch_size",
             bounds="pages decoded at once: a generate() batch (DECODER=generate), the slots decoder's "
                    "slots on a CPU (DECODE_SLOTS 0), vLLM's max_num_seqs (ENGINE=vllm)"),
-    Setting("DECODE_SLOTS", "inference.decodeSlots", 0, 0, 1024,
+    Setting("DECODE_SLOTS", "inference.decodeSlots", 0, 0, 1024, key="runtime.decode_slots",
             bounds="pages the slots decoder (the transformers engine's default) decodes at once; 0: 64 on a GPU, "
                    "BATCH_SIZE on a CPU"),
-    Setting("TIMEOUT_SEC", "inference.timeoutSeconds", 30, 1, 3600, bounds="the deadline of one request in seconds (later answers are 504)"),
-    Setting("MAX_NEW_TOKENS", "inference.maxNewTokens", 8192, 1, 8192,
+    Setting("TIMEOUT_SEC", "inference.timeoutSeconds", 30, 1, 3600, key="runtime.timeout_sec",
+            bounds="the deadline of one request in seconds (later answers are 504)"),
+    Setting("MAX_NEW_TOKENS", "inference.maxNewTokens", 8192, 1, 8192, key="runtime.max_new_tokens",
             bounds="generated tokens per page (the model's context is 8192)"),
-    Setting("PORT", "service.port", DEFAULT_PORT, 1, 65535, bounds="the server's port and the Service's"),
+    Setting("PORT", "service.port", DEFAULT_PORT, 1, 65535, key="service.port", bounds="the server's port and the Service's"),
     Setting("TLS_CERT_FILE", "tls.secretName", bounds="HTTPS: the certificate, mounted from the TLS Secret"),
     Setting("TLS_KEY_FILE", "tls.secretName", bounds="HTTPS: the private key, mounted from the TLS Secret"),
     Setting("API_KEYS_FILE", "auth.secretName", bounds="the API keys, mounted from the auth Secret"),
 )
+# A setting of the server's configuration file only (no environment variable): the weights'
+# revision it reports in /health and in results.
+MODEL_REVISION = Setting(None, "model.revision", key="model.revision", bounds="the weights' revision it reports")
 # Server settings with no OcrService field of their own: an OcrService sets them through spec.env
 # (they are not in FIELD_FOR_ENV). The server reads their defaults and bounds from here.
 SERVER_SETTINGS: tuple[Setting, ...] = (
-    Setting("QUEUE_SIZE", "", 64, 1, 4096,
+    Setting("QUEUE_SIZE", "", 64, 1, 4096, key="runtime.queue_size",
             bounds="requests waiting for an engine slot; one more is answered 429 with Retry-After"),
-    Setting("BATCH_QUEUE_THRESHOLD", "", None, 0, 4096, follows="half of `QUEUE_SIZE`",
+    Setting("BATCH_QUEUE_THRESHOLD", "", None, 0, 4096, follows="half of `QUEUE_SIZE`", key="runtime.batch_queue_threshold",
             bounds="requests waiting (of both classes) from which a batch request is answered 429 with Retry-After; "
                    "at most QUEUE_SIZE"),
     Setting("BATCH_MAX_RUNNING", "", None, 1, 4096, follows="three quarters of the requests run at once",
+            key="runtime.batch_max_running",
             bounds="batch requests (X-Request-Class: batch) run at once; the other slots are kept for interactive "
                    "requests (at most the requests run at once)"),
 )

@@ -1,13 +1,15 @@
-"""The OcrBatch CRD file: structural, documented, bounded by ocr_limits.batch, rules naming fields."""
+"""The OcrBatch CRD (generated from the typed models): structural, documented, bounded by
+ocr_limits.batch, rules naming fields."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from ocr_limits.batch import BATCH_SETTINGS, MAX_PROMPT_CHARS
-from tests import hack_scripts
+from ocr_limits import batch
+from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH = ROOT / "crds" / "ocr.causalflow.dev_ocrbatches.yaml"
@@ -59,25 +61,23 @@ def test_every_cel_rule_has_a_message_naming_a_field():
         assert "spec." in rule["message"] or "metadata.name" in rule["message"], rule
 
 
-def test_the_bounds_and_defaults_are_the_ones_ocr_limits_batch_writes():
-    text = PATH.read_text()
-    assert hack_scripts.load("gen-crd.py").render_batch(text) == text, (
-        "crds/ocr.causalflow.dev_ocrbatches.yaml is stale: run .venv/bin/python hack/gen-crd.py")
-    for s in BATCH_SETTINGS:
-        node = field(s.field)
-        assert (node.get("minimum"), node.get("maximum"), node.get("default")) == (s.minimum, s.maximum, s.default), s
+@pytest.mark.parametrize("path, default, low, high", [
+    ("parallelism", 1, 1, batch.MAX_PARALLELISM),
+    ("concurrencyPerWorker", 4, 1, batch.MAX_CONCURRENCY),
+    ("deadlineSeconds", None, batch.MIN_DEADLINE_SECONDS, batch.MAX_DEADLINE_SECONDS),
+    ("options.maxNewTokens", None, 1, batch.MAX_NEW_TOKENS),
+    ("limits.maxDocumentBytes", batch.DEFAULT_DOCUMENT_BYTES, 1, batch.MAX_DOCUMENT_BYTES),
+    ("limits.maxPagesPerDocument", batch.DEFAULT_PAGES_PER_DOCUMENT, 1, batch.MAX_PAGES_PER_DOCUMENT),
+    ("limits.maxDocuments", batch.DEFAULT_DOCUMENTS, 1, batch.MAX_DOCUMENTS),
+])
+def test_the_bounds_and_defaults_are_the_ones_ocr_limits_batch_holds(path, default, low, high):
+    node = field(path)
+    assert (node.get("default"), node["minimum"], node["maximum"]) == (default, low, high)
 
 
-def test_the_generator_rewrites_a_stale_bound():
-    text = PATH.read_text()
-    stale = text.replace("maximum: 10000\n", "maximum: 9999\n", 1)
-    assert stale != text and hack_scripts.load("gen-crd.py").render_batch(stale) == text
-
-
-def test_the_prompt_bound_is_the_servers():
-    from ocr_limits.prompts import MAX_PROMPT_CHARS as SERVER_MAX
-
-    assert MAX_PROMPT_CHARS == SERVER_MAX == field("options.prompt")["maxLength"]
+def test_the_mode_and_prompt_bounds_are_the_servers():
+    assert field("options.mode")["enum"] == list(MODES)
+    assert field("options.prompt")["maxLength"] == MAX_PROMPT_CHARS
 
 
 def test_input_and_output_take_the_same_locations():

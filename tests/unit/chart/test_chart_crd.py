@@ -15,7 +15,7 @@ POLICY = ROOT / "crds" / "ocr.causalflow.dev_replicas-policy.yaml"
 def test_chart_copies_of_the_crds_folder_are_byte_for_byte():
     for source in sorted((ROOT / "crds").glob("*.yaml")):
         assert (CHART / "files" / source.name).read_bytes() == source.read_bytes(), (
-            f"charts/causalflow-ocr/files/{source.name} differs from crds/: run hack/sync-chart-crd.py"
+            f"charts/causalflow-ocr/files/{source.name} differs from crds/: run make generate"
         )
 
 

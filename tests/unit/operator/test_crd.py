@@ -1,4 +1,5 @@
-"""The CRD file itself: structural, documented, validated, with the subresources and columns."""
+"""The OcrService CRD (generated from the typed models): structural, documented, validated, with the
+subresources and columns."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ocr_limits import FIELD_FOR_ENV
-from tests import hack_scripts
+from ocr_operator.api.ocrservice import FIELD_FOR_ENV, spec_fields
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())
@@ -78,29 +78,19 @@ def test_the_token_range_is_enforced_by_the_schema():
         assert (inf[key]["minimum"], inf[key]["maximum"]) == (256, 1120)
 
 
-def _generator():
-    return hack_scripts.load("gen-crd.py")
-
-
-def test_the_limits_and_defaults_in_the_crd_are_the_ones_ocr_limits_writes():
-    text = (ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text()
-    assert _generator().render(text) == text, (
-        "crds/ocr.causalflow.dev_ocrservices.yaml is stale: run .venv/bin/python hack/gen-crd.py")
-
-
-def test_the_generator_rewrites_a_stale_default_bound_and_rule_and_leaves_the_rest():
-    gen = _generator()
-    text = (ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text()
-    stale = (text.replace("                      maximum: 64\n", "                      maximum: 65\n", 1)
-                 .replace("self.name != 'ENGINE'", "self.name != 'ENGINES'", 1)
-                 .replace("                  default: transformers\n", ""))
-    assert stale != text and gen.render(stale) == text
-
-
-def test_the_generator_reads_key_paths_through_sequences_and_block_scalars():
-    lines = ["a:", "  - name: x", "    b: >-", "      c: not a key", "    d: 1", "  - name: y", "    e: 2"]
-    assert _generator().key_lines(lines) == {("a",): 0, ("a", "0", "name"): 1, ("a", "0", "b"): 2,
-                                              ("a", "0", "d"): 4, ("a", "1", "name"): 5, ("a", "1", "e"): 6}
+def test_every_field_that_sets_a_server_setting_has_its_bounds_and_default_from_ocr_limits():
+    for path, f in spec_fields():
+        s = f.api.setting
+        if s is None:
+            continue
+        node = SCHEMA
+        for part in path.split("."):
+            node = node["properties"][part]
+        assert (node.get("minimum"), node.get("maximum"), node.get("enum", [])) == (s.minimum, s.maximum,
+                                                                                 list(s.choices)), path
+        assert node.get("default") == s.default, path
+        if s.env:
+            assert s.env in node["description"], path
 
 
 def test_the_token_cap_has_no_schema_default_since_it_follows_the_engine():

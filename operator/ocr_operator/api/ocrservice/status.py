@@ -1,0 +1,69 @@
+"""OcrServiceStatus: the observed state the operator writes (a model for the CRD's schema; the
+operator builds it in its status module)."""
+
+from __future__ import annotations
+
+from ..conditions import Condition
+from ..fields import api, model
+
+
+@model
+class RolloutRecord:
+    phase: str | None = api("Progressing, Healthy, Failed, RolledBack or NoGoodRevision.")
+
+
+@model
+class PageDistance:
+    """One page and its distance."""
+
+    name: str | None = api("The page's binaryData key.")
+    distance: float | None = api("Its normalised edit distance.")
+
+
+@model
+class QualityGateStatus:
+    revision: str | None = api("The revision judged.")
+    attempt: str | None = api("The rollout attempt (its start time) the verdict belongs to.")
+    phase: str | None = api("Waiting, Recording (the last good revision's outputs), Running, Passed or Failed.")
+    reason: str | None = api("Why it failed (QualityRegression, QualityGateError).")
+    message: str | None = api("The verdict or what the gate waits for; a failure names the worst page, its distance "
+                              "and the threshold.")
+    pod: str | None = api("The pod the golden pages were sent to.")
+    pages_digest: str | None = api("Digest of the golden pages and expected texts compared.")
+    against: str | None = api("What the outputs were compared with (expected texts, or the last good revision's "
+                              "recorded outputs).")
+    mean_distance: float | None = api("Mean normalised edit distance of the judged revision over the golden pages.")
+    worst_page: str | None = api("The page with the largest distance.")
+    worst_distance: float | None = api("That page's distance.")
+    seconds: float | None = api("Seconds the golden pages took on the pod.")
+    pages: tuple[PageDistance, ...] = api("Each compared page's distance.", max_items=16)
+
+
+@model
+class OcrServiceStatus:
+    """Observed state, written by the operator only."""
+
+    observed_generation: int | None = api("metadata.generation the status describes.", format="int64")
+    conditions: tuple[Condition, ...] = api("Ready, Available, Progressing, Degraded and (with autoscaling) "
+                                            "ScalingActive.", list_map_keys=("type",))
+    replicas: int | None = api("Pods of the Deployment (scale subresource).")
+    ready_replicas: int | None = api("Ready pods.")
+    updated_replicas: int | None = api("Pods running the current pod template.")
+    desired_replicas: int | None = api("Pods the Deployment (or the autoscaler) asks for.")
+    replica_summary: str | None = api("ready/desired, for the printer column.")
+    selector: str | None = api("Label selector of the pods (scale subresource).")
+    current_revision: str | None = api("Revision (pod template hash) the Deployment runs.")
+    desired_revision: str | None = api("Revision rendered from the current spec.")
+    last_good_revision: str | None = api("Last revision whose pods all became and stayed Ready.")
+    failed_revision: str | None = api("Revision that failed; not retried until the spec changes.")
+    failed_reason: str | None = api("Why failedRevision failed (CrashLoopBackOff, ImagePullBackOff, OOMKilled, "
+                                    "Unschedulable, ReadinessTimeout, ...).")
+    failed_message: str | None = api("Detail naming the failing pod.")
+    rollout: RolloutRecord | None = api(
+        "The rollout state machine's persisted record (phase, revisions, timestamps); kept free-form so the state "
+        "survives operator upgrades that add fields.", preserve_unknown=True)
+    quality_gate: QualityGateStatus | None = api("The quality gate's state and last verdict "
+                                                 "(spec.rollout.qualityGate).")
+    gpu_utilization: str | None = api("current/target utilisation from the autoscaler, e.g. 45/80.")
+    active_schedule: str | None = api("Name of the open autoscaling schedule window, if any.")
+    url: str | None = api("In-cluster URL of the service.")
