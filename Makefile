@@ -79,6 +79,13 @@ lint: venv
 	$(VENV)/bin/lint-imports
 	$(VPY) -m pytest -q tests/unit/test_dockerfiles.py
 
+# Every generated file from its source (hack/generate.py): the CRDs and the reference tables from the
+# typed API models (operator/ocr_operator/api) and ocr_limits, and the chart's copies of crds/.
+# make test checks that what is committed is what this writes: `make generate && git diff --exit-code`.
+.PHONY: generate
+generate: venv
+	$(VPY) hack/generate.py
+
 # The documentation site (mkdocs.yml, docs/): built strictly into site/ (a broken link, anchor or
 # nav entry fails; tests/docs runs the same build), or served with live reload on 127.0.0.1:8000.
 .PHONY: docs docs-serve
@@ -141,6 +148,7 @@ images-built: venv images-prebuilt
 # units (real node, kwok), each with its own cluster, every other module a unit (tests/conftest.py).
 test: setup
 	$(VENV)/bin/lint-imports
+	$(VPY) hack/generate.py --check
 	$(VPY) -m pytest -n $(TEST_WORKERS) tests $(PYTEST_ARGS)
 
 # The demo's cluster autoscales nothing: it builds and starts no metric chain (Prometheus,

@@ -5,7 +5,11 @@
   the typed API models (operator/ocr_operator/api);
 - charts/causalflow-ocr/files/: byte-for-byte copies of crds/*.yaml (a Helm chart cannot read files
   outside its folder), the hand-written admission policy crds/ocr.causalflow.dev_replicas-policy.yaml
-  included.
+  included;
+- docs/reference/ocrservice.md and ocrbatch.md: the field tables between their BEGIN/END markers,
+  from the same CRD documents (hack/crd_reference.py);
+- docs/reference/server-configuration.md: the server-limits table, from ocr_limits and the fields
+  that set each setting (hack/limits_table.py).
 
     hack/generate.py                 write what is stale
     hack/generate.py --check         exit 1 when a file is stale (nothing written)
@@ -22,6 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # hack.*, run as a script
+from hack import crd_reference, limits_table  # noqa: E402
 from ocr_operator.api import crd  # noqa: E402
 from ocr_operator.api.ocrbatch import OCRBATCH  # noqa: E402
 from ocr_operator.api.ocrservice import OCRSERVICE  # noqa: E402
@@ -30,6 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = (OCRSERVICE, OCRBATCH)
 CHART_FILES = Path("charts/causalflow-ocr/files")
 HAND_WRITTEN = (Path("crds/ocr.causalflow.dev_replicas-policy.yaml"),)
+REFERENCE = Path("docs/reference")
+# The pages whose marked part is generated: kind -> (page, BEGIN marker, END marker).
+PAGES = {OCRSERVICE.kind: (REFERENCE / "ocrservice.md", "<!-- BEGIN OCRSERVICE REFERENCE -->",
+                           "<!-- END OCRSERVICE REFERENCE -->"),
+         OCRBATCH.kind: (REFERENCE / "ocrbatch.md", "<!-- BEGIN OCRBATCH REFERENCE -->", "<!-- END OCRBATCH REFERENCE -->")}
+SERVER_CONFIGURATION = REFERENCE / "server-configuration.md"
 
 
 def outputs(root: Path = ROOT) -> dict[Path, str]:
@@ -37,6 +48,11 @@ def outputs(root: Path = ROOT) -> dict[Path, str]:
     out = {Path("crds") / kind.filename: crd.to_yaml(kind) for kind in KINDS}
     sources = {**out, **{path: (root / path).read_text() for path in HAND_WRITTEN}}
     out.update({CHART_FILES / path.name: text for path, text in sources.items()})
+    for kind in KINDS:
+        page, begin, end = PAGES[kind.kind]
+        out[page] = crd_reference.splice((root / page).read_text(), crd_reference.render(crd.document(kind)), begin, end)
+    out[SERVER_CONFIGURATION] = crd_reference.splice((root / SERVER_CONFIGURATION).read_text(),
+                                                     limits_table.table() + "\n", limits_table.BEGIN, limits_table.END)
     return out
 
 

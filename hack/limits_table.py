@@ -1,23 +1,12 @@
-#!/usr/bin/env python3
-"""Write the server's limits and defaults table from ocr_limits, the one place they are written.
+"""The server's limits and defaults table (docs/reference/server-configuration.md), from ocr_limits.
 
-docs/reference/server-configuration.md carries the table between `<!-- BEGIN GENERATED:
-server-limits -->` and `<!-- END GENERATED: server-limits -->`: the model's visual-token arithmetic,
-what each engine can serve, each setting an OcrService sets by a field (its default, its bounds,
-the field), and the server's queue settings (set through spec.env). tests/unit/limits/test_generated_docs.py fails when the page is stale.
-
-    hack/gen-limits-table.py            rewrite the table in the page
-    hack/gen-limits-table.py --check    exit 1 when the page is stale
+The model's visual-token arithmetic, what each engine can serve, each setting an OcrService sets by
+a field (its default, its bounds, the field), and the server's queue settings (set through
+spec.env). hack/generate.py writes it between the page's server-limits markers.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # hack.generated, run as a script
-from hack.generated import ROOT, refresh  # noqa: E402
 from ocr_limits import (
     BASE_SIZE,
     CROP_SIZE,
@@ -34,8 +23,8 @@ from ocr_limits import (
     Setting,
     default_max_visual_tokens,
 )
+from ocr_operator.api.ocrservice import FIELD_FOR_ENV
 
-PAGE = ROOT / "docs" / "reference" / "server-configuration.md"
 BEGIN = "<!-- BEGIN GENERATED: server-limits -->"
 END = "<!-- END GENERATED: server-limits -->"
 
@@ -86,7 +75,7 @@ def rows() -> list[tuple[str, str, str]]:
     for s in SETTINGS:
         if s.default is None and s.minimum is None and not s.choices and s.env != "MAX_VISUAL_TOKENS":
             continue  # no default and no bounds (MODEL_PATH, the TLS files): nothing to tabulate
-        out.append((f"`{s.env}`", _value(s), f"{s.bounds}; OcrService field `{s.spec_path}`"))
+        out.append((f"`{s.env}`", _value(s), f"{s.bounds}; OcrService field `{FIELD_FOR_ENV[s.env]}`"))
     for s in SERVER_SETTINGS:
         out.append((f"`{s.env}`", _value(s), f"{s.bounds}; no OcrService field: set it in `spec.env`"))
     for name in ENGINES:
@@ -100,23 +89,3 @@ def table() -> str:
     lines = ["| Name | Value | What it bounds |", "|---|---|---|"]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows()]
     return "\n".join(lines)
-
-
-def splice(page: str, body: str) -> str:
-    """The page with the lines between the markers replaced by `body`."""
-    if BEGIN not in page or END not in page:
-        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {BEGIN} ... {END} block")
-    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
-    return page[:start] + "\n" + body + "\n" + page[end:]
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only report whether the page is stale")
-    args = parser.parse_args()
-    return refresh(PAGE, splice(PAGE.read_text(), table()), check=args.check, what="the server-limits table",
-                   command="hack/gen-limits-table.py")
-
-
-if __name__ == "__main__":
-    sys.exit(main())
