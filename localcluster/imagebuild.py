@@ -461,9 +461,10 @@ class Build:
 BUILDS = (
     Build("server", "Dockerfile.server", "localhost/causalflow-ocr-server", SERVER_BASE,
           (("TORCH_INDEX_URL", PYPI),)),
-    # + BAKE_MODEL_FROM=<the tiny model's folder>, known once it is written (ensure_tiny_model)
+    # + BAKE_MODEL_FROM=<the tiny model's folder>, known once it is written (ensure_tiny_model); the
+    # test image also carries the server's test helpers (the fault plugin SERVER_PLUGINS names)
     Build("server_tiny", "Dockerfile.server", "localhost/causalflow-ocr-server-tiny", SERVER_BASE,
-          (("TORCH_INDEX_URL", PYPI),)),
+          (("TORCH_INDEX_URL", PYPI), ("TEST_HELPERS_FROM", "server_testing"))),
     Build("operator", "Dockerfile.operator", "localhost/causalflow-ocr-operator", OPERATOR_BASE),
 )
 

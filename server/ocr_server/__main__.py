@@ -23,7 +23,9 @@ def main() -> int:
         for warning in startup_warnings(cfg):
             log.warning("%s", warning)
         from .engines.api import create_engine
+        from .runtime.plugins import load_plugins
 
+        hooks = load_plugins(cfg.runtime.plugins)  # SERVER_PLUGINS: none unless a test names one
         engine = create_engine(cfg)
         engine.inspect()
         # spec.model.checksums (the operator's model-checksums.json beside CONFIG_FILE), before any weight loads.
@@ -41,7 +43,7 @@ def main() -> int:
     from .http.app import build_app
     from .http.server import serve
 
-    app = build_app(cfg, engine)
+    app = build_app(cfg, engine, hooks=hooks)
     log.info("listening on %s://%s:%d (model loads in the background; /health answers 503 until ready)",
              "https" if cfg.service.tls_cert_file else "http", cfg.service.host, cfg.service.port)
     serve(app, cfg)

@@ -49,10 +49,11 @@ class StandInEngine:
 def main() -> int:
     from ocr_server.http.app import build_app
     from ocr_server.http.server import serve
+    from ocr_server.runtime.plugins import load_plugins
 
     cfg = load_config()
     engine = StandInEngine(cfg, float(os.environ.get("STAND_IN_GENERATE_SEC", "1.0")))
-    app = build_app(cfg, engine)
+    app = build_app(cfg, engine, hooks=load_plugins(cfg.runtime.plugins))
 
     @app.get("/stand-in/stats")
     async def stats() -> JSONResponse:

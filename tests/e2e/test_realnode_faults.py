@@ -14,7 +14,7 @@ serves it, on the harness's bridge; no request is retried, every outcome is reco
 - scale-down 2 -> 1 and a rollout (an env change) each delete a pod with requests in flight:
   every request sent meanwhile is answered 200, among them one longer than 10 s that runs on the
   deleted pod past its SIGTERM;
-- the engine thread wedged (TEST_HOOKS=wedge, testhooks.py): liveness restarts the pod and the
+- the engine thread wedged (SERVER_PLUGINS=ocr_server_testing.faults, the test image's fault plugin): liveness restarts the pod and the
   operator keeps its revision good, also when the spec goes back to it later;
 - containerd restarted: the containers keep running under their shims and serving, every request
   is answered 200, and the node and the pod are Ready afterwards.
@@ -60,7 +60,7 @@ PROBE_SEEDS = itertools.count(90_000)  # a page never sent before: a result-cach
 
 def manifest(image: str, pvc: str, *, replicas: int, timeout: int, stall: int | None = None,
              extra_env: dict[str, str] | None = None) -> dict:
-    env = {"TEST_HOOKS": "wedge", **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
+    env = {"SERVER_PLUGINS": "ocr_server_testing.faults", **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
     return real_ocrservice(
         NAME, image, replicas=replicas, model={"pvc": {"claimName": pvc, "subPath": "weights"}},
         inference={"maxNewTokens": LONG_MAX_TOKENS, "timeoutSeconds": timeout, "concurrency": 2},

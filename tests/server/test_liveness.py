@@ -88,3 +88,28 @@ def test_a_sigterm_with_the_engine_wedged_exits_at_once_instead_of_waiting_out_t
     finally:
         server.stop()
 
+
+def test_the_fault_plugin_a_test_names_wedges_the_engine_on_cue_and_liveness_fails(tmp_path):
+    """SERVER_PLUGINS loads the test suite's fault plugin into a real server process (the product
+    holds no test code): a batch starting while the trigger file exists hangs the engine thread."""
+    trigger = tmp_path / "ocr-wedge"
+    server = start_server(tmp_path, {
+        "CONCURRENCY": "1", "BATCH_WAIT_MS": "0", "STAND_IN_GENERATE_SEC": "0.05", "TIMEOUT_SEC": "2",
+        "LIVENESS_STALL_SEC": "1", "SERVER_PLUGINS": "ocr_server_testing.faults", "OCR_WEDGE_FILE": str(trigger),
+    }, module="ocr_server_testing.stand_in", timeout=60)
+    try:
+        page = {"file": ("p.png", samples.png(64, 64, seed=7), "image/png")}
+        assert httpx.post(server.url + "/v1/ocr", files=page, timeout=30).status_code == 200  # no file: no fault
+        trigger.touch()
+        wedged = httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(64, 64, seed=8), "image/png")},
+                            timeout=30)
+        assert wedged.status_code == 504 and not trigger.exists()
+        deadline = time.monotonic() + 10
+        while httpx.get(server.url + "/health/live", timeout=5).status_code != 503:
+            assert time.monotonic() < deadline, "liveness never failed"
+            time.sleep(0.2)
+        log = server.log()
+        assert "the wedge fault is armed" in log and "no progress" in log
+    finally:
+        server.stop()
+

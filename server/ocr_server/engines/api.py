@@ -15,6 +15,7 @@ from typing import Any, Callable, Protocol
 
 from ..runtime.config import ServerConfig
 from ..runtime.metrics import Metrics
+from ..runtime.plugins import EngineHooks
 
 
 class StartupError(RuntimeError):
@@ -93,7 +94,8 @@ def create_engine(cfg: ServerConfig) -> OcrEngine:
     return Engine(cfg)
 
 
-def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Callable[[BaseException], None]) -> Runner:
+def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Callable[[BaseException], None],
+                hooks: EngineHooks | None = None) -> Runner:
     """The engine's own runner when it has one (vLLM schedules itself), else the dynamic batcher."""
     if hasattr(engine, "runner"):
         return engine.runner(metrics=metrics, on_fatal=on_fatal)
@@ -101,17 +103,10 @@ def make_runner(engine: Any, cfg: ServerConfig, metrics: Metrics, on_fatal: Call
 
     r = cfg.runtime
     if getattr(engine, "slots", None) is not None:  # DECODER=slots: pages join between decode steps
-        from ..testhooks import wedge_on_cue
         from .transformers.slot_runner import SlotRunner
 
-        return SlotRunner(engine, metrics=metrics, on_fatal=on_fatal,
-                          wrap_admit=wedge_on_cue if r.test_hooks == "wedge" else None)
+        return SlotRunner(engine, metrics=metrics, on_fatal=on_fatal, hooks=hooks)
     if hasattr(engine, "on_decode_step"):  # generate() reports the rows of each decode step
         engine.on_decode_step = metrics.batch_size.observe
-    run_batch = engine.generate_batch
-    if r.test_hooks == "wedge":
-        from ..testhooks import wedge_on_cue
-
-        run_batch = wedge_on_cue(run_batch)
-    return Batcher(run_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
-                   metrics=metrics, on_fatal=on_fatal)
+    return Batcher(engine.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
+                   metrics=metrics, on_fatal=on_fatal, hooks=hooks)

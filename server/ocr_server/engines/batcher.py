@@ -21,6 +21,7 @@ from ocr_limits.request_classes import INTERACTIVE
 from ..runtime.errors import DeadlineExceeded, EngineFailure
 from ..runtime.liveness import ProgressClock
 from ..runtime.metrics import Metrics
+from ..runtime.plugins import EngineHooks
 from .scheduling import rank
 
 log = logging.getLogger("ocr_server.batching")
@@ -41,8 +42,10 @@ class Batcher:
         wait_s: float,
         metrics: Metrics,
         on_fatal: Callable[[BaseException], None],
+        hooks: EngineHooks | None = None,
     ) -> None:
         self.run_batch, self.batch_size, self.wait_s = run_batch, batch_size, wait_s
+        self.hooks = hooks or EngineHooks()  # plugins' hooks, run on the engine thread before each batch
         self.metrics, self.on_fatal = metrics, on_fatal
         # (class rank, arrival, page): interactive pages first, then first come, first served
         self.queue: asyncio.PriorityQueue[tuple[int, int, _Pending]] = asyncio.PriorityQueue()
@@ -101,6 +104,11 @@ class Batcher:
         self.metrics.queue_depth.dec(len(batch))
         return batch
 
+    def _run(self, items: list[Any]) -> list[Any]:
+        """One batch on the engine thread, after the plugins' hooks."""
+        self.hooks.run_before_work()
+        return self.run_batch(items)
+
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -118,7 +126,7 @@ class Batcher:
                 continue
             self.progress.batch_started()
             try:
-                results = await loop.run_in_executor(self.executor, self.run_batch, [p.item for p in live])
+                results = await loop.run_in_executor(self.executor, self._run, [p.item for p in live])
                 if len(results) != len(live):
                     raise RuntimeError(f"engine returned {len(results)} results for {len(live)} pages")
             except Exception as exc:  # noqa: BLE001 - a failing engine fails its batch, then the process

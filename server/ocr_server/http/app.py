@@ -25,6 +25,7 @@ from ..engines.warmup import run_warmup
 from ..runtime import credentials
 from ..runtime.config import ServerConfig
 from ..runtime.metrics import Metrics
+from ..runtime.plugins import EngineHooks
 from ..serving.service import OcrServing
 from .golden_routes import router as golden_router
 from .openai_routes import router as openai_router
@@ -44,9 +45,9 @@ def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
     loop.call_later(0.3, _bye)
 
 
-def build_app(cfg: ServerConfig, engine: Any, *, exit_on_failure: bool = True) -> FastAPI:
+def build_app(cfg: ServerConfig, engine: Any, *, hooks: EngineHooks | None = None, exit_on_failure: bool = True) -> FastAPI:
     metrics = Metrics()
-    service = OcrServing(cfg, engine, metrics)
+    service = OcrServing(cfg, engine, metrics, hooks)
 
     async def load_in_background() -> None:
         loop = asyncio.get_running_loop()

@@ -16,7 +16,6 @@ from typing import Any, Mapping
 
 import yaml
 
-from ..testhooks import HOOKS as TEST_HOOKS
 from .credentials import ReloadError, load_keys
 from .timeouts import default_liveness_stall_seconds
 
@@ -167,8 +166,8 @@ class RuntimeConfig:
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
     experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (engines/transformers/experts.py)
-    # A test hook (testhooks.py): off, or wedge (the engine thread hangs on cue). Never in production.
-    test_hooks: str = "off"
+    # Modules imported at start that may hook the engine thread (plugins.py); tests only.
+    plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -236,7 +235,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "DECODE_KV_BUCKETS": ("runtime", "decode_kv_buckets"),
     "CUDA_GRAPHS": ("runtime", "cuda_graphs"),
     "EXPERTS": ("runtime", "experts"),
-    "TEST_HOOKS": ("runtime", "test_hooks"),
+    "SERVER_PLUGINS": ("runtime", "plugins"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
 _SECTIONS = {"service": ServiceConfig, "model": ModelConfig, "runtime": RuntimeConfig}
@@ -256,7 +255,7 @@ def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
     key = key_name(section, name)
     if value is None and name in _FILLED_IN:
         return None
-    if name == "api_keys":
+    if name in ("api_keys", "plugins"):
         if value is None:
             return ()
         if isinstance(value, str):
@@ -414,8 +413,9 @@ def validate(cfg: ServerConfig) -> None:
     if not 1 <= r.liveness_stall_sec <= MAX_LIVENESS_STALL_SEC:
         _fail("LIVENESS_STALL_SEC", r.liveness_stall_sec, f"1..{MAX_LIVENESS_STALL_SEC} seconds "
               "(unset: max(2 x TIMEOUT_SEC, 60))")
-    if r.test_hooks not in TEST_HOOKS:
-        _fail("TEST_HOOKS", r.test_hooks, " or ".join(TEST_HOOKS) + " (a test hook: testhooks.py)")
+    for plugin in r.plugins:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", plugin):
+            _fail("SERVER_PLUGINS", plugin, "comma-separated module names, e.g. ocr_server_testing.faults")
     if r.decoder not in DECODERS:
         _fail("DECODER", r.decoder, ", ".join(DECODERS))
     _in_range("DECODE_SLOTS", r.decode_slots)
@@ -463,8 +463,9 @@ def startup_warnings(cfg: ServerConfig) -> list[str]:
         what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
         out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
                    f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")
-    if r.test_hooks != "off":
-        out.append(f"TEST_HOOKS={r.test_hooks}: a test hook is on (testhooks.py); never set it in production")
+    if r.plugins:
+        out.append(f"SERVER_PLUGINS={','.join(r.plugins)}: plugins hook the engine thread (runtime/plugins.py); "
+                   "for tests, never set it in production")
     if r.liveness_stall_sec < r.timeout_sec:
         out.append(f"LIVENESS_STALL_SEC={r.liveness_stall_sec:g} < TIMEOUT_SEC={r.timeout_sec:g}: a batch that runs to its "
                    "deadline may fail the liveness probe and restart the pod")

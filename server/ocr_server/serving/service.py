@@ -29,6 +29,7 @@ from ..engines.scheduling import BATCH_HOLD_MAX_S
 from ..runtime.config import ServerConfig
 from ..runtime.errors import BadInput, DeadlineExceeded, ModelLoading
 from ..runtime.metrics import Metrics
+from ..runtime.plugins import EngineHooks
 from .admission import Admission
 from .cache import ResultCache, cache_key
 from .documents import load_document, parse_pages
@@ -76,8 +77,9 @@ class OcrServing:
     """The server's request path and its state: result cache, preprocessing pool, admission and
     the batcher; ready once the engine is loaded and warmed up."""
 
-    def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics) -> None:
+    def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics, hooks: EngineHooks | None = None) -> None:
         self.cfg, self.engine, self.metrics = cfg, engine, metrics
+        self.hooks = hooks or EngineHooks()
         self.cache = ResultCache(cfg.service.cache_entries, cfg.service.cache_max_bytes)
         self.pool = ThreadPoolExecutor(max_workers=cfg.runtime.preprocess_workers, thread_name_prefix="preprocess")
         self.ready = False
@@ -88,7 +90,7 @@ class OcrServing:
     def start(self, on_fatal) -> None:
         """Called on the event loop once the engine is loaded; requests wait for mark_ready (after the warm-up)."""
         r = self.cfg.runtime
-        self.batcher = make_runner(self.engine, self.cfg, self.metrics, on_fatal)
+        self.batcher = make_runner(self.engine, self.cfg, self.metrics, on_fatal, self.hooks)
         # A runner that decodes a fixed number of pages at once (the slots decoder) admits at least
         # that many requests: CONCURRENCY does not cap its batch.
         inside = max(r.concurrency, getattr(self.batcher, "capacity", 0))

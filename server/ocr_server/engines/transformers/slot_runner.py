@@ -24,10 +24,10 @@ from ocr_limits.request_classes import INTERACTIVE
 from ...runtime.errors import DeadlineExceeded, EngineFailure
 from ...runtime.liveness import ProgressClock
 from ...runtime.metrics import Metrics
+from ...runtime.plugins import EngineHooks
 from ..scheduling import BATCH_HOLD_MAX_S, ClassQueue
 
 log = logging.getLogger("ocr_server.slot_runner")
-Admit = Callable[[list[Any]], list[Any]]
 HOLD_POLL_S = 0.002  # how often an idle engine holding batch pages looks again
 
 
@@ -40,14 +40,14 @@ class _Pending:
 
 class SlotRunner:
     def __init__(self, engine: Any, *, metrics: Metrics, on_fatal: Callable[[BaseException], None],
-                 wrap_admit: Callable[[Admit], Admit] | None = None) -> None:
+                 hooks: EngineHooks | None = None) -> None:
         self.engine, self.slots = engine, engine.slots
         self.metrics, self.on_fatal = metrics, on_fatal
         self.capacity = self.slots.plan.slots  # pages decoded at once: the admission limit's floor
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.inbox: ClassQueue[_Pending] = ClassQueue()  # interactive pages take a free slot first
         self.progress = ProgressClock()
-        self._admit: Admit = wrap_admit(self._admit_all) if wrap_admit else self._admit_all
+        self.hooks = hooks or EngineHooks()  # plugins' hooks, run on the engine thread before pages join
         self._lock = threading.Lock()
         self._driving = False
         self._closing = False
@@ -154,7 +154,8 @@ class SlotRunner:
         not been held BATCH_HOLD_MAX_S yet."""
         return self.hold_batch() and now - self.inbox.first().queued_at < BATCH_HOLD_MAX_S
 
-    def _admit_all(self, items: list[Any]) -> list[Any]:
+    def _admit(self, items: list[Any]) -> list[Any]:
+        self.hooks.run_before_work()
         return [self.slots.admit(item) for item in items]
 
     def _answer(self, ended: Any) -> None:
