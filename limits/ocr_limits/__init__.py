@@ -1,15 +1,15 @@
 """Every limit and default the CausalFlow OCR operator and server share, written once.
 
-The operator (its OcrService spec defaults and checks, and through hack/gen-crd.py the CRD's
-defaults, enums and CEL rules) and the server (its configuration defaults and startup checks, the
+The operator (its typed API models, and through them the CRDs' defaults, enums and CEL rules and
+its own checks) and the server (its configuration defaults and startup checks, the
 crop plan) both import these, so a limit cannot differ between the API server, the operator and a
 running pod. Pure data and pure functions, no dependencies: the operator image imports this without
 torch, and this package imports nothing of the project.
 
 - tokens: the model's visual-token arithmetic (views, crops, 256..1120);
 - engines: what each inference engine can serve, and the defaults that follow the engine;
-- settings: the server settings an OcrService sets by its fields (names, defaults, bounds), and the
-  server's own queue limits, which it sets through spec.env.
+- settings: the server settings an OcrService sets by its fields (env names, config keys, defaults,
+  bounds), and the server's own queue limits, which it sets through spec.env.
 """
 
 from .engines import (
@@ -26,7 +26,6 @@ from .settings import (
     DEFAULT_CACHE_DIR,
     DEFAULT_MODEL_NAME,
     DEFAULT_PORT,
-    FIELD_FOR_ENV,
     GRACEFUL_SHUTDOWN_MARGIN_SEC,
     SERVER_SETTINGS,
     SETTINGS,
@@ -62,7 +61,7 @@ from .tokens import (
 __all__ = [
     "BASE_SIZE", "CROP_COUNTS", "CROP_SIZE", "CROP_TOKENS", "DEFAULT_CACHE_DIR", "DEFAULT_ENGINE",
     "DEFAULT_MODEL_NAME", "DEFAULT_PORT", "DOWNSAMPLE", "ENGINES", "ENGINE_LIMITS", "EngineLimits",
-    "FIELD_FOR_ENV", "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SERVER_SETTINGS", "SETTINGS",
+    "GLOBAL_TOKENS", "MAX_CROPS", "MIN_CROPS", "PATCH_SIZE", "SERVER_SETTINGS", "SETTINGS",
     "Setting", "TOKEN_CEILING", "TOKEN_FLOOR", "TOKEN_STEPS", "TOKEN_STRIDE", "TRANSFORMERS", "VIEW_SIZES",
     "VLLM", "crops_allowed", "crops_required", "default_batch_max_running", "default_batch_queue_threshold", "default_max_visual_tokens",
     "engine_limits", "setting", "split_keys", "token_budget_fits", "view_tokens", "visual_tokens",

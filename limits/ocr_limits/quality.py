@@ -2,8 +2,8 @@
 
 The operator reads the golden pages from a ConfigMap, sends each one to a new revision's pod and
 keeps the outputs of the last good revision in a ConfigMap of its own, so every count and size
-here is bounded below what one ConfigMap holds (1 MiB). hack/gen-crd.py writes the numeric bounds
-and defaults into the CRD; the operator's spec parser and the gate read the same values.
+here is bounded below what one ConfigMap holds (1 MiB). The OcrService's typed API model takes its
+bounds and defaults from here (and so does its CRD); the gate and the server read the same values.
 """
 
 from __future__ import annotations
@@ -23,14 +23,6 @@ DEFAULT_GATE_MAX_NEW_TOKENS = 512
 MAX_GATE_MAX_NEW_TOKENS = 2048
 DEFAULT_GATE_TIMEOUT_SECONDS = 120
 MAX_GATE_TIMEOUT_SECONDS = 600
-
-# field under spec.rollout.qualityGate -> (default, minimum, maximum), for hack/gen-crd.py.
-GATE_FIELDS: dict[str, tuple[float | int, float | int, float | int]] = {
-    "maxMeanDistance": (DEFAULT_MAX_MEAN_DISTANCE, 0, 1),
-    "maxPageDistance": (DEFAULT_MAX_PAGE_DISTANCE, 0, 1),
-    "maxNewTokens": (DEFAULT_GATE_MAX_NEW_TOKENS, 1, MAX_GATE_MAX_NEW_TOKENS),
-    "timeoutSeconds": (DEFAULT_GATE_TIMEOUT_SECONDS, 1, MAX_GATE_TIMEOUT_SECONDS),
-}
 
 # Golden pages on the model PVC (goldenPages.pvcPath): a relative path inside the volume, of
 # segments that never start with a dot (so no `.`, `..` or hidden folder), at most this long; the

@@ -33,10 +33,13 @@ import jsonschema
 import pytest
 import yaml
 
-from ocr_limits import FIELD_FOR_ENV
+from ocr_operator.api.ocrservice import FIELD_FOR_ENV
 from ocr_operator import spec as spec_mod
 from ocr_operator.render import configmap, deployment
-from ocr_server.runtime.config import CROP_TOKENS, GLOBAL_TOKENS, ConfigError, load_config, validate_against_model
+from ocr_limits import SERVER_SETTINGS, SETTINGS
+from ocr_limits.settings import MODEL_REVISION
+from ocr_operator.api.ocrservice import server_config
+from ocr_server.runtime.config import CROP_TOKENS, ENV_KEYS, GLOBAL_TOKENS, ConfigError, ServerConfig, load_config, validate_against_model
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = yaml.safe_load((ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml").read_text())
@@ -389,3 +392,24 @@ def test_the_crd_and_the_operator_accept_labels_outside_the_reserved_prefixes(pa
     labels = {"release": "prometheus", "team": "ocr", "example.com/app.kubernetes.io": "ok"}
     assert label_rule_errors(path, labels) == []
     spec_mod.parse(with_labels(path, labels))
+
+
+def test_every_setting_names_the_env_variable_and_config_key_the_server_reads():
+    """ocr_limits holds each shared setting's two names; the server's own table must agree until it
+    reads them from there (an env name it does not know would never reach it)."""
+    for s in SETTINGS + SERVER_SETTINGS:
+        assert ENV_KEYS[s.env] == tuple(s.key.split(".")), s.env
+    section, name = MODEL_REVISION.key.split(".")
+    assert name in {f for f in getattr(ServerConfig(), section).__dataclass_fields__}
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e or "engine-defaulted")
+def test_the_configmap_carries_exactly_the_settings_the_models_map(engine):
+    """The rendered config.yaml is the typed spec's settings under their ocr_limits keys (and the
+    operator's fixed host and GPU), for every generated spec the CRD accepts."""
+    for inference in itertools.islice(generated_inference(), 0, None, 7):
+        spec = ocrservice_spec(inference, engine)
+        if crd_errors(spec):
+            continue
+        parsed = spec_mod.parse(spec)
+        assert configmap.server_config(parsed) == server_config(parsed), inference

@@ -68,11 +68,14 @@ def test_every_setting_has_one_env_name_and_a_default_within_its_bounds():
             assert s.minimum <= s.default <= s.maximum, s.env
 
 
-def test_the_env_names_spec_env_may_not_set_map_to_spec_fields():
-    assert L.FIELD_FOR_ENV["ENGINE"] == "spec.engine"
-    assert L.FIELD_FOR_ENV["MAX_VISUAL_TOKENS"] == "spec.inference.maxVisualTokens"
-    assert L.FIELD_FOR_ENV["TLS_KEY_FILE"] == "spec.tls.secretName"
-    assert all(f.startswith("spec.") for f in L.FIELD_FOR_ENV.values())
+def test_every_setting_names_one_key_of_the_servers_config_file():
+    settings = L.SETTINGS + L.SERVER_SETTINGS
+    keys = [s.key for s in settings]
+    assert len(set(keys)) == len(keys)
+    for key in keys:
+        section, name = key.split(".")
+        assert section in ("service", "model", "runtime") and name.islower(), key
+    assert L.setting("MAX_VISUAL_TOKENS").key == "model.max_visual_tokens"
 
 
 def test_the_package_imports_only_the_standard_library_and_itself():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocr_limits import FIELD_FOR_ENV
+from ocr_operator.api.ocrservice import FIELD_FOR_ENV
 from ocr_operator import spec as S
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
@@ -160,6 +160,14 @@ def test_spec_env_may_not_set_a_setting_the_ocrservice_has_a_field_for(name):
     with pytest.raises(S.SpecError) as err:
         S.parse({"image": "img", "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": name, "value": "1"}]})
     assert f"spec.env must not set {name}: set {FIELD_FOR_ENV[name]} instead" in str(err.value)
+
+
+def test_the_env_names_spec_env_may_not_set_map_to_the_fields_that_set_them():
+    assert FIELD_FOR_ENV["ENGINE"] == "spec.engine"
+    assert FIELD_FOR_ENV["MAX_VISUAL_TOKENS"] == "spec.inference.maxVisualTokens"
+    assert FIELD_FOR_ENV["TLS_KEY_FILE"] == "spec.tls.secretName"
+    assert FIELD_FOR_ENV["GOLDEN_DIR"] == "spec.rollout.qualityGate.goldenPages.pvcPath"
+    assert all(f.startswith("spec.") for f in FIELD_FOR_ENV.values())
 
 
 def test_spec_env_may_set_a_variable_the_ocrservice_has_no_field_for():

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from ocr_limits import FIELD_FOR_ENV, SERVER_SETTINGS, default_batch_max_running
+from ocr_limits import SERVER_SETTINGS, default_batch_max_running
+from ocr_operator.api.ocrservice import FIELD_FOR_ENV
 from ocr_server.serving.admission import Admission
 from ocr_server.engines.batcher import Batcher
 from ocr_server.runtime.config import ConfigError, load_config
