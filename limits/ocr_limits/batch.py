@@ -1,4 +1,4 @@
-"""The OcrBatch limits and defaults, shared by its CRD (hack/gen-crd.py) and the batch worker.
+"""The OcrBatch limits and defaults: its typed API model (and so its CRD) takes them from here.
 
 An OcrBatch turns a folder of documents into text with an Indexed Job of workers. Every input it
 takes is bounded here once: the Job's size (indices, pages in flight per worker), its time (the
@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from .prompts import MAX_PROMPT_CHARS, MODES  # noqa: F401 (the worker's import, until it reads them there)
 from .settings import setting
 
 Scalar = Union[int, str, bool]
 
-MODES = ("markdown", "free")  # the server's prompt_mode values
-MAX_PROMPT_CHARS = 8192  # the server refuses longer prompts (ocr_server.prompts.MAX_PROMPT_CHARS)
 MAX_NEW_TOKENS = setting("MAX_NEW_TOKENS").maximum  # the model's context: 8192
 
 MAX_PARALLELISM = 64  # Job indices (worker pods), each a shard of the input

@@ -3,6 +3,7 @@ ocr_limits.batch, rules naming fields."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ import yaml
 
 from ocr_limits import batch
 from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
+from ocr_operator.api import ocrbatch
+from ocr_operator.api.codec import SpecError
+from ocr_operator.api.fields import rules_of
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH = ROOT / "crds" / "ocr.causalflow.dev_ocrbatches.yaml"
@@ -83,3 +87,57 @@ def test_the_mode_and_prompt_bounds_are_the_servers():
 def test_input_and_output_take_the_same_locations():
     assert field("input")["properties"] == field("output")["properties"]
     assert set(field("input")["properties"]) == {"s3", "pvc"}
+
+
+# --- the typed spec: the operator's parse applies the same defaults and rules -------------------
+
+BATCH = {"service": "invoices", "input": {"pvc": {"claimName": "docs", "path": "/in"}},
+         "output": {"pvc": {"claimName": "docs", "path": "/out"}}}
+
+
+def test_a_parsed_batch_has_every_default_the_crd_gives():
+    spec = ocrbatch.parse(BATCH)
+    assert (spec.parallelism, spec.concurrency_per_worker, spec.cancel) == (
+        field("parallelism")["default"], field("concurrencyPerWorker")["default"], field("cancel")["default"])
+    assert spec.limits.max_document_bytes == field("limits.maxDocumentBytes")["default"] == batch.DEFAULT_DOCUMENT_BYTES
+    assert spec.limits.max_pages_per_document == field("limits.maxPagesPerDocument")["default"]
+    assert spec.input.pvc.path == "/in" and ocrbatch.parse({**BATCH, "input": {"pvc": {"claimName": "d"}}}).input.pvc.path == "/"
+    assert spec.options is None and spec.deadline_seconds is None
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"input": {}}, "spec.input needs exactly one of spec.input.s3 or spec.input.pvc"),
+    ({"output": {"pvc": {"claimName": "docs", "path": "/in/results"}}},
+     "spec.output.pvc.path and spec.input.pvc.path must not contain one another on the same claim"),
+    ({"input": {"s3": {"url": "s3://bucket/a/", "credentialsSecret": "s"}},
+      "output": {"s3": {"url": "s3://bucket/a/b", "credentialsSecret": "s"}}},
+     "spec.output.s3.url and spec.input.s3.url must not contain one another"),
+    ({"options": {"mode": "free", "prompt": "Read it."}}, "spec.options.mode and spec.options.prompt are mutually exclusive"),
+    ({"input": {"pvc": {"claimName": "docs", "path": "/a/../b"}}}, "must not contain . or .. parts"),
+    ({"limits": {"maxDocumentBytes": batch.MAX_DOCUMENT_BYTES + 1}}, "spec.limits.maxDocumentBytes must be within"),
+    ({"parallelism": 0}, "spec.parallelism must be within 1..64"),
+    ({"options": {"mode": "latex"}}, "spec.options.mode must be one of markdown, free"),
+])
+def test_a_batch_the_crd_refuses_is_refused_by_parse_with_the_crds_message(change, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        ocrbatch.parse({**BATCH, **change})
+
+
+def test_every_rule_message_parse_gives_is_one_the_crd_holds():
+    messages = {r["message"] for _, n in walk(SCHEMA, "") for r in n.get("x-kubernetes-validations") or ()}
+    for rule in rules_of(ocrbatch.OcrBatchSpec) + rules_of(ocrbatch.Options):
+        assert rule.message in messages
+
+
+def test_the_transition_rules_are_left_to_the_api_server():
+    transition = [r for r in rules_of(ocrbatch.OcrBatchSpec) if "oldSelf" in r.cel]
+    assert len(transition) == 3 and all(r.holds is None for r in transition)
+    assert ocrbatch.parse({**BATCH, "cancel": True}).cancel is True
+
+
+def test_the_workers_bounds_are_read_from_the_model():
+    assert ocrbatch.batch_setting("limits.maxDocumentBytes") == ocrbatch.FieldBounds(
+        "spec.limits.maxDocumentBytes", batch.DEFAULT_DOCUMENT_BYTES, 1, batch.MAX_DOCUMENT_BYTES, ())
+    assert ocrbatch.batch_setting("options.mode").choices == MODES
+    with pytest.raises(KeyError):
+        ocrbatch.batch_setting("limits.maxPages")
