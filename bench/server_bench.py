@@ -4,18 +4,18 @@ without HTTP, and the server over HTTP with many concurrent clients.
     .venv/bin/python bench/server_bench.py                          # both engines, tiny --for-vllm model, CPU
     .venv/bin/python bench/server_bench.py --engines transformers   # without .venv-vllm
     .venv/bin/python bench/server_bench.py --engines transformers --full-size --device cuda --new-tokens 512 \
-        --size 1024 --images 64 --clients 1,8,32,64 --json figures.json     # the GPU figures (bench/gpu_check.sh)
+        --size 1024 --images 64 --clients 1,64,32,8 --json figures.json     # the GPU figures (bench/gpu_check.sh)
 
-For the transformers engine (in this process):
-- sequential: one page at a time through generate(), as the official infer() does;
-- generate: all pages through generate() in static batches of --batch-size (DECODER=generate);
-- slots: all pages through the slots decoder (DECODER=slots, slots.py), joining as slots free up; also
+For the transformers engine (in this process), in this order:
+- slots: all pages through the slots decoder (DECODER=slots, slots.py), joining as slots free up; then
   vision+prefill ms per page, ms per decode step by batch size (for each experts implementation with
   --experts-compare), the CUDA graph capture time and the GPU memory peak;
+- sequential: one page at a time through generate(), as the official infer() does;
+- generate: the pages through generate() in static batches of --batch-size (DECODER=generate);
 - server: `python -m ocr_server` with DECODER=slots, at each --clients level of concurrent HTTP clients.
-For vLLM (in .venv-vllm, a worker process of this script): sequential, raw (its AsyncLLM with the
-largest --clients level in flight) and the server with ENGINE=vllm.
-Per path: pages/s, generated tokens/s, p50/p95 latency; the server's overhead over the raw engine.
+For vLLM (in .venv-vllm, a worker of this script): sequential, raw (its AsyncLLM, the largest --clients
+level in flight) and the server with ENGINE=vllm. Per path: pages/s, generated tokens/s, p50/p95
+latency. --json is rewritten after every figure; --paths server adds to its raw figures.
 
 Both engines load the same weights: random, in the official layout vLLM reads (the tiny model of
 `python -m ocr_server_testing.tiny_model --for-vllm`: the real vision tower, a tiny language model;
@@ -43,6 +43,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 
@@ -150,16 +151,17 @@ def summary(latencies: list[float], wall: float, pages: int, tokens: int) -> dic
             "p50_s": statistics.median(latencies), "p95_s": pct(latencies, 95)}
 
 
-def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
-    """Sequential, generate (static batches) and slots through the transformers engine, in this process."""
-    from dataclasses import replace
-
+def transformers_paths(model_dir: Path, images: list[bytes], args, out: dict, save) -> dict:
+    """The transformers engine in this process: the slots decoder first (the figures the server is
+    compared with), then sequential and generate() (static batches) on the reference pages; `out` is
+    filled and saved after each figure, so a run cut short keeps what it measured."""
     from ocr_server.engines.transformers.engine import Engine
 
-    engine = Engine(bench_config(model_dir, args, "transformers"))
+    engine = Engine(bench_config(model_dir, args, "transformers", decoder="slots"))
     engine.load()
     pages = decoded_pages(images)
     prep = prepare_for(engine, args.new_tokens)
+    slots_paths(engine, pages, prep, args, out, save)
     engine.generate_reference([prep(pages[0], 2)])  # warm-up
     few = pages[:args.reference_pages or len(pages)]  # generate()'s paths are slow on long runs: a subset
     seq, tokens = [], 0
@@ -169,7 +171,8 @@ def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
         tokens += sum(len(g.token_ids) for g in engine.generate_reference([prep(im)]))
         sync(args.device)
         seq.append(time.perf_counter() - t)
-    out = {"sequential": summary(seq, time.perf_counter() - t_all, len(few), tokens)}
+    out["sequential"] = summary(seq, time.perf_counter() - t_all, len(few), tokens)
+    save()
     raw, tokens = [], 0
     t_all = time.perf_counter()
     for at in range(0, len(few), args.batch_size):
@@ -178,35 +181,16 @@ def transformers_paths(model_dir: Path, images: list[bytes], args) -> dict:
         tokens += sum(len(g.token_ids) for g in gens)
         raw += [time.perf_counter() - t_all] * len(gens)
     out["generate"] = summary(raw, time.perf_counter() - t_all, len(few), tokens)
-    engine.cfg = replace(engine.cfg, runtime=replace(engine.cfg.runtime, decoder="slots"))
-    engine.slots = engine._slot_decoder(engine.model.device)
-    out.update(slots_paths(engine, pages, prep, args))
+    save()
     return out
 
 
-def slots_paths(engine, pages: list, prep, args) -> dict:
-    """The slots decoder: all pages joining as slots free up; prefill, per-step and capture figures."""
+def slots_paths(engine, pages: list, prep, args, out: dict, save) -> None:
+    """The slots decoder: all pages joining as slots free up, then prefill, capture and per-step figures."""
     slots = engine.slots
     slots.run([prep(pages[0], 2)])  # warm-up of the eager path and the prefill
-    out: dict = {"capture_s": slots.capture() if args.device == "cuda" else 0.0,
-                 "kv_mib_per_slot": slots.kv_bytes_per_slot() / 2**20, "slot_count": slots.plan.slots}
-    prefill = []
-    for im in pages[:8]:
-        item = prep(im)
-        sync(args.device)
-        t = time.perf_counter()
-        slots.admit(item)  # vision encoder + language-model prefill + copy into the slot (syncs for its first token)
-        prefill.append(time.perf_counter() - t)
-        drain(slots)
-    out["prefill_ms_per_page"] = {"p50": statistics.median(prefill) * 1000, "max": max(prefill) * 1000}
-    experts = ["grouped_mm", "batched_mm"] if args.experts_compare else [None]
-    out["step_ms"] = {}
-    for impl in experts:
-        if impl is not None:
-            use_experts(slots, impl)
-        out["step_ms"][impl or slots.plan.experts] = step_times(slots, pages, prep, args)
-    if args.experts_compare:
-        use_experts(slots, "grouped_mm" if slots.plan.experts == "auto" else slots.plan.experts)
+    out.update({"capture_s": slots.capture() if args.device == "cuda" else 0.0,
+                "kv_mib_per_slot": slots.kv_bytes_per_slot() / 2**20, "slot_count": slots.plan.slots})
     items = [prep(im) for im in pages]
     ends, waiting = {}, list(items)
     t_all = time.perf_counter()
@@ -220,11 +204,31 @@ def slots_paths(engine, pages: list, prep, args) -> dict:
     sync(args.device)
     wall = time.perf_counter() - t_all
     out["slots"] = summary([e[0] for e in ends.values()], wall, len(items), sum(e[1] for e in ends.values()))
+    save()
+    prefill = []
+    for im in pages[:8]:
+        item = prep(im)
+        sync(args.device)
+        t = time.perf_counter()
+        slots.admit(item)  # vision encoder + language-model prefill + copy into the slot (syncs for its first token)
+        prefill.append(time.perf_counter() - t)
+        drain(slots)
+    out["prefill_ms_per_page"] = {"p50": statistics.median(prefill) * 1000, "max": max(prefill) * 1000}
+    save()
+    default = slots.plan.experts
+    out["step_ms"] = {}
+    for impl in ["grouped_mm", "batched_mm"] if args.experts_compare else [None]:
+        if impl is not None:
+            use_experts(slots, impl)
+        out["step_ms"][impl or default] = step_times(slots, pages, prep, args)
+        save()
+    if args.experts_compare:
+        use_experts(slots, "grouped_mm" if default == "auto" else default)
     if args.device == "cuda":
         import torch
 
         out["gpu_memory_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-    return out
+        save()
 
 
 def drain(slots) -> None:
@@ -292,14 +296,16 @@ async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
     return out
 
 
-def engine_paths(engine: str, model_dir: Path, images: list[bytes], args) -> dict:
-    """Sequential and raw figures of one engine; vLLM's run in .venv-vllm (a worker of this script)."""
+def engine_paths(engine: str, model_dir: Path, images: list[bytes], args, out: dict, save) -> None:
+    """Sequential and raw figures of one engine into `out`; vLLM's run in .venv-vllm (a worker of this script)."""
     if engine == "transformers":
-        return transformers_paths(model_dir, images, args)
-    with tempfile.NamedTemporaryFile("w+", suffix=".json") as out:
-        cmd = [str(VLLM_PYTHON), __file__, "--worker", str(model_dir), "--worker-out", out.name, *sys.argv[1:]]
+        transformers_paths(model_dir, images, args, out, save)
+        return
+    with tempfile.NamedTemporaryFile("w+", suffix=".json") as result:
+        cmd = [str(VLLM_PYTHON), __file__, "--worker", str(model_dir), "--worker-out", result.name, *sys.argv[1:]]
         subprocess.run(cmd, check=True, cwd=ROOT)
-        return json.loads(Path(out.name).read_text())
+        out.update(json.loads(Path(result.name).read_text()))
+        save()
 
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
@@ -315,7 +321,7 @@ def sync(device: str) -> None:
 SERVER_CODE = """
 import runpy
 from dataclasses import replace
-from ocr_server.engines import api as engine_api
+from ocr_server.engines import factory as engine_api
 create = engine_api.create_engine
 def without_guard(cfg):  # the n-gram guard off, as on the raw paths (it has no environment setting)
     return create(replace(cfg, runtime=replace(cfg.runtime, ngram_size=0)))
@@ -324,8 +330,9 @@ runpy.run_module('ocr_server', run_name='__main__')
 """
 
 
-def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict:
-    """`python -m ocr_server` with ENGINE=engine (transformers: DECODER=slots), at each --clients level."""
+def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: dict, save) -> None:
+    """`python -m ocr_server` with ENGINE=engine (transformers: DECODER=slots), at each --clients level
+    in the order given, each level saved into `out` as soon as it is measured."""
     import httpx
 
     port = free_port()
@@ -370,7 +377,8 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
                 return await asyncio.gather(*(one(c, gate, d) for d in batch))
 
         asyncio.run(run_all([page(args.size + 8, args.size, seed=999)], 1))  # warm-up (another page: no cache hit)
-        out = {"health": health.json()}
+        out["health"] = health.json()
+        save()
         for clients in args.clients:
             batch = images[:min(len(images), max(8, 2 * clients))]  # enough pages to keep `clients` busy
             t0 = time.perf_counter()
@@ -383,8 +391,8 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args) -> dict
             got["preprocess_ms_p50"] = statistics.median(t["preprocess_ms"] for t in timings)
             got["preprocess_share"] = sum(t["preprocess_ms"] for t in timings) / sum(t["total_ms"] for t in timings)
             out[f"clients_{clients}"] = got
+            save()
             print(f"{engine} server, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
-        return out
     finally:
         proc.terminate()
         proc.wait(60)
@@ -405,23 +413,27 @@ def line(name: str, f: dict) -> str:
 
 
 def report(figures: dict, args) -> None:
+    """The figures as a table; what a run did not measure (another --paths, a cut run) is left out."""
     for engine, got in figures["engines"].items():
-        server = got["server"]
-        first = server[f"clients_{args.clients[0]}"]
-        print(f"\n{engine}: layout {first['layout']['crops']} crops, {args.new_tokens} new tokens per page, {args.images} pages "
+        server = got.get("server", {})
+        levels = [c for c in args.clients if f"clients_{c}" in server]
+        crops = server[f"clients_{levels[0]}"]["layout"]["crops"] if levels else "?"
+        print(f"\n{engine}: layout {crops} crops, {args.new_tokens} new tokens per page, {args.images} pages "
               f"(sequential and generate: {args.reference_pages or args.images}; the server at n clients: max(8, 2n))")
         raw_key = "slots" if engine == "transformers" else "raw"
         for path in ("sequential", "generate", raw_key):
             if path in got:
                 print(line(path, got[path]))
-        for clients in args.clients:
+        for clients in levels:
             f = server[f"clients_{clients}"]
-            print(line(f"server, {clients} clients", f) + f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})"
+            vs = f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})" if raw_key in got else ""
+            print(line(f"server, {clients} clients", f) + vs
                   + f"; preprocessing p50 {f['preprocess_ms_p50']:.1f} ms, {f['preprocess_share']:.1%} of the requests' time")
-        if engine == "transformers":
+        if "prefill_ms_per_page" in got:
             print(f"  vision+prefill per page: p50 {got['prefill_ms_per_page']['p50']:.1f} ms, max {got['prefill_ms_per_page']['max']:.1f} ms")
-            for impl, times in got["step_ms"].items():
-                print(f"  ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
+        for impl, times in got.get("step_ms", {}).items():
+            print(f"  ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
+        if "capture_s" in got:
             print(f"  decode graphs captured in {got['capture_s']:.1f} s; KV {got['kv_mib_per_slot']:.0f} MiB per slot x {got['slot_count']}"
                   + (f"; GPU memory peak {got['gpu_memory_peak_gib']:.1f} GiB" if "gpu_memory_peak_gib" in got else ""))
 
@@ -441,7 +453,9 @@ def main() -> int:
                    help="run the sequential and generate paths on the first N pages only (0: all)")
     p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and with batched_mm experts")
     p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
-    p.add_argument("--json", help="also write the figures to this file")
+    p.add_argument("--json", help="also write the figures to this file, each as soon as it is measured")
+    p.add_argument("--paths", choices=["all", "raw", "server"], default="all",
+                   help="raw: the engines without HTTP; server: over HTTP (added to --json's figures); all: both")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: vLLM's sequential/raw paths in .venv-vllm
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -457,18 +471,22 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(args.model_path) if args.model_path else write_model(Path(tmp) / "model", args.full_size, "official")
-        figures = {"model": "full-size random (bf16)" if args.full_size else (args.model_path or "tiny random --for-vllm"),
-                   "device": args.device, "images": args.images, "size": args.size, "new_tokens": args.new_tokens,
-                   "batch_size": args.batch_size, "clients": args.clients, "engines": {}}
+        earlier = args.paths == "server" and args.json and Path(args.json).is_file()  # a --paths raw run's figures
+        figures = json.loads(Path(args.json).read_text()) if earlier else {"engines": {}}
+        figures.update({"model": "full-size random (bf16)" if args.full_size else (args.model_path or "tiny random --for-vllm"),
+                        "device": args.device, "images": args.images, "size": args.size, "new_tokens": args.new_tokens,
+                        "batch_size": args.batch_size, "clients": args.clients})
+        save = lambda: write_figures(args.json, figures)  # noqa: E731
         for engine in engines:
-            got = engine_paths(engine, model_dir, images, args)
-            got["server"] = server_path(engine, model_dir, images, args)
-            figures["engines"][engine] = got
+            got = figures["engines"].setdefault(engine, {})
+            if args.paths in ("all", "raw"):
+                engine_paths(engine, model_dir, images, args, got, save)
+            if args.paths in ("all", "server"):
+                got["server"] = {}
+                server_path(engine, model_dir, images, args, got["server"], save)
             print(f"{engine}: {json.dumps(got)}", file=sys.stderr, flush=True)  # each engine as soon as it is measured
     print(json.dumps(figures, indent=2))
     report(figures, args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
 
 

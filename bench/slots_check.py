@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.server_bench import decoded_pages, page, write_model  # noqa: E402 (the repository is put on the path just above)
 
 SIZES = [(1024, 1024), (640, 640), (1600, 800), (800, 1600), (1400, 1400), (900, 700), (2000, 1000), (700, 1800)]
@@ -68,7 +69,7 @@ def main() -> int:
     p.add_argument("--slots", type=int, default=4, help="DECODE_SLOTS: fewer than --pages, so rows join mid-flight")
     p.add_argument("--head-scale", type=float, default=50.0)
     p.add_argument("--experts", default="auto", help="EXPERTS of the slots decoder (generate() decodes with batched_mm on a GPU)")
-    p.add_argument("--json", help="also write the result to this file")
+    p.add_argument("--json", help="also write the result to this file, as it grows (\"complete\": false until the end)")
     args = p.parse_args()
     if args.full_size and args.device != "cuda":
         p.error("--full-size needs --device cuda")
@@ -91,34 +92,37 @@ def main() -> int:
         images = decoded_pages([page(w, h, seed=i) for i, (w, h) in enumerate((SIZES * 4)[:args.pages])])
         prep = lambda im: engine.prepare(im, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=args.new_tokens)  # noqa: E731
         engine.slots.run([prep(images[0])])  # warm-up, then the graphs (GPU)
-        capture = engine.slots.capture()
+        result = {"device": args.device, "dtype": str(engine.model.dtype), "head_scale": args.head_scale, "experts": args.experts,
+                  "slots": args.slots, "capture_s": engine.slots.capture(), "graphs": len(engine.slots.graphs),
+                  "complete": False, "identical_pages": 0, "pages": []}
         t = time.perf_counter()
-        reference = [engine.generate_reference([prep(im)])[0] for im in images]
-        t_ref = time.perf_counter() - t
+        reference = []
+        for im in images:  # each page alone; the count so far is written, in case the run is cut
+            reference.append(engine.generate_reference([prep(im)])[0])
+            result.update(generate_s=time.perf_counter() - t, generated_alone=len(reference))
+            write_figures(args.json, result)
         items = [prep(im) for im in images]
         t = time.perf_counter()
         got = engine.generate_batch(items)
-        t_slots = time.perf_counter() - t
-        pages = []
+        result["slots_s"] = time.perf_counter() - t
         for i, (item, r, g) in enumerate(zip(items, reference, got)):
             same = r.token_ids == g.token_ids and r.finished == g.finished
             entry = {"page": i, "size": list(images[i].size), "crops": item.plan.crops, "tokens": len(r.token_ids), "identical": same}
             if not same:
                 at = next((k for k, (x, y) in enumerate(zip(r.token_ids, g.token_ids)) if x != y), min(len(r.token_ids), len(g.token_ids)))
                 entry.update({"first_divergence": at, "cause": cause(engine, prep(images[i]), r.token_ids, g.token_ids, at)})
-            pages.append(entry)
-    result = {"device": args.device, "dtype": str(engine.model.dtype), "head_scale": args.head_scale, "experts": args.experts,
-              "slots": args.slots, "graphs": len(engine.slots.graphs), "capture_s": capture,
-              "generate_s": t_ref, "slots_s": t_slots, "identical_pages": sum(e["identical"] for e in pages),
-              "pages": pages}
+            result["pages"].append(entry)
+            result["identical_pages"] = sum(e["identical"] for e in result["pages"])
+            write_figures(args.json, result)
+    result["complete"] = True
+    write_figures(args.json, result)
+    pages = result["pages"]
     print(json.dumps(result, indent=2))
     print(f"\n{result['identical_pages']}/{len(pages)} pages identical ({result['dtype']}, head x{args.head_scale:g}, "
-          f"{args.slots} slots, {result['graphs']} graphs); generate {t_ref:.1f} s alone, slots {t_slots:.1f} s together")
+          f"{args.slots} slots, {result['graphs']} graphs); generate {result['generate_s']:.1f} s alone, slots {result['slots_s']:.1f} s together")
     for e in pages:
         if not e["identical"]:
             print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
     return 0
 
 
