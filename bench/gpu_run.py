@@ -1,0 +1,328 @@
+"""The GPU check's phases, each within its budget, in one run that returns everything (bench/gpu_check.sh).
+
+Runs under the machine's own python3, from the repository root, with the standard library alone.
+Each phase is a process group of its own, stopped at the phase's deadline (SIGTERM, then SIGKILL);
+the deadline of phase k is the start plus the budgets of phases 1..k, so time one phase leaves, the
+next may use, and the whole run ends within the plan. Every figure is written as soon as it is
+measured, so a phase cut at its deadline leaves its partial figures. Scratch (the --target folder,
+the model) goes under --scratch; --out gets only small files, each kept under 16 MiB:
+
+    gpu_check.log   everything the phases printed
+    phases.json     each phase's status (ok, failed, cut, skipped), wall time and budget; the versions
+    identity.json   bench/slots_check.py: generate() against the slots decoder, page by page
+    bench.json      bench/server_bench.py: the raw engine's figures, then the server's at each client level
+
+Phases: install (pip, with no index, takes from the wheel folder what this python3 lacks, into a
+--target folder on PYTHONPATH), model (random weights), identity, raw, server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASES = ("install", "model", "identity", "raw", "server")
+# The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
+# 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
+# generate() on the first 4); the server at 1, 64, 32 and 8 clients.
+GPU_PLAN = {"install": 30, "model": 60, "identity": 90, "raw": 135, "server": 165}
+LOG_CAP = 8 * 2**20  # bytes of gpu_check.log; what is past it goes to stdout only
+FILE_CAP = 16 * 2**20  # what comes back from the GPU machine, per file
+GRACE_S = 10  # between SIGTERM and SIGKILL at a deadline
+
+
+@dataclass
+class PhaseResult:
+    name: str
+    budget_s: float
+    status: str = "pending"  # running, ok, failed, cut, skipped
+    rc: int | None = None
+    wall_s: float = 0.0
+    note: str = ""
+
+
+@dataclass
+class Report:
+    plan: dict[str, float]
+    args: dict
+    phases: list[PhaseResult] = field(default_factory=list)
+    versions: dict = field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+def parse_plan(text: str) -> dict[str, float]:
+    """'install=30,model=60,...': a budget in seconds for each phase, all of them named."""
+    plan = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, seconds = part.partition("=")
+        if name not in PHASES or not seconds:
+            raise ValueError(f"--plan {text!r}: each entry is PHASE=SECONDS, PHASE one of {', '.join(PHASES)}")
+        plan[name] = float(seconds)
+    if missing := [p for p in PHASES if p not in plan]:
+        raise ValueError(f"--plan {text!r}: no budget for {', '.join(missing)}")
+    return plan
+
+
+def deadlines(plan: dict[str, float], start: float) -> dict[str, float]:
+    """Each phase's deadline: the start plus its budget and every earlier phase's."""
+    out, at = {}, start
+    for name in PHASES:
+        at += plan[name]
+        out[name] = at
+    return out
+
+
+def status_of(rc: int, cut: bool) -> str:
+    return "cut" if cut else ("ok" if rc == 0 else "failed")
+
+
+def should_skip(name: str, done: dict[str, str]) -> str:
+    """Why a phase cannot run given the earlier phases' statuses ('' when it can): all need the model."""
+    if name in ("identity", "raw", "server") and done.get("model") != "ok":
+        return "no model (the model phase did not finish)"
+    return ""
+
+
+def python_path(site: Path) -> str:
+    """The --target folder first, then the repository's packages from the tree."""
+    return os.pathsep.join([str(site), *(str(ROOT / p) for p in ("limits", "server", "server_testing")), str(ROOT)])
+
+
+def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
+    """Each phase's command line (run with PYTHONPATH = python_path(site))."""
+    py = sys.executable
+    full = args.model == "full"
+    bench = ["--engines", "transformers", "--model-path", str(model), "--device", args.device, "--size", str(args.size),
+             "--new-tokens", str(args.new_tokens), "--images", str(args.images), "--reference-pages", str(args.reference_pages),
+             "--batch-size", "8", "--clients", args.clients, "--experts-compare", "--json", str(args.out / "bench.json")]
+    return {
+        "install": [py, __file__, "install", "--wheels", str(args.wheels), "--site", str(site)],
+        "model": [py, "-c", "import sys; from pathlib import Path; from bench.server_bench import write_model; "
+                  f"write_model(Path(sys.argv[1]), {full}, {'official' if full else 'native'!r}); (Path(sys.argv[1]) / '.complete').touch()",
+                  str(model)],
+        "identity": [py, str(ROOT / "bench" / "slots_check.py"), "--device", args.device, "--model-path", str(model),
+                     "--pages", str(args.identity_pages), "--new-tokens", str(args.identity_new_tokens),
+                     "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json")],
+        "raw": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "raw", *bench],
+        "server": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "server", *bench],
+    }
+
+
+class Log:
+    """Lines to stdout and to gpu_check.log, the file capped at LOG_CAP bytes."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.open("ab")
+        self.size = path.stat().st_size
+        self.lock = threading.Lock()
+
+    def line(self, text: str | bytes) -> None:
+        data = text if isinstance(text, bytes) else (text + "\n").encode()
+        with self.lock:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            if self.size + len(data) <= LOG_CAP:
+                self.file.write(data)
+                self.file.flush()
+                self.size += len(data)
+            elif self.size < LOG_CAP:
+                note = b"[gpu_check.log is full: the rest went to stdout only]\n"
+                self.file.write(note)
+                self.file.flush()
+                self.size = LOG_CAP
+
+
+def run_phase(argv: list[str], env: dict[str, str], deadline: float, log: Log) -> tuple[int, bool]:
+    """Run one phase until it ends or its deadline; (exit code, whether it was cut)."""
+    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    pump = threading.Thread(target=lambda: [log.line(b) for b in iter(proc.stdout.readline, b"")], daemon=True)
+    pump.start()
+    try:
+        rc = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        cut = False
+    except subprocess.TimeoutExpired:
+        cut = True
+        stop_group(proc)
+        rc = proc.wait()
+    pump.join(5)
+    return rc, cut
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the phase's whole process group (a server it started too), SIGKILL after GRACE_S."""
+    for sig, wait in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+def cap_files(out: Path) -> None:
+    """Every file under out within FILE_CAP (its tail kept): what comes back from the GPU machine."""
+    for f in out.iterdir():
+        if f.is_file() and f.stat().st_size > FILE_CAP:
+            data = f.read_bytes()[-(FILE_CAP - 1024):]
+            f.write_bytes(b"[truncated to its last part]\n" + data)
+
+
+def summary(out: Path, report: Report) -> list[str]:
+    """The closing table: each phase, then the figures the check is for, where they were written."""
+    lines = [f"{p.name:<9} {p.status:<8} {p.wall_s:6.1f} s of {p.budget_s:.0f}  {p.note}".rstrip() for p in report.phases]
+    try:
+        ident = json.loads((out / "identity.json").read_text())
+        lines.append(f"identity: {ident.get('identical_pages')}/{len(ident.get('pages', []))} pages identical"
+                     + ("" if ident.get("complete") else " (partial)"))
+    except (OSError, ValueError):
+        lines.append("identity: no figures")
+    try:
+        t = json.loads((out / "bench.json").read_text())["engines"]["transformers"]
+    except (OSError, ValueError, KeyError):
+        return lines + ["bench: no figures"]
+    if "slots" in t:
+        lines.append(f"raw slots: {t['slots']['tokens_per_s']:.1f} tokens/s, p95 {t['slots']['p95_s']:.2f} s")
+    for level, f in t.get("server", {}).items():
+        if level.startswith("clients_"):
+            lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")
+    return lines
+
+
+def run_all(args) -> int:
+    start = time.monotonic()
+    args.out.mkdir(parents=True, exist_ok=True)
+    site, model = args.scratch / "site", args.scratch / "model"
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    for stale in ("identity.json", "bench.json", "phases.json"):
+        (args.out / stale).unlink(missing_ok=True)
+    log = Log(args.out / "gpu_check.log")
+    plan = parse_plan(args.plan)
+    report = Report(plan=plan, args={k: str(v) for k, v in vars(args).items() if k != "action"})
+    ends = deadlines(plan, start)
+    env = {**os.environ, "PYTHONPATH": python_path(site), "PYTHONUNBUFFERED": "1", "PIP_NO_INDEX": "1"}
+    cmds = commands(args, site, model)
+    done: dict[str, str] = {}
+    for name in PHASES:
+        result = PhaseResult(name, budget_s=round(ends[name] - time.monotonic(), 1))
+        report.phases.append(result)
+        if reason := should_skip(name, done):
+            result.status, result.note = "skipped", reason
+        elif name == "model" and (model / ".complete").is_file():
+            result.status, result.note = "ok", f"kept from an earlier run: {model}"
+        else:
+            result.status = "running"
+            write_json(args.out / "phases.json", asdict(report))
+            log.line(f"== {name}: budget {result.budget_s:.0f} s ({time.monotonic() - start:.0f} s into the run)")
+            t = time.monotonic()
+            result.rc, cut = run_phase(cmds[name], env, ends[name], log)
+            result.wall_s = round(time.monotonic() - t, 1)
+            result.status = status_of(result.rc, cut)
+            if cut:
+                result.note = "cut at its deadline: its figures so far are in the files"
+        if name == "install" and (site / "versions.json").is_file():
+            report.versions = json.loads((site / "versions.json").read_text())
+        done[name] = result.status
+        report.wall_s = round(time.monotonic() - start, 1)
+        write_json(args.out / "phases.json", asdict(report))
+    for text in ["== summary", *summary(args.out, report), f"== done in {report.wall_s:.0f} s; files in {args.out}"]:
+        log.line(text)
+    log.file.close()
+    cap_files(args.out)
+    return 0 if all(p.status == "ok" for p in report.phases) else 1
+
+
+PROBE = """
+import importlib, json, sys
+site = sys.argv[1]
+info = {"python": sys.version.split()[0], "executable": sys.executable, "in_venv": sys.prefix != sys.base_prefix}
+for name in ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub", "numpy", "PIL", "yaml", "regex",
+             "httpx", "prometheus_client", "fastapi", "starlette", "uvicorn", "pydantic", "python_multipart", "pypdfium2"):
+    try:
+        mod = importlib.import_module(name)
+        info[name] = {"version": getattr(mod, "__version__", "?"), "from": "target" if (mod.__file__ or "").startswith(site) else "image"}
+    except Exception as exc:  # every missing piece is reported; the phase fails below
+        info[name] = {"error": f"{type(exc).__name__}: {exc}"}
+import torch
+info["cuda"] = torch.version.cuda
+info["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+print(json.dumps(info, indent=1))
+open(site + "/versions.json", "w").write(json.dumps(info))
+sys.exit(1 if any("error" in v for v in info.values() if isinstance(v, dict)) else 0)
+"""
+
+
+def install(wheels: Path, site: Path) -> int:
+    """pip resolves the server's requirements against this python3's packages and the wheel folder alone
+    (no index); what it would install goes into `site`, a --target folder put first on PYTHONPATH."""
+    if site.exists():
+        shutil.rmtree(site)
+    site.mkdir(parents=True)
+    pip = [sys.executable, "-m", "pip"]
+    report = site.parent / "pip-report.json"
+    subprocess.run([*pip, "install", "--dry-run", "--quiet", "--no-index", "--find-links", str(wheels), "--report", str(report),
+                    "-r", str(wheels / "requirements.txt")], check=True)
+    files = [unquote(urlparse(item["download_info"]["url"]).path) for item in json.loads(report.read_text())["install"]]
+    print(f"install: pip takes {len(files)} packages from {wheels}: "
+          + ", ".join(sorted(Path(f).name.split("-")[0] for f in files)), flush=True)
+    if files:
+        subprocess.run([*pip, "install", "--quiet", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir",
+                        "--target", str(site), *files], check=True)
+    env = {**os.environ, "PYTHONPATH": python_path(site)}
+    return subprocess.run([sys.executable, "-c", PROBE, str(site)], env=env).returncode
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action")
+    inst = sub.add_parser("install", help="the install phase (run by the phase runner)")
+    inst.add_argument("--wheels", type=Path, required=True)
+    inst.add_argument("--site", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "/tmp/gpu-check-out"))
+    p.add_argument("--scratch", type=Path, default=Path("/tmp/gpu-check"), help="the --target folder and the model")
+    p.add_argument("--wheels", type=Path, default=ROOT / "bench" / ".wheels")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--model", choices=["full", "tiny"], default="full", help="full: the real architecture, random bf16 (GPU)")
+    p.add_argument("--size", type=int, default=1024)
+    p.add_argument("--new-tokens", type=int, default=512)
+    p.add_argument("--images", type=int, default=64)
+    p.add_argument("--reference-pages", type=int, default=4)
+    p.add_argument("--clients", default="1,64,32,8", help="the server's client levels, in this order")
+    p.add_argument("--identity-pages", type=int, default=8)
+    p.add_argument("--identity-new-tokens", type=int, default=256)
+    p.add_argument("--identity-slots", type=int, default=4)
+    p.add_argument("--plan", default=",".join(f"{k}={v}" for k, v in GPU_PLAN.items()), help="PHASE=SECONDS,...")
+    args = p.parse_args()
+    if args.action == "install":
+        return install(args.wheels.resolve(), args.site.resolve())
+    if not (args.wheels / "requirements.txt").is_file():
+        p.error(f"no {args.wheels}/requirements.txt: run `bench/gpu_check.sh --prepare` where the package index is reachable")
+    try:
+        parse_plan(args.plan)
+    except ValueError as exc:
+        p.error(str(exc))
+    args.out, args.scratch, args.wheels = args.out.resolve(), args.scratch.resolve(), args.wheels.resolve()
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

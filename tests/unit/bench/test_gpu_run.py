@@ -1,0 +1,106 @@
+"""bench/gpu_run.py and bench/gpu_wheels.py: the GPU check's plan, its deadlines, a phase cut at its
+deadline, and what --prepare packs and asks the GPU machine's pip to resolve."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import gpu_run, gpu_wheels
+
+
+def test_the_gpu_plan_fits_in_eight_minutes_and_budgets_every_phase():
+    plan = gpu_run.parse_plan(",".join(f"{k}={v}" for k, v in gpu_run.GPU_PLAN.items()))
+    assert list(plan) == list(gpu_run.PHASES) and sum(plan.values()) <= 480
+
+
+def test_a_plan_without_a_budget_for_some_phase_is_refused_naming_it():
+    with pytest.raises(ValueError, match="no budget for raw, server"):
+        gpu_run.parse_plan("install=30,model=60,identity=90")
+
+
+def test_each_deadline_adds_the_earlier_budgets_so_time_a_phase_leaves_carries_on():
+    ends = gpu_run.deadlines({"install": 30, "model": 60, "identity": 90, "raw": 135, "server": 165}, start=1000)
+    assert ends == {"install": 1030, "model": 1090, "identity": 1180, "raw": 1315, "server": 1480}
+
+
+def test_the_model_users_are_skipped_when_the_model_phase_did_not_finish():
+    assert gpu_run.should_skip("raw", {"install": "ok", "model": "cut"}).startswith("no model")
+    assert gpu_run.should_skip("server", {"install": "failed", "model": "ok"}) == ""
+    assert gpu_run.should_skip("model", {"install": "failed"}) == ""
+
+
+def test_a_phase_past_its_deadline_is_stopped_with_the_processes_it_started_and_reported_cut(tmp_path):
+    log = gpu_run.Log(tmp_path / "gpu_check.log")
+    child = tmp_path / "child.pid"
+    script = f"echo started; sleep 60 & echo $! > {child}; wait"
+    t = time.monotonic()
+    rc, cut = gpu_run.run_phase(["sh", "-c", script], dict(os.environ), time.monotonic() + 1.5, log)
+    assert cut and gpu_run.status_of(rc, cut) == "cut" and time.monotonic() - t < 10
+    pid = int(child.read_text())
+    with pytest.raises(ProcessLookupError):  # the phase's own child (a server, say) went with it
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+    assert "started" in (tmp_path / "gpu_check.log").read_text()
+
+
+def test_a_phase_that_ends_in_time_reports_its_exit_code():
+    log = gpu_run.Log(Path(os.devnull))
+    rc, cut = gpu_run.run_phase([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), time.monotonic() + 60, log)
+    assert (rc, cut, gpu_run.status_of(rc, cut)) == (3, False, "failed")
+
+
+def test_the_log_keeps_its_cap_and_says_where_the_rest_went(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(gpu_run, "LOG_CAP", 100)
+    log = gpu_run.Log(tmp_path / "gpu_check.log")
+    for i in range(20):
+        log.line(f"line {i:02d} of the phase output")
+    text = (tmp_path / "gpu_check.log").read_text()
+    assert "line 00" in text and "line 19" not in text and "went to stdout only" in text
+    assert "line 19" in capsys.readouterr().out
+
+
+def test_a_result_file_over_the_cap_keeps_its_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_run, "FILE_CAP", 4096)
+    (tmp_path / "gpu_check.log").write_bytes(b"x" * 10_000 + b"the end\n")
+    gpu_run.cap_files(tmp_path)
+    data = (tmp_path / "gpu_check.log").read_bytes()
+    assert len(data) <= 4096 and data.endswith(b"the end\n")
+
+
+def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
+    (tmp_path / "identity.json").write_text(json.dumps({"identical_pages": 2, "pages": [{}, {}], "complete": False}))
+    report = gpu_run.Report(plan=dict(gpu_run.GPU_PLAN), args={},
+                            phases=[gpu_run.PhaseResult("identity", 90, status="cut", wall_s=90.0)])
+    lines = gpu_run.summary(tmp_path, report)
+    assert lines[0].startswith("identity  cut") and "2/2 pages identical (partial)" in lines[1] and lines[-1] == "bench: no figures"
+
+
+SERVER_PYPROJECT = """
+[project]
+name = "ocr-server"
+dependencies = ["torch>=2.4", "transformers>=5.23,<6", "fastapi>=0.115", "uvicorn[standard]>=0.30"]
+"""
+
+
+def test_the_machine_resolves_the_servers_requirements_with_transformers_pinned_to_the_packed_one():
+    roots = [r for r in gpu_wheels.server_roots(SERVER_PYPROJECT) if gpu_wheels.requirement_name(r) != "torch"]
+    pins = gpu_wheels.constraints("Transformers==5.25.0\n-e git+https://x#egg=y\nocr-server @ file:///src\nfastapi==0.165.0\n")
+    assert pins == ["Transformers==5.25.0", "fastapi==0.165.0"]
+    assert gpu_wheels.pinned_roots(roots, gpu_wheels.versions_of(pins)) == [
+        "transformers==5.25.0", "fastapi>=0.115", "uvicorn[standard]>=0.30", "httpx"]
+
+
+def test_wheels_are_downloaded_for_the_named_python_on_manylinux_x86_64_only():
+    cmd = gpu_wheels.download_command("py", "3.12", Path("/w"), ["fastapi>=0.115"], Path("/w/c.txt"))
+    assert cmd[cmd.index("--python-version") + 1] == "3.12" and "--only-binary=:all:" in cmd
+    platforms = {cmd[i + 1] for i, a in enumerate(cmd) if a == "--platform"}
+    assert {"manylinux_2_17_x86_64", "manylinux_2_28_x86_64", "manylinux2014_x86_64"} <= platforms
+    assert all(p.endswith("x86_64") for p in platforms)
+    assert gpu_wheels.wheel_name("pydantic_core-2.50.5-cp312-cp312-manylinux2014_x86_64.whl") == "pydantic-core"
