@@ -67,7 +67,7 @@ def requests_for(kind: str, kube, stored: dict[int, dict]):
         return lambda i: kube.merge_patch("OcrService", NAMESPACE, f"cost-{i}",
                                           {"status": {"gpuUtilization": f"{time.time():.6f}/4"}}, subresource="status")
     if kind == "event":  # the body the operator posts
-        from ocr_operator.status import post_event
+        from ocr_operator.runtime.events import post_event
 
         return lambda i: post_event(kube, stored.get(i) or {"metadata": {"name": f"cost-{i}", "namespace": NAMESPACE}},
                                     "Normal", "RolloutStarted", "cost", dt.datetime.now(dt.timezone.utc))
@@ -77,9 +77,9 @@ def requests_for(kind: str, kube, stored: dict[int, dict]):
 async def measure(kubeconfig: Path, pids: dict[str, int], count: int, kinds: list[str]) -> dict:
     from lightkube.config.kubeconfig import KubeConfig
 
-    from ocr_operator.kube import Kube
+    from ocr_operator import wiring
 
-    kube = Kube(KubeConfig.from_file(str(kubeconfig)))
+    kube = wiring.client(KubeConfig.from_file(str(kubeconfig)))
     gate = asyncio.Semaphore(IN_FLIGHT)
     stored: dict[int, dict] = {}
     out = {}

@@ -13,7 +13,7 @@ server one after the other:
 2. loop: a plain client (httpx, asyncio) sends every page to /v1/ocr, parallelism x concurrency at
    once, as a user's own script would, marked `X-Request-Class: batch` like the worker's pages (the
    server keeps the same slots from both, so the two differ only by the worker);
-3. batch: the OcrBatch worker (`python -m ocr_operator.batch`, one process per index, as the Job's
+3. batch: the OcrBatch worker (`python -m ocr_batch_worker`, one process per index, as the Job's
    pods run it) over the same folder into an empty output, timed from the first worker's start to
    the last one's exit (start-up and result writing included);
 4. during: the batch again into another empty output, with the interactive probes sent one at a
@@ -170,7 +170,7 @@ def run_batch(url: str, folder: Path, out: Path, args: argparse.Namespace) -> fl
               "options": {"mode": "free", "maxNewTokens": args.new_tokens}, "parallelism": args.parallelism,
               "concurrencyPerWorker": args.concurrency, "progressIntervalSeconds": 5}
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "ocr_operator.batch"], cwd=ROOT, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-m", "ocr_batch_worker"], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT,
                               env={**os.environ, "BATCH_CONFIG": json.dumps(config), "JOB_COMPLETION_INDEX": str(i)})
              for i in range(args.parallelism)]

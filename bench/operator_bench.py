@@ -219,8 +219,8 @@ def summary(values: list[float]) -> dict:
 def floor_children(name: str, namespace: str, owner: dict | None = None) -> list[dict]:
     """What the operator would write for `name`, rendered by its own code: without an owner,
     or owned by `owner` (the stored OcrService: metadata.name, namespace and uid)."""
-    from ocr_operator import revisions
-    from ocr_operator.render import render_all
+    from ocr_operator.ocrservice import revisions
+    from ocr_operator.ocrservice.render import render_all
     from ocr_operator.spec import parse
 
     body = owner or {**manifest(name), "metadata": {"name": name, "namespace": namespace, "uid": f"floor-{name}"}}
@@ -293,14 +293,14 @@ def measure_floor(cluster, names: list[str], timeout: float) -> dict:
 
     from lightkube.config.kubeconfig import KubeConfig
 
-    from ocr_operator.kube import Kube
+    from ocr_operator import wiring
 
     watcher = fresh_floor_namespace(cluster, names)
     started: dict[str, float] = {}  # an object's first write
     rendered = {n: floor_children(n, FLOOR_NAMESPACE) for n in names}
 
     async def write_all() -> int:
-        kube = Kube(KubeConfig.from_file(str(cluster.kubeconfig)))
+        kube = wiring.client(KubeConfig.from_file(str(cluster.kubeconfig)))
         gate = asyncio.Semaphore(CLIENT_THREADS)
 
         async def one(name: str) -> None:
@@ -346,13 +346,13 @@ def measure_api_floor(cluster, names: list[str], timeout: float, settle: float =
 
     from lightkube.config.kubeconfig import KubeConfig
 
-    from ocr_operator.kube import Kube
-    from ocr_operator.status import post_event
+    from ocr_operator import wiring
+    from ocr_operator.runtime.events import post_event
 
     watcher = fresh_floor_namespace(cluster, names)
 
     async def write_all() -> int:
-        kube = Kube(KubeConfig.from_file(str(cluster.kubeconfig)))
+        kube = wiring.client(KubeConfig.from_file(str(cluster.kubeconfig)))
         creates, gate = asyncio.Semaphore(CLIENT_THREADS), asyncio.Semaphore(CLIENT_THREADS)
         deadline = time.monotonic() + timeout
 

@@ -4,7 +4,7 @@
 charts/causalflow-ocr/files/prometheus-rules.yaml is the source: the chart ships it as a
 PrometheusRule, promtool checks and unit-tests it. The operator renders the same alerts for one
 OcrService (spec.monitoring.prometheusRule) and must carry them inside its Python package (its image
-holds no chart), so operator/ocr_operator/render/prometheus-rules.yaml is a generated copy; the
+holds no chart), so operator/ocr_operator/ocrservice/render/prometheus-rules.yaml is a generated copy; the
 source's header says so, and the copy, being byte for byte, says it too. Run this after editing the
 source; `--check` exits 1 when the copy is stale (tests/docs/test_alert_rules_sync.py makes the
 same check).
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "charts" / "causalflow-ocr" / "files" / "prometheus-rules.yaml"
-COPY = ROOT / "operator" / "ocr_operator" / "render" / "prometheus-rules.yaml"
+COPY = ROOT / "operator" / "ocr_operator" / "ocrservice" / "render" / "prometheus-rules.yaml"
 
 
 def main() -> int:

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import kopf
 
-from . import leader
+from ocr_operator.runtime import leader
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -135,11 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers:
         os.environ["OCR_OPERATOR_WORKERS"] = str(args.workers)
     configure_logging(args.log_level)
-    from . import handlers  # (registers the handlers)
+    from ocr_operator import handlers  # (registers the handlers)
 
     handlers.STATE.namespaces = list(args.namespace) or None
     if args.metrics_port:
-        from .metrics import METRICS
+        from ocr_operator.metrics import METRICS
 
         METRICS.serve(args.metrics_port, args.metrics_host)
     if args.election is None:
@@ -150,11 +150,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_operator(args: argparse.Namespace) -> None:
     """kopf with the handlers: the watches, the controller, the reconciles; until SIGTERM/SIGINT."""
-    from . import handlers
-    from .rescan import new_insights
+    from ocr_operator import handlers
+    from ocr_operator.runtime.discovery import new_insights
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
-    handlers.STATE.insights = new_insights()  # shared with kopf, so the controller can ask it to rescan
+    handlers.STATE.insights = new_insights()  # shared with kopf, so discovery can ask it to rescan
     kopf.run(
         insights=handlers.STATE.insights,
         standalone=True,
@@ -175,11 +175,12 @@ def _exit_lost() -> None:
 def run_elected(args: argparse.Namespace, cfg: leader.ElectionConfig) -> int:
     """Stand by (serving /healthz) until this process holds the Lease, then run the operator;
     on SIGTERM release the Lease after the reconciles stopped, so a standby takes over at once."""
-    from .election import Elector, StandbyHealth
+    from ocr_operator.labels import IDENTITY
+    from ocr_operator.runtime.election import Elector, StandbyHealth
 
     stopping = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stopping.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    elector = Elector(cfg, on_lost=_exit_lost).start()
+    elector = Elector(cfg, on_lost=_exit_lost, identity=IDENTITY).start()
     health = StandbyHealth(args.liveness_host, args.liveness_port, elector.health).start() if args.liveness_port else None
     log.info("leader election: %s standing by for lease %s/%s (duration %d s, renew deadline %.1f s, "
              "retry %.1f s)", cfg.identity, cfg.namespace, cfg.name, cfg.lease_duration, cfg.renew_deadline,

@@ -1,40 +1,42 @@
-"""Thin kopf wiring: watch streams feed the controller's cache and work queue; nothing else.
+"""Thin kopf wiring: watch streams feed the runtime's cache and the controllers' queues; nothing else.
 
-No change handlers, timers or daemons on the OcrService: they would store kopf state in
-annotations or add a finalizer. `@kopf.on.event` handlers write nothing; the reconcile
-(reconcile.py) is the only place that decides and writes. The handlers are `async`, so kopf
-runs them on the event loop's thread, the only thread that touches the queue and the caches.
-The children's watches come from the one table of kinds (children.py).
+No change handlers, timers or daemons on the custom resources: they would store kopf state in
+annotations or add a finalizer. `@kopf.on.event` handlers write nothing; the reconciles
+(ocrservice/, ocrbatch/) are the only places that decide and write. The handlers are `async`,
+so kopf runs them on the event loop's thread, the only thread that touches the queues and the
+caches. The children's watches come from the controllers' tables of kinds (wiring.WATCHED).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from typing import Mapping
 
 import kopf
 
-from . import children, naming, settings as operator_settings
-from .batch import controller as batch_controller
-from .batch.render import LABEL_BATCH
-from .controller import Controller
-from .kube import Kube
-from .metrics import METRICS
-from .rescan import KopfRescan
-from .spec import GROUP, PLURAL, VERSION
+from ocr_operator import settings as operator_settings
+from ocr_operator import wiring
+from ocr_operator.labels import MANAGED_SELECTOR
+from ocr_operator.metrics import METRICS
+from ocr_operator.ocrbatch.kinds import OCRBATCH
+from ocr_operator.ocrservice.children import OCRSERVICE
+from ocr_operator.runtime.controller import Controller, Runtime
+from ocr_operator.runtime.discovery import rescan
 
 log = logging.getLogger(__name__)
 
-MANAGED = {naming.LABEL_MANAGED_BY: naming.FIELD_MANAGER}
+MANAGED = dict([MANAGED_SELECTOR.split("=", 1)])
 
 
 class _State:
-    controller: Controller | None = None
-    batches: batch_controller.BatchController | None = None
+    runtime: Runtime | None = None
+    services: Controller | None = None
+    batches: Controller | None = None
     namespaces: list[str] | None = None  # set by __main__; None = every namespace
-    insights: object | None = None  # kopf's served-resources view, set by __main__ (rescan.py)
+    insights: object | None = None  # kopf's served-resources view, set by __main__ (runtime/discovery.py)
 
 
 STATE = _State()
@@ -62,69 +64,53 @@ def login(**kwargs):
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, **_):
     operator_settings.configure(settings)
-    settings.watching.label_selectors["batch", "v1", "jobs"] = operator_settings.MANAGED_SELECTOR
     workers = int(os.environ.get("OCR_OPERATOR_WORKERS", "8"))
-    rescan = KopfRescan(STATE.insights, settings).rescan if STATE.insights is not None else None
-    STATE.controller = Controller(Kube(), workers=workers, namespaces=STATE.namespaces, rescan=rescan)
-    METRICS.state.controller = STATE.controller
-    await STATE.controller.start()
-    STATE.batches = batch_controller.BatchController(STATE.controller.kube, STATE.controller)
-    STATE.batches.start()
+    insights = STATE.insights
+    STATE.runtime, STATE.services, STATE.batches = wiring.build(
+        wiring.client(), workers=workers, namespaces=STATE.namespaces,
+        rescan=functools.partial(rescan, insights, settings) if insights is not None else None)
+    METRICS.state.controller = STATE.services
+    await STATE.runtime.start()
 
 
 @kopf.on.cleanup()
 async def cleanup(**_):
-    if STATE.batches is not None:
-        await STATE.batches.stop()
-    if STATE.controller is not None:
-        await STATE.controller.stop()
+    if STATE.runtime is not None:
+        await STATE.runtime.stop()
 
 
 @kopf.on.probe(id="reconciles")
 def probe_reconciles(**_):
-    c = STATE.controller
-    if c is None:
+    rt, c = STATE.runtime, STATE.services
+    if rt is None or c is None:
         return None
     return {"objects": len(c.cache), "reconciles": c.reconciles, "writes": c.writes,
-            "requests": c.kube.requests, "queued": len(c.queue), "queue_adds": c.queue.adds,
-            "child_events": c.child_events, "child_wakes": c.child_wakes,
-            "events_posted": c.recorder.posted, "events_aggregated": c.recorder.aggregated,
-            "events_dropped": c.recorder.dropped, "requests_by": dict(c.kube.by_request)}
+            "requests": rt.kube.requests, "queued": len(c.queue), "queue_adds": c.queue.adds,
+            "child_events": rt.child_events, "child_wakes": rt.child_wakes,
+            "events_posted": rt.recorder.posted, "events_aggregated": rt.recorder.aggregated,
+            "events_dropped": rt.recorder.dropped, "requests_by": dict(rt.kube.by_request)}
 
 
-@kopf.on.event(GROUP, VERSION, PLURAL)
+@kopf.on.event(OCRSERVICE.group, OCRSERVICE.version, OCRSERVICE.plural)
 async def ocrservice_event(event, **_):
-    if STATE.controller is not None:
-        STATE.controller.ocrservice_event(event.get("type"), event["object"])
+    if STATE.services is not None:
+        STATE.services.owner_event(event.get("type"), event["object"])
+
+
+@kopf.on.event(OCRBATCH.group, OCRBATCH.version, OCRBATCH.plural)
+async def ocrbatch_event(event, **_):
+    if STATE.batches is not None:
+        STATE.batches.owner_event(event.get("type"), event["object"])
 
 
 def _child_handler(kind: str):
     async def child_event(event, **_):
-        if STATE.controller is not None:
-            STATE.controller.child_event(kind, event.get("type"), event["object"])
+        if STATE.runtime is not None:
+            STATE.runtime.child_event(kind, event.get("type"), event["object"])
     return child_event
 
 
-for _kind in children.watched():
-    kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=MANAGED,
+# The kinds the operator applies are watched whole (every taken name); pods and Jobs by label.
+for _kind in wiring.WATCHED:
+    kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=None if _kind.owned else MANAGED,
                   id=f"wake-owner-{_kind.plural}")(_child_handler(_kind.kind))
-
-
-# OcrBatches (batch/controller.py): the batches, their Jobs and their worker pods (the same
-# label-filtered pod watch as above; the workers carry LABEL_BATCH).
-@kopf.on.event("ocr.causalflow.dev", "v1alpha1", "ocrbatches")
-async def ocrbatch_event(event, **_):
-    if STATE.batches is not None:
-        STATE.batches.batch_event(event.get("type"), event["object"])
-
-
-@kopf.on.event("batch", "v1", "jobs", labels={LABEL_BATCH: kopf.PRESENT}, id="wake-batch-jobs")
-async def batch_job_event(event, **_):
-    if STATE.batches is not None:
-        STATE.batches.job_event(event.get("type"), event["object"])
-
-
-@kopf.on.event("", "v1", "pods", labels={LABEL_BATCH: kopf.PRESENT}, id="wake-batch-pods")
-async def batch_pod_event(event, **_):
-    if STATE.batches is not None:
-        STATE.batches.pod_event(event.get("type"), event["object"])

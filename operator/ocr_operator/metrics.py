@@ -22,7 +22,7 @@ declared here (NAMES):
   ocr_operator_api_requests_total{method,resource}   requests the operator sent to the API server (client-go's
                                                      rest_client_requests_total): PATCH ocrservices/status, POST events, ...
 
-The by-state gauges are computed at scrape time from the controller's watch-fed cache, so they
+The by-state gauges are computed at scrape time from the OcrService controller's cache, so they
 cost nothing between scrapes and never drift from what the operator sees. Only the event loop's
 thread mutates the cache; a scrape reads a snapshot of it (dict copies) and tolerates a
 concurrent change by retrying once.
@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .controller import Controller
+    from ocr_operator.runtime.controller import Controller
 
 # Reconciles read a cache and usually write nothing: milliseconds; a first apply of every child
 # over a slow API server can take seconds.

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import kopf
 
-from . import children, naming
+from ocr_operator.labels import KOPF_PREFIX, MANAGED_SELECTOR, PREFIX
+from ocr_operator.wiring import WATCHED
 
-# Children whose watch streams wake the owner's reconcile; filtered server-side by label.
-CHILD_RESOURCES = tuple((k.group, k.version, k.plural) for k in children.watched())
-MANAGED_SELECTOR = f"{naming.LABEL_MANAGED_BY}={naming.FIELD_MANAGER}"
+# Watched kinds the operator does not apply (pods, Jobs): their streams are filtered server-side
+# by the managed-by label. The kinds it applies are watched unfiltered (runtime/cache.py: the
+# cache knows every taken name, so the apply's ownership check asks nothing).
+LABEL_FILTERED = tuple((k.group, k.version, k.plural) for k in WATCHED if not k.owned)
+UNFILTERED = tuple((k.group, k.version, k.plural) for k in WATCHED if k.owned)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -28,16 +31,16 @@ class NoDiffBase(kopf.DiffBaseStorage):
 def configure(settings: kopf.OperatorSettings) -> None:
     # Persistence in annotations under our own prefix (kopf ignores it in diffs). We use no
     # change handlers, so nothing is stored in practice; fixed once so it never transitions.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.KOPF_PREFIX)
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=KOPF_PREFIX)
     # No diff base: without change handlers kopf never uses one, but its default still deep-copies
     # every watched body (pods and Deployments included) on every event to build it, about a
     # tenth of the operator's CPU under load.
     settings.persistence.diffbase_storage = NoDiffBase()
-    settings.persistence.finalizer = f"{naming.PREFIX}/kopf-finalizer"
+    settings.persistence.finalizer = f"{PREFIX}/kopf-finalizer"
     # No kopf peering (its KopfPeering CRDs and a keep-alive write every minute): what keeps a
-    # second replica from reconciling is our Lease (leader.py), taken before kopf even starts.
+    # second replica from reconciling is our Lease (runtime/leader.py), taken before kopf starts.
     settings.peering.standalone = True
-    # Our Events are posted by status.py on transitions only; kopf posts none.
+    # Our Events are posted by the runtime's recorder on transitions only; kopf posts none.
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -45,5 +48,5 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.reconnect_backoff = 1.0
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 10
-    for group, version, plural in CHILD_RESOURCES:
+    for group, version, plural in LABEL_FILTERED:
         settings.watching.label_selectors[group, version, plural] = MANAGED_SELECTOR

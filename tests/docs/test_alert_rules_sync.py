@@ -11,7 +11,7 @@ import yaml
 from tests.docs.pages import DOCS, ROOT, anchors
 
 SOURCE = ROOT / "charts" / "causalflow-ocr" / "files" / "prometheus-rules.yaml"
-COPY = ROOT / "operator" / "ocr_operator" / "render" / "prometheus-rules.yaml"
+COPY = ROOT / "operator" / "ocr_operator" / "ocrservice" / "render" / "prometheus-rules.yaml"
 SYNC = ROOT / "hack" / "sync-alert-rules.py"
 RUNBOOKS = DOCS / "operations" / "runbooks.md"
 REPOSITORY = "https://github.com/causalflow/causalflow-ocr/blob/main/"
@@ -33,7 +33,7 @@ def test_the_operators_copy_is_generated_from_the_charts_rule_file():
 
 def test_the_rule_file_says_which_file_is_the_source_and_how_the_copy_is_made():
     header = SOURCE.read_text().split("groups:", 1)[0]
-    for name in ("charts/causalflow-ocr/files/prometheus-rules.yaml", "operator/ocr_operator/render/prometheus-rules.yaml",
+    for name in ("charts/causalflow-ocr/files/prometheus-rules.yaml", "operator/ocr_operator/ocrservice/render/prometheus-rules.yaml",
                  "hack/sync-alert-rules.py", "do not edit the copy"):
         assert name in " ".join(line.lstrip("# ") for line in header.splitlines()), name
 

@@ -18,7 +18,7 @@ import yaml
 
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
-from ocr_operator.batch import callback
+from ocr_operator.ocrbatch import callback
 from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig
 

@@ -39,7 +39,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.realnode import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
-from ocr_operator.batch import callback, render
+from ocr_operator.ocrbatch import callback, render
 from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret

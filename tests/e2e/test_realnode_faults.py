@@ -34,7 +34,7 @@ import pytest
 from localcluster.operator_process import OperatorProcess
 from localcluster.realnode import NODE_NAME
 from localcluster.waiting import wait_for
-from ocr_operator.render.deployment import CONTAINER, PRESTOP_SLEEP_SECONDS
+from ocr_operator.ocrservice.render.deployment import CONTAINER, PRESTOP_SLEEP_SECONDS
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
 from tests.e2e.realnode_fixtures import (OcrClient, pod_ready, real_ocrservice, server_pods, service_client,
                                          tiny_model_claim)

@@ -36,8 +36,8 @@ import yaml
 
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
-from ocr_operator import naming
-from ocr_operator.quality import parse_records
+from ocr_operator.ocrservice import naming
+from ocr_operator.ocrservice.rollout.verdict import parse_records
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
 from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, REPO, SteadyClient, pod_ready, real_ocrservice,
                                          server_pods, service_client, tiny_model_claim)

@@ -18,7 +18,7 @@ import yaml
 from localcluster.realnode import NODE_IP, NODE_NAME, NODE_SELECTOR, TOLERATION
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
-from ocr_operator.batch.s3 import S3Store
+from ocr_batch_worker.s3 import S3Store
 
 pytestmark = pytest.mark.realnode
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocr_operator.rollout import RolloutStatus
+from ocr_operator.ocrservice.rollout import RolloutStatus
 from ocr_server.runtime.metrics import CPU_METRIC_NAMES, GPU_METRIC_NAMES, Metrics
 from tests.unit.chart.helm import by_kind, template
 from tests.monitoring.common import CHART, DASHBOARD, KSM_CONFIG, alert_rules

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from ocr_operator.render import prometheusrule, render_all
+from ocr_operator.ocrservice.render import prometheusrule, render_all
 from tests.monitoring.common import RULES, alert_rules, binary
 from tests.unit.operator.helpers import owner, parsed
 

@@ -1,4 +1,4 @@
-"""The OcrBatch worker (`python -m ocr_operator.batch`) as real processes against a real server.
+"""The OcrBatch worker (`python -m ocr_batch_worker`) as real processes against a real server.
 
 One server (the tiny model, 2 new tokens, a batch-shedding threshold of 1 waiting request) and a
 folder of mixed documents: a 12-page PDF, a PNG, a 2-page TIFF, an OpenAI batch file, and bad
@@ -71,7 +71,7 @@ def requests_by_status(url: str) -> dict[tuple[str, str], float]:
 def run_indices(config: dict, shards: int) -> tuple[list[int], float]:
     """Every index of the batch as its own worker process, side by side; (exit codes, seconds)."""
     start = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-m", "ocr_operator.batch"], cwd=ROOT, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-m", "ocr_batch_worker"], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT,
                               env={**os.environ, "BATCH_CONFIG": json.dumps(config), "JOB_COMPLETION_INDEX": str(i)})
              for i in range(shards)]

@@ -35,7 +35,7 @@ import yaml
 
 from ocr_operator.api.ocrservice import FIELD_FOR_ENV
 from ocr_operator import spec as spec_mod
-from ocr_operator.render import configmap, deployment
+from ocr_operator.ocrservice.render import configmap, deployment
 from ocr_limits import SERVER_SETTINGS, SETTINGS
 from ocr_limits.settings import MODEL_REVISION
 from ocr_operator.api.ocrservice import server_config

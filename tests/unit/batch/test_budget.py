@@ -1,8 +1,8 @@
-"""The bound on the bytes of documents a worker holds at once (ocr_operator.batch.budget)."""
+"""The bound on the bytes of documents a worker holds at once (ocr_batch_worker.budget)."""
 
 import asyncio
 
-from ocr_operator.batch.budget import ByteBudget
+from ocr_batch_worker.budget import ByteBudget
 
 
 def test_documents_wait_while_their_bytes_do_not_fit_and_go_in_as_bytes_free():

@@ -1,10 +1,10 @@
-"""The completion webhook (ocr_operator.batch.callback): signature, retries, one delivery."""
+"""The completion webhook (ocr_operator.ocrbatch.callback): signature, retries, one delivery."""
 
 import asyncio
 import datetime as dt
 import json
 
-from ocr_operator.batch import callback
+from ocr_operator.ocrbatch import callback
 
 BATCH = {"metadata": {"namespace": "ocr", "name": "archive", "uid": "u-1"},
          "spec": {"service": "invoices", "output": {"pvc": {"claimName": "results", "path": "/"}}},

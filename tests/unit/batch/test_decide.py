@@ -1,9 +1,9 @@
-"""The OcrBatch controller's decisions (ocr_operator.batch.decide): preflight, phase, progress, callback."""
+"""The OcrBatch controller's decisions (ocr_operator.ocrbatch.decide): preflight, phase, progress, callback."""
 
 import json
 
-from ocr_operator.batch import decide
-from ocr_operator.batch.progress import Progress, summarize
+from ocr_operator.ocrbatch import decide
+from ocr_batch_worker.progress import Progress, summarize
 
 SERVICE = {"metadata": {"name": "invoices"}, "spec": {}}
 ENDPOINT = {"spec": {"clusterIP": "10.96.0.7", "ports": [{"port": 8080}]}}

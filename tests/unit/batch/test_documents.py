@@ -1,4 +1,4 @@
-"""What a document is and the requests it becomes (ocr_operator.batch.documents)."""
+"""What a document is and the requests it becomes (ocr_batch_worker.documents)."""
 
 import io
 import json
@@ -7,7 +7,7 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from ocr_operator.batch.documents import CHAT, DocumentError, kind_of, split
+from ocr_batch_worker.documents import CHAT, DocumentError, kind_of, split
 from tests.server import samples
 
 

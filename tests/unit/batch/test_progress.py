@@ -1,8 +1,8 @@
-"""An index's progress report and when it is written (ocr_operator.batch.progress)."""
+"""An index's progress report and when it is written (ocr_batch_worker.progress)."""
 
 import json
 
-from ocr_operator.batch.progress import Progress, due, duration, summarize
+from ocr_batch_worker.progress import Progress, due, duration, summarize
 
 
 def test_the_first_report_is_due_at_once_then_at_most_one_per_interval():

@@ -1,8 +1,9 @@
-"""The objects an OcrBatch runs as (ocr_operator.batch.render): the workers' ConfigMap and Indexed Job."""
+"""The objects an OcrBatch runs as (ocr_operator.ocrbatch.render): the workers' ConfigMap and Indexed Job."""
 
 import json
 
-from ocr_operator.batch import config, render
+from ocr_batch_worker import config
+from ocr_operator.ocrbatch import render
 
 SETTINGS = render.WorkerSettings(image="registry.example/ocr-operator:1", progress_interval=5)
 
@@ -54,7 +55,7 @@ def test_the_job_is_indexed_one_index_per_shard_with_per_index_retries():
 def test_the_worker_runs_the_operator_image_restricted_with_memory_for_two_documents():
     pod = render.render_job(batch(), SETTINGS)["spec"]["template"]["spec"]
     [c] = pod["containers"]
-    assert (c["image"], c["command"]) == (SETTINGS.image, ["python", "-m", "ocr_operator.batch"])
+    assert (c["image"], c["command"]) == (SETTINGS.image, ["python", "-m", "ocr_batch_worker"])
     assert c["resources"]["limits"]["memory"] == "456Mi"  # 256 Mi + 2 x 100 Mi
     assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                                     "capabilities": {"drop": ["ALL"]}}

@@ -1,10 +1,10 @@
-"""What a batch writes for a document (ocr_operator.batch.results)."""
+"""What a batch writes for a document (ocr_batch_worker.results)."""
 
 import json
 
 import pytest
 
-from ocr_operator.batch import results
+from ocr_batch_worker import results
 
 ANSWER = {"pages": [{"page": 1, "text": "Hello", "raw": "Hello", "finished": True,
                      "blocks": [{"label": "text", "box": [1, 2, 3, 4], "boxes": [[1, 2, 3, 4]], "text": "Hello", "page": 1}],

@@ -1,8 +1,8 @@
-"""What the worker does with each answer of the OcrService (ocr_operator.batch.retry)."""
+"""What the worker does with each answer of the OcrService (ocr_batch_worker.retry)."""
 
 import pytest
 
-from ocr_operator.batch.retry import Done, Fatal, GiveUp, Retry, RetryPolicy, backoff, decide
+from ocr_batch_worker.retry import Done, Fatal, GiveUp, Retry, RetryPolicy, backoff, decide
 
 POLICY = RetryPolicy(max_retries=3, base_seconds=1, cap_seconds=8, max_retry_after=60, max_shed_wait=100)
 

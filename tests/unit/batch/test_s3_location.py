@@ -1,13 +1,13 @@
-"""The pure parts of the batch worker's S3 store (ocr_operator.batch.s3): the s3:// URL, the endpoint,
+"""The pure parts of the batch worker's S3 store (ocr_batch_worker.s3): the s3:// URL, the endpoint,
 the key, the size from a ranged GET's headers, and which error an S3 answer is."""
 
 from __future__ import annotations
 
 import pytest
 
-from ocr_operator.batch.s3 import (BucketNotFound, CredentialsRejected, InvalidS3Location, ObjectNotFound, S3Error,
+from ocr_batch_worker.s3 import (BucketNotFound, CredentialsRejected, InvalidS3Location, ObjectNotFound, S3Error,
                                    S3Location, check_endpoint, error_type, full_key, parse_s3_url, total_size)
-from ocr_operator.batch.storage import StoreError
+from ocr_batch_worker.storage import StoreError
 
 
 @pytest.mark.parametrize("url, location", [

@@ -1,4 +1,4 @@
-"""The OcrBatch preflight of an S3 input (batch.controller.s3_input_error) against a real versitygw:
+"""The OcrBatch preflight of an S3 input (ocrbatch.preflight.s3_input_error) against a real versitygw:
 what the credentials Secret holds is used as the workers would use it, before any Job starts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from localcluster.s3server import S3Server
-from ocr_operator.batch.controller import s3_input_error
+from ocr_operator.ocrbatch.preflight import s3_input_error
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The batch worker's S3 store (ocr_operator.batch.s3.S3Store) against a real S3 server: versitygw
+"""The batch worker's S3 store (ocr_batch_worker.s3.S3Store) against a real S3 server: versitygw
 with its POSIX backend (localcluster/s3server.py, built by `make versitygw`, cached by version).
 One server for the module, one bucket per test; no cluster."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from localcluster.ports import free_port
 from localcluster.s3server import S3Server
-from ocr_operator.batch.s3 import (BucketNotFound, CredentialsRejected, ObjectNotFound, PrefixNotFound, S3Store,
+from ocr_batch_worker.s3 import (BucketNotFound, CredentialsRejected, ObjectNotFound, PrefixNotFound, S3Store,
                                    S3Unreachable)
-from ocr_operator.batch.storage import ObjectTooLarge, Store, TooManyObjects
+from ocr_batch_worker.storage import ObjectTooLarge, Store, TooManyObjects
 
 
 @pytest.fixture(scope="module")

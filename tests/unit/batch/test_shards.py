@@ -1,8 +1,8 @@
-"""Which documents a Job index owns (ocr_operator.batch.shards)."""
+"""Which documents a Job index owns (ocr_batch_worker.shards)."""
 
 import pytest
 
-from ocr_operator.batch.shards import shard_of, take_shard
+from ocr_batch_worker.shards import shard_of, take_shard
 
 LISTING = [(f"docs/{i:03d}.pdf", i) for i in range(200)]
 

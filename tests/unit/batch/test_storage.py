@@ -1,10 +1,10 @@
-"""The filesystem Store, on a real directory (ocr_operator.batch.storage.FileStore)."""
+"""The filesystem Store, on a real directory (ocr_batch_worker.storage.FileStore)."""
 
 import os
 
 import pytest
 
-from ocr_operator.batch.storage import FileStore, ObjectTooLarge, Store, StoreError, TooManyObjects
+from ocr_batch_worker.storage import FileStore, ObjectTooLarge, Store, StoreError, TooManyObjects
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The worker as a real process (`python -m ocr_operator.batch`) where no server is needed: a
+"""The worker as a real process (`python -m ocr_batch_worker`) where no server is needed: a
 server that never answers, an output it cannot write, an input that is not there. The runs with a
 real server are tests/server/test_batch_worker.py."""
 
@@ -21,7 +21,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 64  # only sniffed here: no request is answ
 def run(tmp: Path, env: dict[str, str] | None = None, **config) -> subprocess.CompletedProcess:
     doc = {"serviceUrl": f"http://127.0.0.1:{free_port()}", "input": {"pvc": {"path": str(tmp / "in")}},
            "output": {"pvc": {"path": str(tmp / "out")}}, "maxRetries": 1, **config}
-    return subprocess.run([sys.executable, "-m", "ocr_operator.batch"], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ocr_batch_worker"], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env={**os.environ, "BATCH_CONFIG": json.dumps(doc), **(env or {})})
 
 

@@ -25,7 +25,7 @@ import yaml
 
 from localcluster.versions import K8S_VERSION
 from ocr_operator import spec as spec_mod
-from ocr_operator.render import render_all
+from ocr_operator.ocrservice.render import render_all
 from tests.unit.chart.helm import CHART, ROOT, template
 
 EXCEPTIONS = CHART / "ci" / "kube-score-exceptions.yaml"

@@ -1,5 +1,6 @@
-"""The chart's RBAC rules against the operator's one table of children (children.KINDS) and the
-OcrBatch controller's (batch/kinds.py).
+"""The chart's RBAC rules against the operator's tables of kinds: the OcrService's children
+(ocrservice/children.py), the OcrBatch controller's (ocrbatch/kinds.py) and the runtime's own
+(runtime/kinds.py: its Events and the leader-election Lease).
 
 Reads the rules straight from templates/_rbac_rules.tpl (plain YAML inside a `define`), so it
 needs no helm binary: a kind added to the table without a rule, or a verb granted that the
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from ocr_operator import children
-from ocr_operator.batch import kinds as batch_kinds
+from ocr_operator.ocrbatch import kinds as batch_kinds
+from ocr_operator.ocrservice import children
+from ocr_operator.runtime.kinds import EVENT, LEASE, rbac_rules
 
 RULES = Path(__file__).resolve().parents[3] / "charts" / "causalflow-ocr" / "templates" / "_rbac_rules.tpl"
 
@@ -50,17 +52,26 @@ def test_every_ocrbatch_kind_and_subresource_gets_exactly_the_verbs_the_batch_ta
         assert chart.get((group, resource)) == verbs, f"{group or 'core'}/{resource}: chart {sorted(chart.get((group, resource), ()))}, table {sorted(verbs)}"
 
 
-def test_the_chart_grants_nothing_beyond_the_tables_but_the_ocrservice_and_its_events():
-    own = {("ocr.causalflow.dev", "ocrservices"), ("ocr.causalflow.dev", "ocrservices/status"),
-           ("ocr.causalflow.dev", "ocrservices/finalizers"), ("", "events")}
+def test_the_events_the_runtime_posts_get_exactly_the_verbs_it_needs():
+    chart = granted(rules("causalflow-ocr.namespacedRules"))
+    assert chart[(EVENT.group, EVENT.plural)] == frozenset(EVENT.verbs)
+
+
+def test_the_chart_grants_nothing_beyond_the_tables_but_the_ocrservice_s_subresources():
+    own = {("ocr.causalflow.dev", "ocrservices/status"), ("ocr.causalflow.dev", "ocrservices/finalizers")}
     extra = (set(granted(rules("causalflow-ocr.namespacedRules"))) - set(children.rbac_rules())
-             - set(batch_kinds.rbac_rules()) - own)
-    assert not extra, f"rules without a kind in children.KINDS: {sorted(extra)}"
+             - set(batch_kinds.rbac_rules()) - set(rbac_rules([EVENT, children.OCRSERVICE])) - own)
+    assert not extra, f"rules without a kind in the tables: {sorted(extra)}"
+
+
+def test_the_ocrservice_itself_is_read_and_watched_only():
+    chart = granted(rules("causalflow-ocr.namespacedRules"))
+    assert chart[(children.OCRSERVICE.group, children.OCRSERVICE.plural)] == frozenset(children.OCRSERVICE.verbs)
 
 
 def test_leader_election_gets_exactly_the_verbs_the_lease_needs_and_get_update_only_on_its_own():
     rule_list = rules("causalflow-ocr.leaderElectionRules")
-    assert granted(rule_list) == children.leader_election_rules()
+    assert granted(rule_list) == rbac_rules([LEASE])
     for rule in rule_list:  # create cannot name an object; everything else names the one Lease
         assert rule["verbs"] == ["create"] or rule.get("resourceNames") == [RELEASE_NAME], rule
 
@@ -72,8 +83,18 @@ def test_no_wildcards_and_secrets_only_read_by_name():
             assert resource != "secrets" or verbs == {"get"}, verbs
 
 
-def test_the_watched_kinds_are_the_ones_kopf_is_told_to_filter_by_label():
-    from ocr_operator import settings
+def test_the_kinds_the_operator_applies_are_watched_whole_and_the_others_by_label():
+    """The cache knows every name taken in a namespace for the kinds the apply writes (its ownership
+    check asks nothing); pods and Jobs, which it never applies, are watched by the managed-by label."""
+    import kopf
 
-    assert set(settings.CHILD_RESOURCES) == {(k.group, k.version, k.plural) for k in children.watched()}
-    assert ("monitoring.coreos.com", "v1", "servicemonitors") in settings.CHILD_RESOURCES
+    from ocr_operator import settings, wiring
+
+    watched = {(k.group, k.version, k.plural) for k in wiring.WATCHED}
+    assert set(settings.UNFILTERED) | set(settings.LABEL_FILTERED) == watched
+    assert set(settings.LABEL_FILTERED) == {("", "v1", "pods"), ("batch", "v1", "jobs")}
+    assert ("monitoring.coreos.com", "v1", "servicemonitors") in settings.UNFILTERED
+    configured = kopf.OperatorSettings()
+    settings.configure(configured)
+    selected = {(sel.group, sel.version, sel.any_name) for sel in configured.watching.label_selectors}
+    assert selected == set(settings.LABEL_FILTERED)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import itertools
 from typing import Any
 
 from ocr_operator import spec as spec_mod
+from ocr_operator import wiring
+from ocr_operator.labels import IDENTITY
+from ocr_operator.ocrservice.reconcile import reconcile as reconcile_with
+from ocr_operator.runtime.cache import Store
+from ocr_operator.runtime.controller import Context, Result, Runtime
+from ocr_operator.runtime.jobs import Jobs
+from ocr_operator.runtime.kube import ApiError
 
 
 def owner(spec: dict[str, Any] | None = None, *, name: str = "ocr", namespace: str = "team-a",
@@ -30,13 +38,39 @@ def parsed(body: dict[str, Any]) -> spec_mod.OcrServiceSpec:
 _RV = itertools.count(500)
 
 
+def reconcile(kube: Any, owner: dict[str, Any], *, now: dt.datetime, store: Store | None = None,
+              status_hold: float = 0.0, jobs: Jobs | None = None,
+              available: frozenset[str] = frozenset()) -> Result:
+    """One OcrService reconcile on a runtime of `kube` and `store` (default: a cache that has
+    listed nothing, so every child is read once)."""
+    runtime = Runtime(kube, store if store is not None else wiring.store())
+    return reconcile_with(runtime, owner, Context(now=now, available=available, status_hold=status_hold, jobs=jobs))
+
+
 class ClusterKube:
-    """An API server holding objects by (kind, name); lists filter on labels, GETs do not."""
+    """An API server holding objects by (kind, name); lists filter on labels, GETs do not; a
+    create refuses a taken name, as the API server does."""
+
+    identity = IDENTITY
 
     def __init__(self, objects: dict[tuple[str, str], dict] | None = None):
         self.objects = {k: copy.deepcopy(v) for k, v in (objects or {}).items()}
         self.calls: list[tuple[str, str, str]] = []
         self.status: dict | None = None
+
+    async def create(self, kind, namespace, body):
+        key = (kind, body["metadata"]["name"])
+        self.calls.append(("create", *key))
+        if key in self.objects:
+            raise ApiError(409, "AlreadyExists", f"{kind} {key[1]} already exists")
+        out = copy.deepcopy(body)
+        out["metadata"]["resourceVersion"] = f"rv-{next(_RV)}"
+        self.objects[key] = out
+        return copy.deepcopy(out)
+
+    async def delete(self, kind, namespace, name, *, uid=None):
+        self.calls.append(("delete", kind, name))
+        self.objects.pop((kind, name), None)
 
     async def apply(self, body, *, manager="x", force=True, subresource=None):
         key = (body["kind"], body["metadata"]["name"])

@@ -1,8 +1,9 @@
 """A same-named object the OcrService does not control is never applied, adopted or read as its own.
 
-The start-up list and the watches select children by the managed-by label, so an object of
-someone else with a child's name is invisible to the cache: these tests give the reconcile a
-cache primed like the controller's and an API that holds such an object.
+The kinds the operator applies are listed and watched unfiltered, so the cache knows an object
+of someone else with a child's name (as a stub of its metadata) and the apply's ownership check
+asks nothing: these tests give the reconcile a cache primed like the runtime's and an API that
+holds such an object.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import asyncio
 import datetime as dt
 import json
 
-from ocr_operator import children, naming
-from ocr_operator import plan as P
-from ocr_operator.cache import Store
-from ocr_operator.reconcile import reconcile
-from ocr_operator.render import render_all
+from ocr_operator import labels, wiring
+from ocr_operator.ocrservice import children, naming
+from ocr_operator.runtime import plan as P
+from ocr_operator.runtime.cache import Store
+from .helpers import reconcile
+from ocr_operator.ocrservice.render import render_all
 
 from .helpers import ClusterKube, owner, parsed
 
@@ -28,11 +30,11 @@ def run(coro):
 
 
 def primed_store(kube: ClusterKube) -> Store:
-    """The cache as the controller primes it: one label-selected list per watched kind."""
-    store = Store()
-    selector = f"{naming.LABEL_MANAGED_BY}={naming.FIELD_MANAGER}"
+    """The cache as the runtime primes it: one list per watched kind, the applied kinds unfiltered."""
+    store = wiring.store()
     for kind in children.watched():
-        store.mark_listed(kind.kind, "team-a", run(kube.list(kind.kind, "team-a", selector)))
+        store.mark_listed(kind.kind, "team-a", run(kube.list(kind.kind, "team-a",
+                                                             None if kind.owned else labels.MANAGED_SELECTOR)))
     kube.calls.clear()
     return store
 
@@ -101,7 +103,8 @@ def test_once_the_users_object_is_gone_the_child_is_created():
     store = primed_store(kube)
     body = owner({"replicas": 1})
     run(reconcile(kube, body, now=NOW, store=store))
-    del kube.objects[("Service", "ocr")]  # no watch event: the user's Service never carried our label
+    del kube.objects[("Service", "ocr")]
+    store.apply_event("DELETED", users_service())  # the unfiltered watch of Services tells it
     run(reconcile(kube, {**body, "status": kube.status}, now=NOW, store=store))
     assert ("Service", "ocr") in applied(kube)
 
@@ -117,7 +120,7 @@ def test_a_users_revisions_configmap_is_not_read_as_the_revision_history():
     # The desired revision failed and was rolled back to "evil", the last good one by the status.
     body["status"] = {"rollout": {"phase": "RolledBack", "currentRevision": "evil", "lastGoodRevision": "evil",
                                   "failedRevision": desired, "failedReason": "OOMKilled"}}
-    run(reconcile(kube, body, now=NOW, store=Store()))  # nothing listed: the snapshot GETs every child
+    run(reconcile(kube, body, now=NOW, store=wiring.store()))  # nothing listed: the snapshot GETs every child
     dep = kube.objects[("Deployment", "ocr")]
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] != "attacker/image:1"
     assert kube.objects[("ConfigMap", "ocr-revisions")] == users
@@ -129,16 +132,23 @@ def test_a_users_deployment_is_not_read_as_the_rollouts_deployment():
                           "generation": 1},
              "spec": {"replicas": 4}, "status": {"observedGeneration": 1, "replicas": 4, "readyReplicas": 4}}
     kube = ClusterKube({("Deployment", "ocr"): users})
-    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=Store()))
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=wiring.store()))
     assert kube.status["readyReplicas"] == 0 and kube.status["replicas"] == 0
 
 
-def test_a_create_the_cache_cannot_vouch_for_costs_one_get_and_no_list():
+def test_the_ownership_checks_of_a_new_objects_children_cost_no_request():
     kube = ClusterKube()
     run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=primed_store(kube)))
-    gets = [(kind, name) for verb, kind, name in kube.calls if verb == "get"]
-    assert sorted(gets) == sorted(applied(kube))
-    assert not [c for c in kube.calls if c[0] == "list"]
+    assert applied(kube) and {verb for verb, _, _ in kube.calls} == {"apply", "patch"}  # no GET, no LIST
+
+
+def test_a_users_object_that_appears_after_the_list_is_told_by_its_watch_event_and_left_alone():
+    kube = ClusterKube()
+    store = primed_store(kube)
+    kube.objects[("Service", "ocr")] = users_service()
+    store.apply_event("ADDED", users_service())  # the unfiltered watch of Services delivers it
+    run(reconcile(kube, owner({"replicas": 1}), now=NOW, store=store))
+    assert ("Service", "ocr") not in applied(kube) and kube.objects[("Service", "ocr")] == users_service()
 
 
 def test_an_owner_reference_to_us_that_is_not_the_controller_is_not_control():

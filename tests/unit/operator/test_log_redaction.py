@@ -7,8 +7,8 @@ import copy
 import logging
 import time
 
-from ocr_operator import plan as P
-from ocr_operator.controller import Controller
+from ocr_operator import wiring
+from ocr_operator.runtime import drift as D
 
 from .helpers import ClusterKube, owner
 
@@ -22,8 +22,8 @@ def test_a_drifted_env_value_is_logged_by_name_with_its_values_redacted(caplog):
 
     async def go():
         kube = ClusterKube()
-        c = Controller(kube)
-        c._optional_checked = time.monotonic()  # no discovery requests
+        runtime, c, _ = wiring.build(kube)
+        runtime.discovery.checked = time.monotonic()  # no discovery requests
         c.cache[key] = body
         await c._run(key)  # creates the children
         dep = copy.deepcopy(c.store.get(("Deployment", "team-a", "ocr")))
@@ -34,20 +34,19 @@ def test_a_drifted_env_value_is_logged_by_name_with_its_values_redacted(caplog):
         caplog.clear()
         with caplog.at_level(logging.DEBUG, logger="ocr_operator"):
             await c._run(key)
-        for timer in c.timers.values():
-            timer[1].cancel()
+        c.timers.cancel_all()
 
     asyncio.new_event_loop().run_until_complete(go())
     assert SECRET not in caplog.text and OTHER not in caplog.text
     drift = [r.getMessage() for r in caplog.records if "drift" in r.getMessage()]
-    assert drift and "HF_TOKEN" in drift[0] and P.REDACTED in drift[0], caplog.text
+    assert drift and "HF_TOKEN" in drift[0] and D.REDACTED in drift[0], caplog.text
 
 
 def test_a_drift_diff_of_an_env_value_names_the_variable_but_not_the_values():
-    diffs = P.subset_diff({"env": [{"name": "API_TOKEN", "value": "s3cret"}]},
+    diffs = D.subset_diff({"env": [{"name": "API_TOKEN", "value": "s3cret"}]},
                           {"env": [{"name": "API_TOKEN", "value": "leaked"}]})
-    assert diffs == [f".env[name=API_TOKEN].value: {P.REDACTED} != {P.REDACTED}"]
+    assert diffs == [f".env[name=API_TOKEN].value: {D.REDACTED} != {D.REDACTED}"]
 
 
 def test_a_drift_diff_outside_env_keeps_its_values():
-    assert P.subset_diff({"spec": {"replicas": 2}}, {"spec": {"replicas": 3}}) == [".spec.replicas: 3 != 2"]
+    assert D.subset_diff({"spec": {"replicas": 2}}, {"spec": {"replicas": 3}}) == [".spec.replicas: 3 != 2"]

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from ocr_operator.__main__ import identity, own_namespace, parse_args
-from ocr_operator.election import StandbyHealth
+from ocr_operator.runtime.election import StandbyHealth
 from localcluster.ports import free_port
 
 

@@ -8,8 +8,10 @@ import asyncio
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ocr_operator.controller import Controller
+from ocr_operator import wiring
 from ocr_operator.metrics import NAMES, OperatorMetrics
+from ocr_operator.ocrservice.controller import controller
+from ocr_operator.runtime.controller import Runtime
 
 from .helpers import owner
 
@@ -67,12 +69,12 @@ def test_ocrservices_are_counted_by_rollout_phase_and_condition_from_the_control
                                         "conditions": [{"type": "Ready", "status": ready}]})
 
     async def run() -> dict:
-        c = Controller(kube=None, workers=1)
+        c = controller(Runtime(None, wiring.store()), workers=1)
         m = OperatorMetrics()
         m.state.controller = c
-        c.ocrservice_event("ADDED", body("a", "Healthy", "True"))
-        c.ocrservice_event("ADDED", body("b", "Healthy", "True"))
-        c.ocrservice_event("ADDED", body("c", "RolledBack", "False"))
+        c.owner_event("ADDED", body("a", "Healthy", "True"))
+        c.owner_event("ADDED", body("b", "Healthy", "True"))
+        c.owner_event("ADDED", body("c", "RolledBack", "False"))
         return samples(m)
 
     s = asyncio.run(run())
@@ -87,7 +89,7 @@ def test_api_requests_are_counted_by_method_and_resource():
     class CountingKube:
         by_request = {"PATCH ocrservices/status": 3, "POST events": 2}
 
-    c = Controller(kube=CountingKube(), workers=1)
+    c = controller(Runtime(CountingKube(), wiring.store()), workers=1)
     m = OperatorMetrics()
     m.state.controller = c
     s = samples(m)
@@ -97,12 +99,12 @@ def test_api_requests_are_counted_by_method_and_resource():
 
 def test_the_quality_gates_last_verdict_is_exported_per_ocrservice_as_mean_and_worst_distance():
     async def run() -> dict:
-        c = Controller(kube=None, workers=1)
+        c = controller(Runtime(None, wiring.store()), workers=1)
         m = OperatorMetrics()
         m.state.controller = c
-        c.ocrservice_event("ADDED", owner(name="gated", status={"qualityGate": {
+        c.owner_event("ADDED", owner(name="gated", status={"qualityGate": {
             "phase": "Failed", "meanDistance": 0.42, "worstDistance": 0.8}}))
-        c.ocrservice_event("ADDED", owner(name="running", status={"qualityGate": {"phase": "Running"}}))
+        c.owner_event("ADDED", owner(name="running", status={"qualityGate": {"phase": "Running"}}))
         return samples(m)
 
     s = asyncio.run(run())

@@ -9,12 +9,14 @@ import base64
 import copy
 import datetime as dt
 
-from ocr_operator import naming, quality, revisions
-from ocr_operator.gaterun import GateRunner
-from ocr_operator.reconcile import reconcile
-from ocr_operator.render import render_all
+from ocr_operator.ocrservice import naming, revisions
+from ocr_operator.ocrservice.render import render_all
+from ocr_operator.ocrservice.rollout import gate as G
+from ocr_operator.ocrservice.rollout import pages as PG
+from ocr_operator.ocrservice.rollout import verdict as V
+from ocr_operator.runtime.jobs import Jobs
 
-from .helpers import GateKube, owner, parsed
+from .helpers import GateKube, owner, parsed, reconcile
 
 NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.timezone.utc)
 STARTED = "2026-12-02T11:59:00.000000Z"
@@ -59,8 +61,8 @@ def condition(kube, type_):
     return next((c for c in kube.status["conditions"] if c["type"] == type_), None)
 
 
-def run(kube, body, gates=None):
-    return asyncio.run(reconcile(kube, body, now=NOW, gates=gates))
+def run(kube, body, jobs=None):
+    return asyncio.run(reconcile(kube, body, now=NOW, jobs=jobs))
 
 
 def test_missing_golden_pages_hold_a_new_revision_back_with_a_condition_naming_the_field():
@@ -68,18 +70,18 @@ def test_missing_golden_pages_hold_a_new_revision_back_with_a_condition_naming_t
                             golden=None)
     result = run(kube, body)
     assert kube.objects[("Deployment", "ocr")]["metadata"]["annotations"][naming.REVISION_KEY] == a
-    gate = condition(kube, "QualityGate")
-    assert (gate["status"], gate["reason"]) == ("False", quality.PAGES_MISSING)
-    assert "spec.rollout.qualityGate.goldenPages.configMapName: ConfigMap golden not found" in gate["message"]
-    assert condition(kube, "Progressing")["reason"] == quality.PAGES_MISSING
-    assert ("Warning", quality.PAGES_MISSING, gate["message"]) in result.events
+    held = condition(kube, "QualityGate")
+    assert (held["status"], held["reason"]) == ("False", PG.PAGES_MISSING)
+    assert "spec.rollout.qualityGate.goldenPages.configMapName: ConfigMap golden not found" in held["message"]
+    assert condition(kube, "Progressing")["reason"] == PG.PAGES_MISSING
+    assert ("Warning", PG.PAGES_MISSING, held["message"]) in result.events
 
 
 def test_a_first_revision_with_missing_golden_pages_creates_no_deployment():
     kube = GateKube()
     run(kube, owner({"rollout": GATE}))
     assert ("Deployment", "ocr") not in kube.objects
-    assert condition(kube, "QualityGate")["reason"] == quality.PAGES_MISSING
+    assert condition(kube, "QualityGate")["reason"] == PG.PAGES_MISSING
 
 
 def rolling_out(result_texts, baseline_text="hello world"):
@@ -87,39 +89,39 @@ def rolling_out(result_texts, baseline_text="hello world"):
     holding a finished gate job on that pod whose page answered `result_texts`."""
     old, new = owner({"rollout": GATE}), owner({"rollout": GATE, "env": [{"name": "X", "value": "1"}]})
     b, _ = revision(new)
-    pages = quality.read_pages(GOLDEN, "golden", settings="maxNewTokens=512")  # the gate's default
+    pages = PG.read_pages(GOLDEN, "golden", settings="maxNewTokens=512")  # the gate's default
     a, _ = revision(old)
-    records = quality.Records(quality.Recording(a, pages.digest, (quality.Output.of("a.png", baseline_text, 3),)))
+    records = V.Records(V.Recording(a, pages.digest, (V.Output.of("a.png", baseline_text, 3),)))
     cm = {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": naming.metadata(old, naming.quality_name("ocr")), "data": quality.records_data(records)}
+          "metadata": naming.metadata(old, naming.quality_name("ocr")), "data": V.records_data(records)}
     kube, body, a = serving(old, new, extra=[cm, pod("b-1", b, awaiting=True, ip="10.0.0.2")])
     body["status"]["rollout"] = {"currentRevision": b, "lastGoodRevision": a, "phase": "Progressing",
                                  "startedAt": STARTED}
-    gates = GateRunner(lambda key: None)
-    job = quality.Job(quality.GATE, b, "b-1", "10.0.0.2", STARTED, pages.digest)
-    gates.results[("team-a", "ocr")] = quality.Result(job, (quality.Output.of("a.png", result_texts, 3),), None, 1.5)
-    return kube, body, gates, a, b
+    jobs = Jobs(lambda key: None)
+    job = G.Job(G.GATE, b, "b-1", "10.0.0.2", STARTED, pages.digest)
+    jobs.results[("team-a", "ocr")] = (job.key, G.Result(job, (V.Output.of("a.png", result_texts, 3),), None, 1.5))
+    return kube, body, jobs, a, b
 
 
 def test_a_gate_verdict_worse_than_the_last_good_revision_rolls_back_with_quality_regression():
-    kube, body, gates, a, b = rolling_out("xxxxx xxxxx")
-    result = run(kube, body, gates)
+    kube, body, jobs, a, b = rolling_out("xxxxx xxxxx")
+    result = run(kube, body, jobs)
     assert kube.status["failedReason"] == "QualityRegression" and kube.status["failedRevision"] == b
     assert kube.status["failedMessage"].startswith("page a.png: distance")
     assert "> maxPageDistance 0.2" in kube.status["failedMessage"]
     assert kube.objects[("Deployment", "ocr")]["metadata"]["annotations"][naming.REVISION_KEY] == a
     assert [e[1] for e in result.events if e[0] == "Warning"] == ["RolledBack"]
-    assert kube.pod_patches == [] and gates.result(("team-a", "ocr")) is None
+    assert kube.pod_patches == [] and jobs.result(("team-a", "ocr")) is None
 
 
 def test_a_passing_gate_verdict_admits_the_pod_and_records_its_outputs_and_distances():
-    kube, body, gates, a, b = rolling_out("hello world")
-    result = run(kube, body, gates)
+    kube, body, jobs, a, b = rolling_out("hello world")
+    result = run(kube, body, jobs)
     assert [name for name, _ in kube.pod_patches] == ["b-1"]
     assert kube.pod_patches[0][1]["status"]["conditions"][0]["type"] == naming.GATE_CONDITION
     assert kube.status["qualityGate"]["phase"] == "Passed" and kube.status["qualityGate"]["meanDistance"] == 0.0
     assert condition(kube, "QualityGate")["status"] == "True"
-    records = quality.parse_records(kube.objects[("ConfigMap", "ocr-quality")])
+    records = V.parse_records(kube.objects[("ConfigMap", "ocr-quality")])
     assert records.candidate.revision == b and records.baseline.revision == a
     assert any(e[1] == "QualityGatePassed" for e in result.events)
 
@@ -133,11 +135,11 @@ def test_without_a_gate_no_golden_pages_are_read_and_no_quality_configmap_is_wri
 
 
 def test_a_revision_the_gate_failed_is_decided_once_and_its_pages_are_not_read_again():
-    kube, body, gates, a, b = rolling_out("xxxxx xxxxx")
-    run(kube, body, gates)
+    kube, body, jobs, a, b = rolling_out("xxxxx xxxxx")
+    run(kube, body, jobs)
     del kube.objects[("Pod", "b-1")]  # the rollback removed it
     kube.calls.clear()
-    again = run(kube, {**body, "status": kube.status}, gates)
+    again = run(kube, {**body, "status": kube.status}, jobs)
     assert kube.status["failedReason"] == "QualityRegression" and kube.status["rollout"]["phase"] == "RolledBack"
     assert ("get", "ConfigMap", "golden") not in kube.calls
     assert [e for e in again.events if e[1] in ("RolledBack", "QualityGatePassed")] == []

@@ -1,5 +1,6 @@
-"""Requests a reconcile makes with the watch-fed cache: no GET for what the watches delivered,
-zero requests when nothing changed, the echo of its own writes is no news."""
+"""Requests a reconcile makes with the watch-fed cache: no GET for what the watches delivered (the
+ownership checks included), zero requests when nothing changed, the echo of its own writes is no
+news."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import copy
 import datetime as dt
 import itertools
 
-from ocr_operator import children
-from ocr_operator.cache import Store
-from ocr_operator.reconcile import reconcile
+from ocr_operator import wiring
+from ocr_operator.labels import IDENTITY
+from ocr_operator.ocrservice import children
+from ocr_operator.runtime.cache import Store
 
-from .helpers import owner
+from .helpers import owner, reconcile
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 RV = itertools.count(100)
@@ -20,6 +22,8 @@ RV = itertools.count(100)
 
 class RecordingKube:
     """Answers like the API server for applies and status patches; records every call."""
+
+    identity = IDENTITY
 
     def __init__(self):
         self.calls: list[tuple[str, str]] = []
@@ -52,23 +56,21 @@ def run(coro):
 
 
 def listed_store() -> Store:
-    store = Store()
+    store = wiring.store()
     for kind in children.watched():
         store.mark_listed(kind.kind, "team-a", [])
     return store
 
 
-def test_a_new_object_costs_its_writes_and_one_get_per_create_and_a_repeat_reconcile_costs_nothing():
+def test_a_new_object_costs_its_writes_only_and_a_repeat_reconcile_costs_nothing():
     kube, store = RecordingKube(), listed_store()
     body = owner({"replicas": 1})
     first = run(reconcile(kube, body, now=NOW, store=store))
     verbs = {verb for verb, _ in kube.calls}
-    assert verbs == {"get", "apply", "patch"}, kube.calls  # no LIST: the cache knows no labelled copy exists
-    # Each create is checked by name first (the cache sees only labelled objects: a same-named
-    # object of someone else must not be taken over); nothing else is read.
-    applied = sorted(kind for verb, kind in kube.calls if verb == "apply")
-    assert sorted(kind for verb, kind in kube.calls if verb == "get") == applied
-    assert first.writes == len(kube.calls) - len(applied)
+    # No GET, no LIST: the cache's unfiltered lists know every taken name, so the ownership check
+    # of each create (a same-named object of someone else is never taken over) asks nothing.
+    assert verbs == {"apply", "patch"}, kube.calls
+    assert first.writes == len(kube.calls)
     kube.calls.clear()
     body = {**body, "status": kube.status}
     second = run(reconcile(kube, body, now=NOW, store=store))
@@ -84,7 +86,7 @@ def test_the_watch_echo_of_our_own_writes_is_no_news():
 
 
 def test_without_a_listed_namespace_each_child_is_read_once_then_remembered():
-    kube, store = RecordingKube(), Store()
+    kube, store = RecordingKube(), wiring.store()
     body = owner({"replicas": 1})
     run(reconcile(kube, body, now=NOW, store=store))
     gets = [c for c in kube.calls if c[0] in ("get", "list")]
@@ -96,7 +98,7 @@ def test_without_a_listed_namespace_each_child_is_read_once_then_remembered():
 
 
 def test_a_reconcile_renders_the_children_once_when_the_desired_revision_is_the_target(monkeypatch):
-    from ocr_operator import reconcile as module
+    from ocr_operator.ocrservice import reconcile as module
 
     calls = []
     real = module.render_all

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from ocr_limits import GRACEFUL_SHUTDOWN_MARGIN_SEC
-from ocr_operator import naming
-from ocr_operator.render import render_all
-from ocr_operator.render import deployment as D
+from ocr_operator.ocrservice import naming
+from ocr_operator.ocrservice.render import render_all
+from ocr_operator.ocrservice.render import deployment as D
 
 from .helpers import owner, parsed
 
@@ -364,7 +364,7 @@ def test_after_a_zero_window_the_hpa_is_back_and_the_deployment_at_least_at_its_
 
 
 def test_model_checksums_go_beside_the_config_file_for_the_server_to_verify():
-    from ocr_operator.render import configmap
+    from ocr_operator.ocrservice.render import configmap
     from ocr_server.runtime import checksums
 
     objs = children({"model": {"checksums": {"model.safetensors": "ab" * 32}}}).objects

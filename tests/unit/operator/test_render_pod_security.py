@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocr_operator.render import deployment as D
-from ocr_operator.render import render_all
+from ocr_operator.ocrservice.render import deployment as D
+from ocr_operator.ocrservice.render import render_all
 
 from tests.unit.operator.helpers import owner, parsed
 

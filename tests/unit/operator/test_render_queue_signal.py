@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_operator.render import render_all
+from ocr_operator.ocrservice.render import render_all
 from ocr_operator.spec import SpecError
 
 from .helpers import owner, parsed

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ocr_operator import naming
-from ocr_operator.revisions import History, parse_history, render_history, target_template
+from ocr_operator.ocrservice import naming
+from ocr_operator.ocrservice.revisions import History, parse_history, render_history, target_template
 
 OWNER = {
     "apiVersion": "ocr.causalflow.dev/v1alpha1",

@@ -10,8 +10,8 @@ import asyncio
 import datetime as dt
 import json
 
-from ocr_operator import revisions
-from ocr_operator.reconcile import reconcile
+from ocr_operator.ocrservice import revisions
+from .helpers import reconcile
 
 from .helpers import ClusterKube, owner
 

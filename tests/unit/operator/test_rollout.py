@@ -1,4 +1,4 @@
-"""The rollout state machine, table by table, with the clock passed in (no cluster)."""
+"""The revisions' state machine (rollout/machine.py), table by table, with the clock passed in (no cluster)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from ocr_operator import rollout
-from ocr_operator.rollout import (
-    Decision,
-    Observed,
-    PodView,
-    Policy,
-    RolloutStatus,
-    decide,
-    pod_view,
-    summarize,
-)
+from ocr_operator.ocrservice import rollout
+from ocr_operator.ocrservice.rollout import Decision, Observed, PodView, Policy, RolloutStatus, pod_view, summarize
+from ocr_operator.ocrservice.rollout import machine, model
+from ocr_operator.ocrservice.rollout.machine import advance as decide
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 OLD, NEW, NEWER = "aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc"
@@ -657,7 +650,7 @@ def test_summarize_reads_the_revision_annotation_replicas_and_the_progress_deadl
 
 
 def test_the_rendered_deployment_keeps_old_pods_until_new_ones_stayed_ready_for_the_settle_period():
-    from ocr_operator.render import deployment
+    from ocr_operator.ocrservice.render import deployment
     from tests.unit.operator.helpers import owner, parsed
 
     body = owner({"rollout": {"settleSeconds": 45}})
@@ -669,7 +662,7 @@ def test_the_rendered_deployment_keeps_old_pods_until_new_ones_stayed_ready_for_
 
 
 def test_the_settle_period_in_the_deployment_stays_below_the_progress_deadline_as_the_api_requires():
-    from ocr_operator.render import deployment
+    from ocr_operator.ocrservice.render import deployment
     from tests.unit.operator.helpers import owner, parsed
 
     body = owner({"rollout": {"settleSeconds": 600, "modelLoadTimeoutSeconds": 60, "progressDeadlineSeconds": 120}})
@@ -683,7 +676,7 @@ def test_a_refused_rollback_keeps_the_failed_revision_as_no_good_revision_and_sa
     oom = pod("new-0", created=1, phase="Running", restarts=1, last_terminated_reason="OOMKilled")
     rolled = step(PROGRESSING_NEW, seen(oom, *old_pods()), 3)
     assert rolled.target_revision == OLD and rolled.status.phase == rollout.ROLLED_BACK
-    refused = rollout.refuse_rollback(rolled, NEW, "its stored pod template does not match its revision hash",
+    refused = machine.refuse_rollback(rolled, NEW, "its stored pod template does not match its revision hash",
                                       seen(oom, *old_pods()))
     assert refused.target_revision == NEW and refused.status.current_revision == NEW
     assert refused.status.phase == rollout.NO_GOOD_REVISION and refused.status.failed_revision == NEW
@@ -756,7 +749,7 @@ def test_a_gated_pod_gets_the_gate_time_on_top_of_its_startup_budget():
     awaiting = pod("new-0", created=0, phase="Running", awaiting_gate=True)
     assert step(PROGRESSING_NEW, seen(*old_pods(), awaiting), 20, policy=gated).status.phase == rollout.PROGRESSING
     late = step(PROGRESSING_NEW, seen(*old_pods(), awaiting), 47, policy=gated)
-    assert late.status.failed_reason == rollout.REASON_READINESS_TIMEOUT and "30s quality gate" in late.status.failed_message
+    assert late.status.failed_reason == model.REASON_READINESS_TIMEOUT and "30s quality gate" in late.status.failed_message
 
 
 def test_pod_view_reads_a_pod_held_back_only_by_the_quality_gate_and_its_ip():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import kopf
 
-from ocr_operator.kube import request_resource
+from ocr_operator.runtime.kube import request_resource
 from ocr_operator.settings import configure
 
 

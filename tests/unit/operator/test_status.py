@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ocr_operator import conditions as C, rollout, status as St
+from ocr_operator.ocrservice import rollout
+from ocr_operator.ocrservice import status as St
+from ocr_operator.runtime import conditions as C
 
 from .helpers import owner, parsed
 
@@ -37,7 +39,7 @@ def build(body, now=NOW, **kw):
     kw.setdefault("deployment", deployment())
     kw.setdefault("decision", decision())
     kw.setdefault("hpa", hpa())
-    return St.build(body, parsed(body), now=now, desired_revision="abc", **kw)
+    return St.build(body, St.Report(parsed(body), "abc", **kw), now=now)
 
 
 def cond(st, type_):
@@ -106,7 +108,7 @@ def test_an_unchanged_status_keeps_its_transition_times_and_needs_no_patch():
     second, changed = build(body, now=LATER)
     assert changed == []
     assert second == first
-    assert St.diff(first, second) is None
+    assert C.diff(first, second) is None
 
 
 def test_a_transition_gets_a_new_time_and_only_its_condition_changes():
@@ -121,7 +123,7 @@ def test_a_transition_gets_a_new_time_and_only_its_condition_changes():
 def test_the_diff_deletes_fields_that_are_gone_including_nested_ones():
     old = {"failedRevision": "x", "rollout": {"phase": "RolledBack", "failedRevision": "x"}, "replicas": 1}
     new = {"rollout": {"phase": "Healthy"}, "replicas": 1}
-    assert St.diff(old, new) == {"failedRevision": None, "rollout": {"failedRevision": None, "phase": "Healthy"}}
+    assert C.diff(old, new) == {"failedRevision": None, "rollout": {"failedRevision": None, "phase": "Healthy"}}
 
 
 def test_events_are_told_for_ready_transitions_and_missing_metrics_only():
@@ -147,7 +149,7 @@ def test_an_upgrade_starting_is_a_normal_event_not_a_warning():
 
 def test_an_invalid_spec_is_reported_without_losing_the_revisions():
     body = owner(status={"currentRevision": "abc", "lastGoodRevision": "abc"})
-    st, _ = St.build(body, None, now=NOW, deployment=deployment(), spec_error="spec.inference.batchSize must be an integer")
+    st, _ = St.build(body, St.InvalidSpec("spec.inference.batchSize must be an integer", deployment()), now=NOW)
     assert (cond(st, "Ready")["reason"], cond(st, "Degraded")["status"]) == ("InvalidSpec", "True")
     assert st["currentRevision"] == "abc" and st["lastGoodRevision"] == "abc"
 
@@ -169,7 +171,7 @@ def test_a_status_change_of_counts_and_messages_only_is_not_urgent():
     body = owner({"replicas": 2})
     old, _ = build(body, deployment=deployment(ready=0, replicas=2, updated=1))  # RolloutInProgress
     new, _ = build({**body, "status": old}, deployment=deployment(ready=0, replicas=2, updated=2))  # still so
-    patch = St.diff(old, new)
+    patch = C.diff(old, new)
     assert patch is not None and set(patch) <= St.COUNTS | {"conditions"}
     assert St.urgent(old, patch) is False
 
@@ -180,21 +182,21 @@ def test_a_condition_reason_change_with_the_same_status_is_not_urgent():
     new, _ = build({**body, "status": old}, deployment=deployment(ready=0, updated=2))
     assert C.get(old["conditions"], "Ready")["reason"] == "RolloutInProgress"
     assert C.get(new["conditions"], "Ready")["reason"] == "ReplicasNotReady"
-    assert St.urgent(old, St.diff(old, new)) is False
+    assert St.urgent(old, C.diff(old, new)) is False
 
 
 def test_a_condition_status_change_is_urgent():
     body = owner({"replicas": 2})
     old, _ = build(body, deployment=deployment(ready=1))
     new, _ = build({**body, "status": old}, deployment=deployment(ready=2))  # Ready False -> True
-    assert St.urgent(old, St.diff(old, new)) is True
+    assert St.urgent(old, C.diff(old, new)) is True
 
 
 def test_a_change_of_the_rollout_record_or_the_revisions_is_urgent():
     body = owner({"replicas": 2})
     old, _ = build(body)
     new, _ = build({**body, "status": old}, decision=decision(phase="Progressing"))
-    assert St.urgent(old, St.diff(old, new)) is True
+    assert St.urgent(old, C.diff(old, new)) is True
     assert St.urgent(old, {"lastGoodRevision": "def"}) is True
     assert St.urgent(old, {"observedGeneration": 4}) is True
 
@@ -214,4 +216,4 @@ def test_the_hpa_s_scaling_condition_is_mirrored_without_urgency():
     old, _ = build(body, hpa=hpa(scaling=("True", "ValidMetricFound", "ok")))
     new, _ = build({**body, "status": old}, hpa=hpa(scaling=("False", "FailedGetPodsMetric", "no metric")))
     assert C.get(new["conditions"], "ScalingActive")["status"] == "False"
-    assert St.urgent(old, St.diff(old, new)) is False
+    assert St.urgent(old, C.diff(old, new)) is False

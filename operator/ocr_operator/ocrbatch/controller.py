@@ -1,0 +1,341 @@
+"""The OcrBatch controller: the reconcile of one batch, on the runtime's controller core.
+
+The runtime queues a batch's key on news of the batch, of its Job or of its workers' pods (the
+``ocr.causalflow.dev/batch`` label names the batch), retries a failed reconcile with backoff,
+wakes it when it asks, posts its Events and runs its completion callback as a background job;
+the OcrService, its Service and the pods come from the runtime's cache. A reconcile decides with
+decide.py and writes at most: the workers' ConfigMap and Job (once, through the runtime's apply,
+after the preflight found everything the batch needs), a Job deletion (cancel), and one status
+merge patch when the status changed. Progress is coalesced: a running worker's log is read at
+most once per PROGRESS_SECONDS (its last `{"progress": ...}` line), a finished one's termination
+message from the pod cache, so the status is written at most once per interval plus once per
+transition, never per page. The callback's outcome is written to status.callback by the
+reconcile that finds it, so it is sent once.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import logging
+import os
+import time
+from typing import Any, Mapping
+
+from ocr_batch_worker.contract import EXIT_DONE, EXIT_TERMINATED
+from ocr_batch_worker.progress import Summary, summarize
+from ocr_operator.labels import APPLIED_HASH_KEY
+from ocr_operator.runtime import conditions as C
+from ocr_operator.runtime import plan
+from ocr_operator.runtime.controller import Context, Controller, Key, Result, Runtime
+from ocr_operator.runtime.conditions import iso
+from ocr_operator.runtime.jobs import Jobs
+from ocr_operator.runtime.kube import ApiError
+
+from . import callback, decide, render
+from .kinds import OCRBATCH
+from .preflight import preflight
+
+log = logging.getLogger(__name__)
+
+PROGRESS_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PROGRESS_SECONDS", "10"))
+# How soon a batch held back by its preflight looks again (the OcrService, a PVC or a Secret may appear).
+PREFLIGHT_RETRY_SECONDS = float(os.environ.get("OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS", "15"))
+LOG_TAIL_LINES, LOG_LIMIT_BYTES = 50, 64 * 1024
+READY = "Ready"
+
+
+def worker_settings(env: Mapping[str, str] = os.environ) -> render.WorkerSettings:
+    """The workers' image: OCR_OPERATOR_BATCH_IMAGE (the chart sets the operator's own image)."""
+    return render.WorkerSettings(
+        image=env.get("OCR_OPERATOR_BATCH_IMAGE", ""),
+        image_pull_policy=env.get("OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY", "IfNotPresent"),
+        progress_interval=min(PROGRESS_SECONDS, 10.0))
+
+
+def _conditions(batch: Mapping[str, Any], st: Mapping[str, Any], new: list[C.Condition],
+                now: dt.datetime) -> list[dict[str, Any]]:
+    merged, _ = C.merge(st.get("conditions"), new, generation=batch["metadata"].get("generation") or 0,
+                        now=iso(now), order=(READY,))
+    return merged
+
+
+class OcrBatches:
+    """The domain's part of the OcrBatch controller (runtime.controller.Reconciler). `services`:
+    the OcrService controller, whose cache holds the OcrServices a batch sends to."""
+
+    kind = OCRBATCH
+
+    def __init__(self, runtime: Runtime, services: Controller | None = None, *,
+                 settings: render.WorkerSettings | None = None, progress_seconds: float = PROGRESS_SECONDS) -> None:
+        self.runtime = runtime
+        self.services = services
+        self.settings = settings or worker_settings()
+        self.progress_seconds = progress_seconds
+        self.reports: dict[Key, dict[int, dict[str, Any]]] = {}  # last progress report per index
+        self.progress_read: dict[Key, float] = {}
+
+    # ------------------------------------------------------------------ the runtime's questions
+    def owner_of(self, obj: Mapping[str, Any]) -> Key | None:
+        md = obj.get("metadata") or {}
+        batch = (md.get("labels") or {}).get(render.LABEL_BATCH)
+        return (md.get("namespace") or "", batch) if batch else None
+
+    def forgotten(self, key: Key, last: Mapping[str, Any], jobs: Jobs) -> None:
+        """The batch is gone: the Job and its pods go with it (owner reference): deleting cancels,
+        and the callback says so (best effort: a deletion while the operator is down sends nothing)."""
+        ns, name = key
+        self.reports.pop(key, None)
+        self.progress_read.pop(key, None)
+        self.runtime.store.forget(ns, [("Job", render.job_name(name)), ("ConfigMap", render.configmap_name(name))],
+                                  (render.LABEL_BATCH, name))
+        due = decide.callback_on_delete(last)
+        if due is not None:
+            event, status = due
+            jobs.spawn(self._deliver_deleted(key, {**last, "status": status}, event),
+                       name=f"ocr-batch-callback-deleted-{name}")
+
+    # ------------------------------------------------------------------ the reconcile
+    async def reconcile(self, batch: Mapping[str, Any], ctx: Context) -> Result:
+        md = batch["metadata"]
+        key = (md["namespace"], md["name"])
+        ns, name = key
+        st = dict(batch.get("status") or {})
+        now = ctx.now
+        result = Result()
+        phase = st.get("phase")
+        if phase in decide.TERMINAL:
+            return await self._ended(key, batch, st, phase, ctx, result)
+        job = await self._job(ns, name)
+        if job is not None and not decide.owned(job, batch):
+            return await self._hold(key, batch, st, decide.job_conflict(render.job_name(name)), now, result)
+        if decide.cancel_requested(batch):
+            if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp"):
+                await self.runtime.kube.delete("Job", ns, render.job_name(name), uid=job["metadata"].get("uid"))
+                self.runtime.store.wrote("Job", ns, render.job_name(name), None)
+                result.writes += 1
+            summary = self._summary(key, batch) if job is not None else None
+            return await self._end(key, batch, st, decide.Phase(decide.CANCELLED, "Cancelled",
+                                                                "spec.cancel: the workers were stopped; the results "
+                                                                "written so far are kept"), summary, ctx, result)
+        if job is None:
+            if st.get("jobName"):
+                return await self._end(key, batch, st, decide.Phase(decide.FAILED, "JobDeleted",
+                                                                    f"Job {st['jobName']} was deleted"), None, ctx,
+                                       result)
+            return await self._start(key, batch, st, ctx, result)
+        if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:
+            await self._read_logs(key)
+        summary = self._summary(key, batch)
+        ph = decide.phase_of(job, summary)
+        if ph.phase in decide.TERMINAL:
+            return await self._end(key, batch, st, ph, summary, ctx, result)
+        new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
+        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, ph.reason, ph.message)], now)
+        await self._write(key, batch, st, new, result)
+        result.requeue_after = self.progress_seconds
+        return result
+
+    # ------------------------------------------------------------------ steps
+    async def _job(self, ns: str, name: str) -> dict[str, Any] | None:
+        store, obj_key = self.runtime.store, ("Job", ns, render.job_name(name))
+        if not store.known(obj_key):
+            found = await self.runtime.kube.get("Job", ns, obj_key[2])
+            store.fetched(obj_key, found)
+            if not store.known(obj_key):
+                return found  # someone else's Job: seen now, not cached (no watch event would update it)
+        return store.get(obj_key)
+
+    def _pods(self, key: Key) -> list[dict[str, Any]]:
+        return self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1])
+
+    async def _start(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], ctx: Context,
+                     result: Result) -> Result:
+        ns, name = key
+        missing, found = await preflight(self.runtime, self.services, batch)
+        if missing is not None:
+            return await self._hold(key, batch, st, missing, ctx.now, result)
+        if not self.settings.image:
+            raise RuntimeError("OCR_OPERATOR_BATCH_IMAGE is not set: the operator does not know the workers' image")
+        assert found.service is not None and found.service_endpoint is not None
+        tls_secret = decide.service_tls(found.service)
+        tls = None if tls_secret is None else render.Tls(
+            tls_secret, decide.trust_key(found.secrets.get(tls_secret) or {}),
+            decide.server_name(batch["spec"]["service"], ns))
+        url = decide.service_url(found.service_endpoint, https=tls is not None)
+        auth = decide.service_auth(found.service)
+        objects = {
+            "ConfigMap": render.render_configmap(batch, url, self.settings, api_key=auth is not None, tls=tls),
+            "Job": render.render_job(batch, self.settings, placement=found.service.get("spec") or {}, api_key=auth,
+                                     tls=tls),
+        }
+        taken = await self._apply(key, batch, objects, result)
+        if taken is not None:
+            return await self._hold(key, batch, st, taken, ctx.now, result)
+        log.info("OcrBatch %s/%s: Job %s created (%s worker(s) -> %s)", ns, name, render.job_name(name),
+                 batch["spec"].get("parallelism", 1), url)
+        new = {**st, "phase": decide.PENDING, "jobName": render.job_name(name), "startTime": iso(ctx.now)}
+        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, "JobCreated",
+                                                                f"Job {render.job_name(name)} sends the pages "
+                                                                f"to {url}")], ctx.now)
+        await self._write(key, batch, st, new, result)
+        result.events.append(("Normal", "Started", f"Job {render.job_name(name)}: "
+                              f"{batch['spec'].get('parallelism', 1)} worker(s) for OcrService "
+                              f"{batch['spec']['service']}"))
+        result.requeue_after = self.progress_seconds
+        return result
+
+    async def _apply(self, key: Key, batch: Mapping[str, Any], objects: dict[str, dict[str, Any]],
+                     result: Result) -> decide.Missing | None:
+        """The workers' ConfigMap and Job through the runtime's apply (the Job created once, by a
+        create that fails on a taken name); what holds the batch back when a name is someone else's."""
+        ns, name = key
+        me = plan.Owner(OCRBATCH.kind, name, batch["metadata"]["uid"])
+        names = {"ConfigMap": render.configmap_name(name), "Job": render.job_name(name)}
+        store = self.runtime.store
+
+        def one(child: str, observed: dict[str, Any] | None) -> plan.Action:
+            return plan.plan_one(child, objects[child], observed, me, names[child], APPLIED_HASH_KEY,
+                                 create_only=child == "Job")
+
+        actions = [one(child, store.get((child, ns, names[child]))) for child in objects]
+        applied = await self.runtime.applier.execute(actions, namespace=ns, replan=lambda a, found: one(a.key, found))
+        result.writes += applied.writes
+        result.actions += [str(a) for a in actions if a.verb != plan.SKIP]
+        if applied.errors:
+            raise RuntimeError("; ".join(applied.errors))
+        taken = sorted(applied.conflicted)
+        return decide.conflict(taken[0], names[taken[0]]) if taken else None
+
+    async def _hold(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], missing: decide.Missing,
+                    now: dt.datetime, result: Result) -> Result:
+        """Pending, the Ready condition naming what is missing; look again after PREFLIGHT_RETRY_SECONDS."""
+        new = {**st, "phase": decide.PENDING}
+        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.FALSE, missing.reason, missing.message)],
+                                        now)
+        if (st.get("conditions") or [{}])[0].get("reason") != missing.reason:
+            log.info("OcrBatch %s/%s held back: %s", *key, missing.message)
+        await self._write(key, batch, st, new, result)
+        result.requeue_after = PREFLIGHT_RETRY_SECONDS
+        return result
+
+    async def _read_logs(self, key: Key) -> None:
+        """The last progress line of each running worker (one log read per worker per interval)."""
+        self.progress_read[key] = time.monotonic()
+        ns = key[0]
+        for index, pod in decide.latest_per_index(self._pods(key)).items():
+            if not decide.running(pod):
+                continue
+            try:
+                text = await self.runtime.kube.read_log(ns, pod["metadata"]["name"], tail_lines=LOG_TAIL_LINES,
+                                                        limit_bytes=LOG_LIMIT_BYTES)
+            except ApiError as exc:
+                log.debug("no log of %s/%s: %s", ns, pod["metadata"]["name"], exc)
+                continue
+            report = decide.report_from_log(text)
+            if report is not None:
+                self.reports.setdefault(key, {})[index] = report
+
+    def _summary(self, key: Key, batch: Mapping[str, Any]) -> Summary:
+        """The batch's progress from its finished workers' termination messages and the reports read."""
+        reports = self.reports.setdefault(key, {})
+        for index, pod in decide.latest_per_index(self._pods(key)).items():
+            done = decide.terminated(pod)
+            report = decide.report_from_message((done or {}).get("message"))
+            if report is not None:
+                reports[index] = report
+            elif (done and done.get("exitCode") not in (EXIT_DONE, EXIT_TERMINATED) and index in reports
+                  and done.get("message")):
+                reports[index] = {**reports[index], "fatal": done["message"][:1000]}
+        return summarize(list(reports.values()), int(batch["spec"].get("parallelism", 1)))
+
+    async def _end(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], ph: decide.Phase,
+                   summary: Summary | None, ctx: Context, result: Result) -> Result:
+        new = {**st, "phase": ph.phase, "completionTime": iso(ctx.now)}
+        if summary is not None:
+            new.update(decide.progress_status(summary))
+            new["pagesPerSecond"], new["eta"] = "0.00", ""
+        conds = [C.Condition(READY, C.FALSE, ph.reason, ph.message),
+                 C.Condition(decide.END_CONDITION[ph.phase], C.TRUE, ph.reason, ph.message)]
+        new["conditions"] = _conditions(batch, st, conds, ctx.now)
+        await self._write(key, batch, st, new, result)
+        log.info("OcrBatch %s/%s %s: %s", *key, ph.phase, ph.message)
+        result.events.append(("Normal" if ph.phase == decide.SUCCEEDED else "Warning", ph.phase, ph.message))
+        self._callback(key, {**batch, "status": new}, ph.phase, ctx)
+        return result
+
+    async def _write(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], new: dict[str, Any],
+                     result: Result) -> None:
+        new = {**new, "observedGeneration": batch["metadata"].get("generation")}
+        if new == st:
+            return
+        ns, name = key
+        result.status = await self.runtime.kube.merge_patch(OCRBATCH.kind, ns, name, {"status": new},
+                                                            subresource="status")
+        result.writes += 1
+
+    # ------------------------------------------------------------------ callback
+    async def _ended(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], phase: str, ctx: Context,
+                     result: Result) -> Result:
+        """An ended batch: record a finished callback in status.callback, or send the one due."""
+        jobs = ctx.jobs
+        done = jobs.result(key) if jobs is not None else None
+        if done is not None:
+            event, outcome = done
+            record = {"event": event, "id": callback.idempotency_key(batch, event), "state": outcome.state,
+                      "attempts": outcome.attempts, "time": iso(ctx.now)}
+            if outcome.status is not None:
+                record["lastStatus"] = outcome.status
+            if outcome.error:
+                record["error"] = outcome.error
+            log.info("OcrBatch %s/%s callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
+                     outcome.attempts, outcome.error)
+            await self._write(key, batch, st, {**st, "callback": record}, result)
+            jobs.forget(key, done)
+            result.events.append(("Normal" if outcome.state == "Delivered" else "Warning", f"Callback{outcome.state}",
+                                  f"{event} to {batch['spec']['callback']['url']}: {outcome.state.lower()} after "
+                                  f"{outcome.attempts} attempt(s)" + (f" ({outcome.error})" if outcome.error else "")))
+            return result
+        self._callback(key, {**batch, "status": st}, phase, ctx)
+        return result
+
+    def _callback(self, key: Key, batch: Mapping[str, Any], phase: str, ctx: Context) -> None:
+        event = decide.callback_due(batch, phase)
+        if event is None or ctx.jobs is None:
+            return
+
+        async def deliver() -> tuple[str, callback.Outcome]:
+            return event, await self._send(key[0], batch, event)
+
+        ctx.jobs.ensure(key, (event, batch["metadata"].get("uid")), deliver,
+                        on_error=lambda exc: (event, callback.Outcome("GaveUp", 0, None, str(exc)[:300])))
+
+    async def _send(self, ns: str, batch: Mapping[str, Any], event: str) -> callback.Outcome:
+        """POST the event to spec.callback.url, signed with the Secret's key, retried (callback.deliver)."""
+        cb = batch["spec"]["callback"]
+        hmac_key = None
+        try:
+            if cb.get("secretRef"):
+                ref = cb["secretRef"]
+                secret = await self.runtime.kube.get("Secret", ns, ref["name"])
+                value = ((secret or {}).get("data") or {}).get(ref.get("key") or "secret")
+                if value is None:
+                    raise ValueError(f"spec.callback.secretRef: Secret {ref['name']} has no key "
+                                     f"{ref.get('key') or 'secret'}")
+                hmac_key = base64.b64decode(value)[:callback.MAX_KEY_BYTES]
+            now = dt.datetime.now(dt.timezone.utc)
+            return await callback.deliver(cb["url"], callback.payload(batch, event, now), hmac_key)
+        except (ApiError, ValueError) as exc:
+            return callback.Outcome("GaveUp", 0, None, str(exc)[:300])
+
+    async def _deliver_deleted(self, key: Key, batch: Mapping[str, Any], event: str) -> None:
+        """A deleted batch's callback: there is no status left to record it in, so it is logged."""
+        outcome = await self._send(key[0], batch, event)
+        log.info("OcrBatch %s/%s (deleted) callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
+                 outcome.attempts, outcome.error)
+
+
+def controller(runtime: Runtime, services: Controller | None = None, *, workers: int = 2,
+               settings: render.WorkerSettings | None = None) -> Controller:
+    """The OcrBatch controller on `runtime`, beside the OcrService controller `services`."""
+    return Controller(runtime, OcrBatches(runtime, services, settings=settings), workers=workers, qps=50, burst=100)

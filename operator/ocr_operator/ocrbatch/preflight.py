@@ -1,0 +1,72 @@
+"""What a batch needs before its Job may start, looked up: its OcrService and that service's
+Service, its claims, its Secrets, and an S3 input listed the way its workers will list it.
+
+The OcrService and its Service come from the runtime's caches when they hold them (the
+OcrService controller watches both), so a batch adds no watch of its own on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+from typing import Any, Mapping
+
+from ocr_batch_worker.config import ConfigError, Location
+from ocr_batch_worker.storage import StoreError, TooManyObjects, open_store
+from ocr_operator.runtime.controller import Controller, Runtime
+
+from . import decide
+
+S3_CHECK_SECONDS = 20.0
+
+
+async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str]) -> str | None:
+    """Why the S3 input cannot be listed (no such bucket or prefix, credentials refused, no answer),
+    or None: the workers' own check (storage.open_store, S3Store.list), made once before the Job."""
+    env = {f"INPUT_{k}": base64.b64decode(v).decode(errors="replace") for k, v in secret_data.items()
+           if k.startswith("AWS_")}
+
+    def check() -> str | None:
+        try:
+            open_store(Location("s3", s3["url"]), "input", env).list(1)
+        except TooManyObjects:
+            return None  # more than one object: it exists
+        except (ConfigError, StoreError) as exc:
+            return str(exc)[:500]
+        return None
+
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(check), S3_CHECK_SECONDS)
+    except asyncio.TimeoutError:
+        return f"{s3['url']} did not answer within {S3_CHECK_SECONDS:.0f} s"
+
+
+async def _lookup(rt: Runtime, services: Controller | None, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    """From the caches when they hold the object, else one GET."""
+    if kind == "OcrService" and services is not None and (ns, name) in services.cache:
+        return services.cache[(ns, name)]
+    if kind != "OcrService" and rt.store.known((kind, ns, name)):
+        return rt.store.get((kind, ns, name))
+    return await rt.kube.get(kind, ns, name)
+
+
+async def preflight(rt: Runtime, services: Controller | None,
+                    batch: Mapping[str, Any]) -> tuple[decide.Missing | None, decide.Found]:
+    """The first thing missing (None: go), and what was found."""
+    ns, spec = batch["metadata"]["namespace"], batch["spec"]
+    service = await _lookup(rt, services, "OcrService", ns, spec["service"])
+    endpoint = await _lookup(rt, services, "Service", ns, spec["service"]) if service is not None else None
+    claims = {claim: (await rt.kube.get("PersistentVolumeClaim", ns, claim)) is not None
+              for _, claim in decide.needed_claims(spec)}
+    secrets: dict[str, Mapping[str, Any] | None] = {}
+    for _, secret, _ in decide.needed_secrets(spec, service):
+        if secret not in secrets:
+            got = await rt.kube.get("Secret", ns, secret)
+            secrets[secret] = None if got is None else (got.get("data") or {})
+    found = decide.Found(service, endpoint, claims, secrets)
+    missing = decide.preflight(spec, found)
+    if missing is None and "s3" in spec["input"]:
+        error = await s3_input_error(spec["input"]["s3"], secrets.get(spec["input"]["s3"]["credentialsSecret"]) or {})
+        missing = decide.preflight(spec, dataclasses.replace(found, input_error=error))
+    return missing, found

@@ -1,0 +1,114 @@
+"""An OcrService's children's names, labels, selectors, owner reference and the pod-template
+revision hash."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from ocr_operator.labels import (APP_NAME, FIELD_MANAGER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY,
+                                 LABEL_NAME, LABEL_PART_OF, PREFIX)
+from ocr_operator.runtime.plan import short_hash
+from ocr_operator.spec import API_VERSION, KIND
+
+COMPONENT = "inference-server"
+REVISION_KEY = f"{PREFIX}/revision"
+# The pods' readiness gate of an OcrService with spec.rollout.qualityGate (gate/).
+GATE_CONDITION = f"{PREFIX}/quality-gate"
+
+
+def deployment_name(name: str) -> str:
+    return name
+
+
+def service_name(name: str) -> str:
+    return name
+
+
+def configmap_name(name: str) -> str:
+    return f"{name}-config"
+
+
+def revisions_name(name: str) -> str:
+    return f"{name}-revisions"
+
+
+def quality_name(name: str) -> str:
+    return f"{name}-quality"
+
+
+def hpa_name(name: str) -> str:
+    return name
+
+
+def pdb_name(name: str) -> str:
+    return name
+
+
+def networkpolicy_name(name: str) -> str:
+    return name
+
+
+def servicemonitor_name(name: str) -> str:
+    return name
+
+
+def prometheusrule_name(name: str) -> str:
+    return name
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """The immutable Deployment selector: never add a label that can change."""
+    return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: name}
+
+
+def selector_string(name: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in selector_labels(name).items())
+
+
+def labels(name: str) -> dict[str, str]:
+    """Labels on every child object (and on the pods)."""
+    return {
+        **selector_labels(name),
+        LABEL_COMPONENT: COMPONENT,
+        LABEL_PART_OF: APP_NAME,
+        LABEL_MANAGED_BY: FIELD_MANAGER,
+    }
+
+
+def owner_reference(name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(owner: Mapping[str, Any], name: str, extra_annotations: Mapping[str, str] | None = None) -> dict:
+    """Metadata of a child: name, namespace, labels, ownerReference."""
+    md = owner["metadata"]
+    out: dict[str, Any] = {
+        "name": name,
+        "namespace": md["namespace"],
+        "labels": labels(md["name"]),
+        "ownerReferences": [owner_reference(md["name"], md["uid"])],
+    }
+    if extra_annotations:
+        out["annotations"] = dict(extra_annotations)
+    return out
+
+
+def template_hash(pod_template: Mapping[str, Any]) -> str:
+    """Revision of a rendered pod template: 10 hex chars of sha256 over its canonical JSON,
+    without the revision label/annotation themselves (so stamping it does not change it)."""
+    tpl = copy.deepcopy(dict(pod_template))
+    md = tpl.get("metadata") or {}
+    for key in ("labels", "annotations"):
+        if isinstance(md.get(key), dict):
+            md[key].pop(REVISION_KEY, None)
+            if not md[key]:
+                md.pop(key)
+    return short_hash(tpl)

@@ -1,0 +1,223 @@
+"""The rollout state machine's vocabulary: phases and failure reasons, what it reads (PodView,
+Observed, Policy, the persisted RolloutStatus) and what it answers (Decision). Pure data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+PROGRESSING = "Progressing"
+HEALTHY = "Healthy"
+FAILED = "Failed"
+ROLLED_BACK = "RolledBack"
+NO_GOOD_REVISION = "NoGoodRevision"
+PHASES = (PROGRESSING, HEALTHY, FAILED, ROLLED_BACK, NO_GOOD_REVISION)
+
+# Container waiting reasons that mean the new revision cannot start, whatever the wait.
+IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
+CONFIG_ERROR_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
+
+# failed_reason values (CamelCase, stable; they name the cause in the status and the Event).
+REASON_READINESS_TIMEOUT = "ReadinessTimeout"
+REASON_READINESS_LOST = "ReadinessLost"
+REASON_CRASH_LOOP = "CrashLoopBackOff"
+REASON_TOO_MANY_RESTARTS = "TooManyRestarts"
+REASON_OOM = "OOMKilled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_PROGRESS_DEADLINE = "ProgressDeadlineExceeded"
+# A rollback refused: the last good revision's stored template cannot be trusted.
+REASON_ROLLBACK_REFUSED = "RollbackRefused"
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What Kubernetes reports about one pod, reduced to what the state machine judges.
+
+    ``ready_transition`` is the lastTransitionTime of the pod's Ready condition and
+    ``started`` the time its container last started running (the pod's startTime when no
+    container runs now). The Ready condition is False from the pod's first status on and only
+    transitions by becoming True, so a pod that is not Ready and whose Ready condition turned
+    False after it started had been Ready and lost it.
+    """
+
+    name: str
+    revision: str | None
+    phase: str
+    ready: bool
+    ready_transition: datetime | None
+    created: datetime
+    restarts: int = 0
+    waiting_reason: str | None = None
+    last_terminated_reason: str | None = None
+    unschedulable: bool = False
+    message: str = ""
+    deleting: bool = False
+    started: datetime | None = None
+    # The quality gate (quality.py): containers Ready, held back only by the readiness gate.
+    awaiting_gate: bool = False
+    ip: str | None = None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One snapshot of the Deployment and its pods (all revisions)."""
+
+    deployment_revision: str | None
+    desired_replicas: int
+    progress_deadline_exceeded: bool
+    pods: tuple[PodView, ...] = ()
+    # The Deployment's own count of Ready pods (None: not known). The pods and the Deployment
+    # come on separate watch streams; the settle period starts only once both say Ready.
+    deployment_ready_replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    failure_threshold: int = 5
+    period_seconds: int = 10
+    model_load_timeout_seconds: int = 600
+    progress_deadline_seconds: int = 900
+    auto_rollback: bool = True
+    settle_seconds: int = 30
+    max_restarts: int = 3
+    unschedulable_grace_seconds: int = 120
+    gate_seconds: float = 0.0  # the quality gate's time on a new pod (quality.budget_seconds)
+
+    @property
+    def startup_budget_seconds(self) -> float:
+        """How long a new pod may take to become Ready, counted from its creation."""
+        return float(self.model_load_timeout_seconds + self.failure_threshold * self.period_seconds
+                     + self.gate_seconds)
+
+
+# --------------------------------------------------------------------------- status
+
+
+def iso_micro(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: Any) -> datetime | None:
+    """Kubernetes timestamp ('2026-01-02T03:04:05Z', with or without fraction) -> aware datetime."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    text = str(value)
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class RolloutStatus:
+    """The rollout's memory; persisted in the OcrService status so it survives restarts.
+
+    ``rollout_started`` and ``ready_since`` are ISO-8601 strings, exactly as persisted, so a
+    status read back compares equal to the one written (no write on a no-op reconcile).
+    """
+
+    current_revision: str | None = None
+    last_good_revision: str | None = None
+    failed_revision: str | None = None
+    failed_reason: str | None = None
+    failed_message: str | None = None
+    phase: str | None = None
+    rollout_started: str | None = None
+    ready_since: str | None = None
+
+    # Keys of the persisted record, ``status.rollout`` of the OcrService (free-form in the CRD).
+    _KEYS = (
+        ("current_revision", "currentRevision"),
+        ("last_good_revision", "lastGoodRevision"),
+        ("failed_revision", "failedRevision"),
+        ("failed_reason", "failedReason"),
+        ("failed_message", "failedMessage"),
+        ("phase", "phase"),
+        ("rollout_started", "startedAt"),
+        ("ready_since", "readySince"),
+    )
+
+    def to_status(self) -> dict[str, Any]:
+        """The record for ``status.rollout``; unset fields are None so a merge patch clears them."""
+        return {key: getattr(self, attr) for attr, key in self._KEYS}
+
+    def summary(self) -> dict[str, Any]:
+        """The top-level status fields users read (printer columns): revisions and the failure."""
+        return {
+            "currentRevision": self.current_revision,
+            "lastGoodRevision": self.last_good_revision,
+            "failedRevision": self.failed_revision,
+            "failedReason": self.failed_reason,
+            "failedMessage": self.failed_message,
+        }
+
+    @classmethod
+    def from_status(cls, status: Mapping[str, Any] | None) -> "RolloutStatus":
+        """Read the record back: either ``status.rollout`` itself or the whole ``status``."""
+        status = status or {}
+        record = status.get("rollout")
+        if isinstance(record, Mapping):
+            status = record
+        values = {}
+        for attr, key in cls._KEYS:
+            value = status.get(key)
+            values[attr] = None if value in (None, "") else str(value)
+        return cls(**values)
+
+    @property
+    def started_at(self) -> datetime | None:
+        return parse_time(self.rollout_started)
+
+    @property
+    def ready_at(self) -> datetime | None:
+        return parse_time(self.ready_since)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str  # 'Normal' | 'Warning'
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ConditionSpec:
+    type: str
+    status: str  # 'True' | 'False'
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first failure signal found: the reason, a message naming the pod, and when."""
+
+    reason: str
+    message: str
+    pod: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    target_revision: str
+    status: RolloutStatus
+    events: tuple[EventSpec, ...] = ()
+    requeue_after: float | None = None
+    progressing: ConditionSpec = field(default=None)  # type: ignore[assignment]
+    degraded: ConditionSpec = field(default=None)  # type: ignore[assignment]
+
+    @property
+    def conditions(self) -> tuple[ConditionSpec, ConditionSpec]:
+        return (self.progressing, self.degraded)

@@ -1,0 +1,219 @@
+"""Judging pods: what Kubernetes reports about a revision's pods, and the first failure it shows.
+
+Only pods of the revision being rolled out are judged; old pods and a replica-count change (HPA)
+never start or fail a rollout. The last good revision proved that it starts and serves, so its
+pods fail it only for what its template cannot do (pull its image, create its container, get
+scheduled); a settled revision is not judged at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from ..naming import GATE_CONDITION
+from ..naming import REVISION_KEY as REVISION_LABEL
+from .model import (CONFIG_ERROR_REASONS, IMAGE_PULL_REASONS, REASON_CRASH_LOOP, REASON_OOM, REASON_PROGRESS_DEADLINE,
+                    REASON_READINESS_LOST, REASON_READINESS_TIMEOUT, REASON_TOO_MANY_RESTARTS, REASON_UNSCHEDULABLE,
+                    Failure, Observed, PodView, Policy, RolloutStatus, parse_time)
+
+
+def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStatus,
+                 proven: bool = False) -> Failure | None:
+    """The failure one pod of the new revision reports, or None. A `proven` revision (the last
+    good one) fails only for what its template cannot do: pull its image, create its container,
+    get scheduled."""
+    where = f"pod {pod.name}"
+    detail = f": {pod.message}" if pod.message else ""
+    waiting = pod.waiting_reason
+    if waiting in IMAGE_PULL_REASONS:
+        return Failure(waiting, f"{where} cannot pull its image ({waiting}){detail}", pod.name)
+    if waiting in CONFIG_ERROR_REASONS:
+        return Failure(waiting, f"{where} cannot create its container ({waiting}){detail}", pod.name)
+    if proven and not pod.unschedulable:
+        return None  # restarts, OOM kills and readiness: a proven revision's pods are not judged on them
+    if pod.last_terminated_reason == REASON_OOM:
+        return Failure(REASON_OOM, f"{where} was OOMKilled (restarts: {pod.restarts}){detail}", pod.name)
+    if waiting == REASON_CRASH_LOOP:
+        return Failure(REASON_CRASH_LOOP, f"{where} is in CrashLoopBackOff (restarts: {pod.restarts}){detail}", pod.name)
+    if pod.restarts > policy.max_restarts:
+        return Failure(
+            REASON_TOO_MANY_RESTARTS,
+            f"{where} restarted {pod.restarts} times (more than {policy.max_restarts}){detail}",
+            pod.name,
+        )
+    if pod.unschedulable:
+        if _age(pod, now) >= policy.unschedulable_grace_seconds:
+            return Failure(
+                REASON_UNSCHEDULABLE,
+                f"{where} is Unschedulable for {_age(pod, now):.0f}s{detail}",
+                pod.name,
+            )
+        return None  # its startup clock has not started: it is waiting for a node
+    if pod.ready:
+        return None
+    if _lost_readiness(pod, prior):
+        return Failure(
+            REASON_READINESS_LOST,
+            f"{where} lost readiness after being Ready ({policy.failure_threshold} failed health checks){detail}",
+            pod.name,
+        )
+    if _age(pod, now) >= policy.startup_budget_seconds:
+        return Failure(
+            REASON_READINESS_TIMEOUT,
+            f"{where} not Ready within {policy.startup_budget_seconds:.0f}s "
+            f"(modelLoadTimeoutSeconds {policy.model_load_timeout_seconds} + "
+            f"{policy.failure_threshold} x {policy.period_seconds}s health checks"
+            + (f" + {policy.gate_seconds:.0f}s quality gate" if policy.gate_seconds else "") + f"){detail}",
+            pod.name,
+        )
+    return None
+
+
+def _lost_readiness(pod: PodView, prior: RolloutStatus) -> bool:
+    """A NotReady pod that had been Ready: its Ready condition turned False after the container
+    started, or it was created in a second before every desired pod was Ready (prior.ready_since)."""
+    if pod.ready:
+        return False
+    if pod.started is not None and pod.ready_transition is not None and pod.ready_transition > pod.started:
+        return True
+    ready_at = prior.ready_at
+    # creationTimestamp has whole seconds, readySince microseconds: a pod created in the same
+    # second may have come after it (an HPA scale-up right then), so it must be an earlier second.
+    return ready_at is not None and pod.created < ready_at.replace(microsecond=0)
+
+
+def _age(pod: PodView, now: datetime) -> float:
+    return (now - pod.created).total_seconds()
+
+
+def pod_deadline(pod: PodView, policy: Policy, now: datetime) -> float | None:
+    """Seconds until this (healthy so far) pod's next deadline: unschedulable grace or startup budget."""
+    if pod.ready:
+        return None
+    limit = policy.unschedulable_grace_seconds if pod.unschedulable else policy.startup_budget_seconds
+    return limit - _age(pod, now)
+
+
+def find_failure(
+    revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
+) -> Failure | None:
+    """The first failure of ``revision``: pods in creation order, then the progress deadline.
+
+    The last good revision proved that it starts and serves: its pods' restarts, OOM kills and
+    readiness (a liveness restart of a wedged engine, a pod still restarting when the spec goes
+    back to it) are the kubelet's to handle, never a failure of that revision."""
+    proven = revision == prior.last_good_revision
+    pods = sorted(
+        (p for p in observed.pods if p.revision == revision and not p.deleting),
+        key=lambda p: (p.created, p.name),
+    )
+    for pod in pods:
+        failure = _pod_failure(pod, policy, now, prior, proven)
+        if failure is not None:
+            return failure
+    started = prior.started_at
+    if (
+        observed.progress_deadline_exceeded
+        and observed.deployment_revision == revision
+        and (started is None or (now - started).total_seconds() >= policy.progress_deadline_seconds)
+    ):
+        ready = sum(1 for p in pods if p.ready)
+        return Failure(
+            REASON_PROGRESS_DEADLINE,
+            f"Deployment reports ProgressDeadlineExceeded after {policy.progress_deadline_seconds}s "
+            f"({ready}/{observed.desired_replicas} pods of the new revision Ready)",
+        )
+    return None
+
+
+def all_ready(revision: str, observed: Observed) -> tuple[int, bool]:
+    ready = sum(1 for p in observed.pods if p.revision == revision and p.ready and not p.deleting)
+    return ready, observed.deployment_revision == revision and ready >= observed.desired_replicas
+
+
+def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
+    """Reduce a Pod (as a dict, camelCase like the API returns) to a PodView.
+
+    ``container`` names the container to judge; default: the worst of all containers.
+    """
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    ready_cond = conditions.get("Ready") or {}
+    sched = conditions.get("PodScheduled") or {}
+    statuses = list(status.get("containerStatuses") or [])
+    if container is not None:
+        statuses = [s for s in statuses if s.get("name") == container] or statuses
+    restarts = 0
+    waiting_reason = waiting_message = None
+    terminated_reason = None
+    started: datetime | None = None
+    for cs in statuses:
+        restarts = max(restarts, int(cs.get("restartCount") or 0))
+        state = cs.get("state") or {}
+        waiting = state.get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason not in ("ContainerCreating", "PodInitializing") and waiting_reason is None:
+            waiting_reason, waiting_message = reason, waiting.get("message") or ""
+        last = (cs.get("lastState") or {}).get("terminated") or {}
+        current = state.get("terminated") or {}
+        for term in (current, last):
+            if term.get("reason") and terminated_reason != "OOMKilled":
+                terminated_reason = term.get("reason")
+        running = state.get("running") or {}
+        when = parse_time(running.get("startedAt"))
+        if when is not None and (started is None or when > started):
+            started = when
+    if started is None:
+        started = parse_time(status.get("startTime"))
+    unschedulable = sched.get("status") == "False" and sched.get("reason") == "Unschedulable"
+    containers_ready = (conditions.get("ContainersReady") or {}).get("status") == "True"
+    gate = (conditions.get(GATE_CONDITION) or {}).get("status")
+    awaiting_gate = (containers_ready and ready_cond.get("status") == "False"
+                     and ready_cond.get("reason") == "ReadinessGatesNotReady" and gate != "True")
+    if waiting_message:
+        message = waiting_message
+    elif unschedulable:
+        message = sched.get("message") or ""
+    else:
+        message = ready_cond.get("message") or ""
+    created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, timezone.utc)
+    return PodView(
+        name=meta.get("name", ""),
+        revision=(meta.get("labels") or {}).get(REVISION_LABEL),
+        phase=status.get("phase") or "Pending",
+        ready=ready_cond.get("status") == "True",
+        ready_transition=parse_time(ready_cond.get("lastTransitionTime")),
+        created=created,
+        restarts=restarts,
+        waiting_reason=waiting_reason,
+        last_terminated_reason=terminated_reason,
+        unschedulable=unschedulable,
+        message=message,
+        deleting=bool(meta.get("deletionTimestamp")),
+        started=started,
+        awaiting_gate=awaiting_gate,
+        ip=status.get("podIP") or None,
+    )
+
+
+def summarize(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, Any]]) -> Observed:
+    """What the state machine reads of the live Deployment and its pods (dicts, camelCase)."""
+    deployment = deployment or {}
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    progressing = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {}
+    )
+    replicas = spec.get("replicas")
+    return Observed(
+        deployment_revision=(meta.get("annotations") or {}).get(REVISION_LABEL),
+        desired_replicas=int(replicas if replicas is not None else 1),
+        progress_deadline_exceeded=progressing.get("status") == "False"
+        and progressing.get("reason") == "ProgressDeadlineExceeded",
+        pods=tuple(pod_view(p) for p in pods),
+        deployment_ready_replicas=int(status.get("readyReplicas") or 0) if deployment else None,
+    )

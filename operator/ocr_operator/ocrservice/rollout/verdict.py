@@ -1,0 +1,176 @@
+"""The quality gate's verdict: each page's output, its distance to the reference, the judgement
+against the thresholds, and the recorded outputs the quality ConfigMap holds. Pure.
+
+The distance of a page is rapidfuzz's normalised Levenshtein distance: the edit distance divided
+by the longer text's length (0: the same text, 1: nothing in common), the character error rate
+bounded to 0..1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz.distance import Levenshtein
+
+from ocr_limits.quality import MAX_PAGE_TEXT_CHARS
+from ocr_operator.spec import QualityGate
+
+from .. import naming
+from .pages import GoldenPages
+
+
+def bounded(text: str) -> str:
+    """A recorded (and compared) text: at most MAX_PAGE_TEXT_CHARS characters."""
+    return text[:MAX_PAGE_TEXT_CHARS]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One page's answer: the text (bounded), its hash, the tokens generated."""
+
+    page: str
+    text: str
+    sha256: str
+    tokens: int
+
+    @classmethod
+    def of(cls, page: str, text: str, tokens: int) -> "Output":
+        text = bounded(text)
+        return cls(page, text, hashlib.sha256(text.encode()).hexdigest(), int(tokens))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"page": self.page, "text": self.text, "sha256": self.sha256, "tokens": self.tokens}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A revision's outputs on one version (digest) of the golden pages."""
+
+    revision: str
+    digest: str
+    outputs: tuple[Output, ...]
+
+    def text(self, page: str) -> str | None:
+        return next((o.text for o in self.outputs if o.page == page), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"revision": self.revision, "pagesDigest": self.digest, "pages": [o.to_json() for o in self.outputs]}
+
+    @classmethod
+    def from_json(cls, value: Any) -> "Recording | None":
+        """A recording read back, or None when it is not one (edited, or another version's)."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("revision"), str):
+            return None
+        try:
+            outputs = tuple(Output.of(str(o["page"]), str(o["text"]), int(o.get("tokens") or 0))
+                            for o in value.get("pages") or ())
+        except (KeyError, TypeError, ValueError):
+            return None
+        return cls(value["revision"], str(value.get("pagesDigest") or ""), outputs)
+
+
+def distance(reference: str, candidate: str) -> float:
+    """Normalised edit distance, 0..1 (rapidfuzz): Levenshtein distance / the longer length."""
+    return float(Levenshtein.normalized_distance(bounded(reference), bounded(candidate)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    against: str  # what was compared: "expected texts", "revision X", both, or nothing
+    distances: tuple[tuple[str, float], ...]
+    mean: float
+    worst_page: str | None
+    worst: float
+    message: str
+
+
+def judge(outputs: Iterable[Output], pages: GoldenPages, baseline: Recording | None, gate: QualityGate) -> Verdict:
+    """Compare each page's output with its expected text, else with `baseline`'s output on it.
+    Passes when the mean is at most maxMeanDistance and every page at most maxPageDistance; a
+    page with neither reference (the first revision, no expected text) is not compared."""
+    got = {o.page: o.text for o in outputs}
+    distances: list[tuple[str, float]] = []
+    sources: set[str] = set()
+    for page in pages.pages:
+        if page.expected is not None:
+            reference, source = page.expected, "expected texts"
+        elif baseline is not None and baseline.text(page.name) is not None:
+            reference, source = baseline.text(page.name), f"revision {baseline.revision}"
+        else:
+            continue
+        sources.add(source)
+        distances.append((page.name, round(distance(reference or "", got.get(page.name, "")), 4)))
+    against = " and ".join(sorted(sources)) or "nothing (no expected text and no last good revision)"
+    if not distances:
+        return Verdict(True, against, (), 0.0, None, 0.0,
+                       f"{len(pages.pages)} pages recorded; nothing to compare them with")
+    mean = round(sum(d for _, d in distances) / len(distances), 4)
+    worst_page, worst = max(distances, key=lambda item: (item[1], item[0]))
+    page_ok = worst <= gate.max_page_distance
+    mean_ok = mean <= gate.max_mean_distance
+    summary = (f"worst page {worst_page}: distance {worst:.4f} (maxPageDistance {gate.max_page_distance:g}); "
+               f"mean {mean:.4f} over {len(distances)} pages (maxMeanDistance {gate.max_mean_distance:g}); "
+               f"against {against}")
+    if not page_ok:
+        message = (f"page {worst_page}: distance {worst:.4f} > maxPageDistance {gate.max_page_distance:g}; "
+                   f"mean {mean:.4f} over {len(distances)} pages (maxMeanDistance {gate.max_mean_distance:g}); "
+                   f"against {against}")
+    elif not mean_ok:
+        message = (f"mean distance {mean:.4f} over {len(distances)} pages > maxMeanDistance "
+                   f"{gate.max_mean_distance:g}; worst page {worst_page}: distance {worst:.4f} "
+                   f"(maxPageDistance {gate.max_page_distance:g}); against {against}")
+    else:
+        message = summary
+    return Verdict(page_ok and mean_ok, against, tuple(distances), mean, worst_page, worst, message)
+
+
+# --------------------------------------------------------------------------- the quality ConfigMap
+
+
+BASELINE_KEY = "baseline.json"
+CANDIDATE_KEY = "candidate.json"
+
+
+@dataclass(frozen=True)
+class Records:
+    """What the quality ConfigMap holds: the last good revision's outputs (baseline) and the
+    outputs of the revision that passed the gate last (candidate: the baseline once it is good)."""
+
+    baseline: Recording | None = None
+    candidate: Recording | None = None
+
+
+def parse_records(configmap: Mapping[str, Any] | None) -> Records:
+    data = (configmap or {}).get("data") or {}
+
+    def one(key: str) -> Recording | None:
+        try:
+            return Recording.from_json(json.loads(data.get(key) or "null"))
+        except ValueError:
+            return None
+
+    return Records(one(BASELINE_KEY), one(CANDIDATE_KEY))
+
+
+def records_data(records: Records) -> dict[str, str]:
+    """The ConfigMap's data for `records` (render_records)."""
+    out = {}
+    for key, rec in ((BASELINE_KEY, records.baseline), (CANDIDATE_KEY, records.candidate)):
+        if rec is not None:
+            out[key] = json.dumps(rec.to_json(), sort_keys=True, ensure_ascii=False)
+    return out
+
+
+def render_records(owner: Mapping[str, Any], records: Records) -> dict[str, Any] | None:
+    """The quality ConfigMap (the last good revision's outputs and the candidate's), owned by
+    the OcrService; None while nothing is recorded."""
+    data = records_data(records)
+    if not data:
+        return None
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": naming.metadata(owner, naming.quality_name(owner["metadata"]["name"])), "data": data}

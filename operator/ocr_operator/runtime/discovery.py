@@ -1,0 +1,104 @@
+"""Optional APIs (a CRD such as prometheus-operator's ServiceMonitor): which are served, and making
+kopf watch one that appeared after it started.
+
+``Discovery`` asks the API server every DISCOVERY_SECONDS whether each optional kind is served; a
+change wakes every object of every controller (a ServiceMonitor to create or to stop rendering),
+and for an API that appeared it calls ``rescan``.
+
+kopf starts watching a custom resource when a CustomResourceDefinition event arrives and the API
+server's discovery already lists the resource: on each CRD event it rescans that CRD's group, and
+at no other time. The API server publishes a new CRD in discovery a moment after the CRD's last
+event (Established), so kopf can miss it and never watch the kind until the operator restarts. A
+ServiceMonitor changed by someone else would then be repaired only at the next resync (minutes).
+``rescan(group)`` does what kopf does for a CRD event: the operator's one use of kopf's internals,
+in this one function (kopf is pinned to a minor version in pyproject.toml, and
+tests/unit/operator/runtime/test_discovery.py fails if those internals move).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any, Awaitable, Callable, Mapping
+
+import kopf
+
+from .kinds import ApiKind
+from .kube import ApiError, Kube
+
+log = logging.getLogger(__name__)
+
+# How often to look again whether optional APIs (ServiceMonitor, PrometheusRule) are served.
+DISCOVERY_SECONDS = float(os.environ.get("OCR_OPERATOR_DISCOVERY_SECONDS", "60"))
+
+
+def new_insights() -> Any:
+    """The object kopf keeps its served resources in; `kopf.run(insights=...)` takes it."""
+    from kopf._cogs.structs.references import Insights
+
+    return Insights()
+
+
+async def rescan(insights: Any, settings: kopf.OperatorSettings, group: str, registry: Any = None) -> int:
+    """Make kopf (re)scan API group `group` and watch what it serves now, as on a CRD event; the
+    number of resources it found. `insights` is the object passed to `kopf.run`."""
+    from kopf._cogs.clients import scanning
+    from kopf._core.reactor import observation
+
+    registry = registry if registry is not None else kopf.get_default_registry()
+    resources = await scanning.scan_resources(groups={group}, settings=settings, logger=log)
+    async with insights.revised:
+        observation.revise_resources(resources=resources, insights=insights, registry=registry, group=group)
+        await insights.backbone.fill(resources=resources)
+        insights.revised.notify_all()
+    log.info("asked kopf to rescan API group %s: %d resource(s) served", group, len(resources))
+    return len(resources)
+
+
+class Discovery:
+    """Which of the optional `kinds` the API serves, re-checked every `seconds`."""
+
+    def __init__(self, kube: Kube, kinds: Mapping[str, ApiKind], *, on_change: Callable[[frozenset[str]], None],
+                 rescan: Callable[[str], Awaitable[Any]] | None = None, seconds: float = DISCOVERY_SECONDS) -> None:
+        self.kube = kube
+        self.kinds = dict(kinds)
+        self.on_change = on_change  # called with the kinds whose availability changed
+        self.rescan = rescan
+        self.seconds = seconds
+        self.served: dict[str, bool] = {kind: False for kind in self.kinds}
+        self.checked: float | None = None  # monotonic time of the last look
+
+    @property
+    def available(self) -> frozenset[str]:
+        return frozenset(k for k, v in self.served.items() if v)
+
+    async def check(self) -> frozenset[str]:
+        """The optional kinds served now (asked again only once `seconds` passed since the last time)."""
+        if self.checked is not None and time.monotonic() - self.checked <= self.seconds:
+            return self.available
+        self.checked = time.monotonic()
+        before = self.available
+        for kind in self.kinds:
+            try:
+                self.served[kind] = await self.kube.has_resource(kind)
+            except ApiError as exc:
+                log.warning("cannot tell whether %ss exist: %s", kind, exc)
+        now = self.available
+        if now != before:
+            log.info("optional APIs served now: %s (were %s): reconciling every object",
+                     ", ".join(sorted(now)) or "none", ", ".join(sorted(before)) or "none")
+            if self.rescan is not None:
+                for group in sorted({self.kinds[kind].group for kind in now - before}):
+                    try:
+                        await self.rescan(group)
+                    except Exception:  # kopf's own CRD events may still start the watch
+                        log.exception("kopf rescan of API group %s failed", group)
+            self.on_change(now ^ before)
+        return now
+
+    async def run(self) -> None:
+        while True:
+            await self.check()
+            await asyncio.sleep(max(1.0, self.seconds))

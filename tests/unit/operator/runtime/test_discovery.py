@@ -1,0 +1,100 @@
+"""Discovery of optional APIs, and the one use of kopf's internals: asking kopf to rescan a group.
+
+kopf is pinned to a minor version; these tests fail when the internals `discovery.rescan` calls
+move or change shape, before an upgrade could silently stop the operator from watching an API
+that appeared after it started."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import kopf
+
+from ocr_operator.runtime.discovery import Discovery, new_insights, rescan
+from ocr_operator.runtime.kinds import ApiKind
+
+MONITOR = ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", optional=True, owned=True)
+
+
+def run(coro):
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def test_the_kopf_internals_the_rescan_calls_are_where_and_as_it_expects():
+    from kopf._cogs.clients import scanning
+    from kopf._cogs.structs.references import Insights
+    from kopf._core.reactor import observation
+
+    assert {"groups", "settings", "logger"} <= set(inspect.signature(scanning.scan_resources).parameters)
+    assert {"resources", "insights", "registry", "group"} <= set(inspect.signature(observation.revise_resources).parameters)
+    insights = new_insights()
+    assert isinstance(insights, Insights)
+    assert isinstance(insights.revised, asyncio.Condition) and callable(insights.backbone.fill)
+
+
+def test_a_rescan_makes_kopf_watch_a_served_resource_that_a_handler_wants(monkeypatch):
+    """kopf's own resource revision and backbone, for real; only the API server's discovery
+    answer is given (the e2e tests ask a real one)."""
+    from kopf._cogs.clients import scanning
+    from kopf._cogs.structs.references import Resource
+
+    registry = kopf.OperatorRegistry()
+    kopf.on.event(MONITOR.group, MONITOR.version, MONITOR.plural, registry=registry)(lambda **_: None)
+    served = Resource(group=MONITOR.group, version=MONITOR.version, plural=MONITOR.plural, kind=MONITOR.kind,
+                      namespaced=True, preferred=True, verbs=["list", "watch", "get"])
+    asked: list = []
+
+    async def scan_resources(*, groups, settings, logger):
+        asked.append(set(groups))
+        return {served}
+
+    monkeypatch.setattr(scanning, "scan_resources", scan_resources)
+
+    async def go():
+        insights = new_insights()
+        found = await rescan(insights, kopf.OperatorSettings(), MONITOR.group, registry)
+        return found, insights.watched_resources
+
+    found, watched = run(go())
+    assert asked == [{MONITOR.group}] and found == 1 and served in watched
+
+
+class Served:
+    """An API server's discovery, answered from a set that tests change."""
+
+    def __init__(self):
+        self.kinds: set[str] = set()
+        self.asked = 0
+
+    async def has_resource(self, kind):
+        self.asked += 1
+        return kind in self.kinds
+
+
+def test_an_api_that_appears_is_rescanned_and_told_once():
+    async def go():
+        api, rescanned, told = Served(), [], []
+
+        async def ask_kopf(group):
+            rescanned.append(group)
+        d = Discovery(api, {MONITOR.kind: MONITOR}, on_change=told.append, rescan=ask_kopf, seconds=0)
+        before = await d.check()
+        api.kinds.add("ServiceMonitor")
+        after = await d.check()
+        again = await d.check()
+        return before, after, again, rescanned, told
+    before, after, again, rescanned, told = run(go())
+    assert before == frozenset() and after == again == frozenset({"ServiceMonitor"})
+    assert rescanned == ["monitoring.coreos.com"] and told == [frozenset({"ServiceMonitor"})]
+
+
+def test_discovery_asks_the_api_server_at_most_once_per_period():
+    async def go():
+        api = Served()
+        d = Discovery(api, {MONITOR.kind: MONITOR}, on_change=lambda kinds: None, seconds=3600)
+        for _ in range(5):
+            await d.check()
+        return api.asked
+    assert run(go()) == 1
+
