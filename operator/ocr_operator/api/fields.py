@@ -81,6 +81,7 @@ class Api(Constraints):
     default: Any = NO_DEFAULT  # the schema's default (and Python's); {} for an object field
     required: bool = False
     setting: Setting | None = None  # the ocr_limits setting this field sets (api() takes its env name)
+    limit: Any = None  # the ocr_limits bounds of a field another program re-checks (ocr_limits.batch)
     sets_env: tuple[str, ...] = ()  # other env names the operator sets from this field
     omit_default: bool = False  # left out of the server's config file when at its default
     item: Constraints | None = None  # of scalar array items or map values
@@ -96,7 +97,16 @@ class Api(Constraints):
 
 def api(description: str = "", **kwargs: Any) -> Any:
     """A model field (a dataclasses.Field whose Python default `@model` fills in from its type).
-    `setting=ENV` takes default, bounds and choices from ocr_limits; they are not repeated here."""
+    `setting=ENV` (a server setting) or `limit=` (ocr_limits.batch's bounds of an OcrBatch field,
+    which its worker reads there too) takes default, bounds and choices from ocr_limits; they are
+    not repeated here."""
+    bounded = kwargs.get("limit")
+    if bounded is not None:
+        taken = {"default", "minimum", "maximum", "enum"} & set(kwargs)
+        assert not taken, f"{bounded.spec_path}: {sorted(taken)} come from ocr_limits, not from the model"
+        if bounded.default is not None:
+            kwargs["default"] = bounded.default
+        kwargs.update(minimum=bounded.minimum, maximum=bounded.maximum, enum=tuple(bounded.choices))
     s = kwargs.get("setting")
     if s is not None:
         s = kwargs["setting"] = limits_setting(s) if isinstance(s, str) else s

@@ -13,7 +13,7 @@ from ocr_limits import batch
 from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
 from ocr_operator.api import ocrbatch
 from ocr_operator.api.codec import SpecError
-from ocr_operator.api.fields import rules_of
+from ocr_operator.api.fields import fields_of, rules_of
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH = ROOT / "crds" / "ocr.causalflow.dev_ocrbatches.yaml"
@@ -135,9 +135,21 @@ def test_the_transition_rules_are_left_to_the_api_server():
     assert ocrbatch.parse({**BATCH, "cancel": True}).cancel is True
 
 
-def test_the_workers_bounds_are_read_from_the_model():
-    assert ocrbatch.batch_setting("limits.maxDocumentBytes") == ocrbatch.FieldBounds(
-        "spec.limits.maxDocumentBytes", batch.DEFAULT_DOCUMENT_BYTES, 1, batch.MAX_DOCUMENT_BYTES, ())
-    assert ocrbatch.batch_setting("options.mode").choices == MODES
-    with pytest.raises(KeyError):
-        ocrbatch.batch_setting("limits.maxPages")
+def _bounded_fields(cls, prefix=""):
+    for f in fields_of(cls):
+        path = f"{prefix}{f.json}"
+        if f.api.limit is not None:
+            yield path, f.api.limit
+        if f.type.kind == "object":
+            yield from _bounded_fields(f.type.cls, f"{path}.")
+
+
+def test_every_bound_the_worker_reads_in_ocr_limits_is_the_model_field_at_that_path():
+    """The worker imports nothing of the operator, so it reads its bounds in ocr_limits.batch; each
+    entry there is used by exactly the OcrBatch field it names, and so is the CRD's."""
+    bounded = dict(_bounded_fields(ocrbatch.OcrBatchSpec))
+    assert {path: s.field for path, s in bounded.items()} == {s.field: s.field for s in batch.BATCH_SETTINGS}
+    for path, s in bounded.items():
+        node = field(path)
+        assert (node.get("default"), node.get("minimum"), node.get("maximum"), node.get("enum", [])) == (
+            s.default, s.minimum, s.maximum, list(s.choices)), path

@@ -6,11 +6,9 @@ controller, the Job render and the worker's configuration read one typed value p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..codec import parse as _parse
-from ..fields import fields_of
 from .batch import Callback, Limits, Location, OcrBatchSpec, Options, PvcLocation, S3Location, SecretKeyRef
 from .kind import OCRBATCH
 from .status import PHASES, OcrBatchStatus
@@ -21,29 +19,5 @@ def parse(spec: Mapping[str, Any]) -> OcrBatchSpec:
     return _parse(OcrBatchSpec, spec)
 
 
-@dataclass(frozen=True)
-class FieldBounds:
-    """One bounded OcrBatch field, as the worker re-checks the configuration rendered from it."""
-
-    spec_path: str
-    default: Any
-    minimum: int | None
-    maximum: int | None
-    choices: tuple[Any, ...]
-
-
-def batch_setting(path: str) -> FieldBounds:
-    """The default and bounds of the OcrBatch field at `path` under spec (limits.maxDocumentBytes),
-    read from its model (KeyError for a path that is not a field)."""
-    cls, f = OcrBatchSpec, None
-    for part in path.split("."):
-        f = next((x for x in fields_of(cls) if x.json == part), None)
-        if f is None:
-            raise KeyError(path)
-        cls = f.type.cls
-    a = f.api
-    return FieldBounds(f"spec.{path}", a.default if a.has_default else None, a.minimum, a.maximum, a.enum)
-
-
-__all__ = ["OCRBATCH", "PHASES", "Callback", "FieldBounds", "Limits", "Location", "OcrBatchSpec", "OcrBatchStatus", "Options",
-           "PvcLocation", "S3Location", "SecretKeyRef", "batch_setting", "parse"]
+__all__ = ["OCRBATCH", "PHASES", "Callback", "Limits", "Location", "OcrBatchSpec", "OcrBatchStatus", "Options",
+           "PvcLocation", "S3Location", "SecretKeyRef", "parse"]

@@ -1,14 +1,15 @@
 """OcrBatchSpec: what an OcrBatch reads, where it writes, and how its Indexed Job of workers runs.
 
-Every input is bounded here (bounds in ocr_limits.batch and ocr_limits.prompts), so the API server
-refuses a batch that asks for more, and the operator and its workers read the same typed values
-(`parse(OcrBatchSpec, spec)`), never a second default.
+Every input is bounded here, so the API server refuses a batch that asks for more. A field the
+worker re-checks in its configuration takes its default and bounds from ocr_limits.batch (`limit=`),
+where the worker, which imports nothing of the operator, reads them; the operator reads the typed
+values (`parse(OcrBatchSpec, spec)`), never a second default.
 """
 
 from __future__ import annotations
 
-from ocr_limits import batch as bounds
-from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
+from ocr_limits.batch import batch_setting as bounds
+from ocr_limits.prompts import MAX_PROMPT_CHARS
 
 from ..fields import Rule, api, model
 
@@ -60,11 +61,11 @@ class Options:
                       ".prompt", lambda o: o.mode is None or o.prompt is None),)
 
     mode: str | None = api("markdown: Markdown with layout blocks (the default of the server); free: plain text.",
-                           enum=MODES)
+                           limit=bounds("options.mode"))
     prompt: str | None = api('The model\'s instruction instead of the mode\'s, e.g. "Parse the figure."; the server '
                              'checks its tokens.', min_length=1, max_length=MAX_PROMPT_CHARS)
     max_new_tokens: int | None = api("New-token budget per page; unset, the OcrService's spec.inference.maxNewTokens.",
-                                     minimum=1, maximum=bounds.MAX_NEW_TOKENS)
+                                     limit=bounds("options.maxNewTokens"))
 
 
 @model
@@ -84,12 +85,11 @@ class Callback:
 class Limits:
     max_document_bytes: int = api(
         "Largest document in bytes; larger ones are not read. A worker holds at most twice this in documents at once, "
-        "whatever concurrencyPerWorker.", minimum=1, maximum=bounds.MAX_DOCUMENT_BYTES,
-        default=bounds.DEFAULT_DOCUMENT_BYTES)
-    max_pages_per_document: int = api("Most pages of one document (lines of a JSONL batch file).", minimum=1,
-                                      maximum=bounds.MAX_PAGES_PER_DOCUMENT, default=bounds.DEFAULT_PAGES_PER_DOCUMENT)
+        "whatever concurrencyPerWorker.", limit=bounds("limits.maxDocumentBytes"))
+    max_pages_per_document: int = api("Most pages of one document (lines of a JSONL batch file).",
+                                      limit=bounds("limits.maxPagesPerDocument"))
     max_documents: int = api("Most files under the input; the batch fails without starting when there are more.",
-                             minimum=1, maximum=bounds.MAX_DOCUMENTS, default=bounds.DEFAULT_DOCUMENTS)
+                             limit=bounds("limits.maxDocuments"))
 
 
 def _no_pvc_overlap(s: "OcrBatchSpec") -> bool:
@@ -156,17 +156,15 @@ class OcrBatchSpec:
         "index, progress/ one small file per index.", required=True, rules=(_one_location("output"),))
     options: Options | None = api("How each page is read (the server's /v1/ocr options), the same for every "
                                   "document.")
-    parallelism: int = api("Worker pods (Job indices); each owns a fixed shard of the documents.", minimum=1,
-                           maximum=bounds.MAX_PARALLELISM, default=1)
-    concurrency_per_worker: int = api("Pages each worker has in flight at once.", minimum=1,
-                                      maximum=bounds.MAX_CONCURRENCY, default=4)
+    parallelism: int = api("Worker pods (Job indices); each owns a fixed shard of the documents.",
+                           limit=bounds("parallelism"))
+    concurrency_per_worker: int = api("Pages each worker has in flight at once.", limit=bounds("concurrencyPerWorker"))
     callback: Callback | None = api(
         "A URL that gets a POST when the batch ends (events batch.completed, batch.failed, batch.cancelled), signed "
         "with HMAC-SHA256, retried with backoff on 408, 429 and 5xx.")
     cancel: bool = api("true stops the workers and ends the batch as Cancelled, keeping the results written so far. "
                        "Deleting the OcrBatch cancels it too.", default=False)
     deadline_seconds: int | None = api("The batch fails when it runs longer than this (the Job's "
-                                       "activeDeadlineSeconds); unset, no deadline.",
-                                       minimum=bounds.MIN_DEADLINE_SECONDS, maximum=bounds.MAX_DEADLINE_SECONDS)
+                                       "activeDeadlineSeconds); unset, no deadline.", limit=bounds("deadlineSeconds"))
     limits: Limits = api("Bounds on each document; a document past them is an item of the errors file and the batch "
                          "goes on.", default={})
