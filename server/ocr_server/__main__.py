@@ -22,7 +22,7 @@ def main() -> int:
         logging.getLogger().setLevel(cfg.service.log_level.upper())
         for warning in startup_warnings(cfg):
             log.warning("%s", warning)
-        from .engines.api import create_engine
+        from .engines.factory import create_engine
         from .runtime.plugins import load_plugins
 
         hooks = load_plugins(cfg.runtime.plugins)  # SERVER_PLUGINS: none unless a test names one

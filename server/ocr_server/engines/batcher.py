@@ -14,29 +14,35 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
-
-from ocr_limits.request_classes import INTERACTIVE
+from typing import Callable, Generic, TypeVar
 
 from ..runtime.errors import DeadlineExceeded, EngineFailure
 from ..runtime.liveness import ProgressClock
 from ..runtime.metrics import Metrics
 from ..runtime.plugins import EngineHooks
+from .api import Generated, PreparedPage
 from .scheduling import rank
+
+P = TypeVar("P", bound=PreparedPage)
+T = TypeVar("T")
 
 log = logging.getLogger("ocr_server.batching")
 
 
 @dataclass
-class _Pending:
-    item: Any  # engine.Prepared: deadline, cancelled
-    future: asyncio.Future
+class _Pending(Generic[P]):
+    item: P
+    future: asyncio.Future[Generated]
 
 
-class Batcher:
+class Batcher(Generic[P]):
+    """A Runner (engines/api.py) over a synchronous `run_batch`: the engine's generate_batch."""
+
+    capacity = 0  # no floor under admission: CONCURRENCY caps the batch
+
     def __init__(
         self,
-        run_batch: Callable[[list[Any]], list[Any]],
+        run_batch: Callable[[list[P]], list[Generated]],
         *,
         batch_size: int,
         wait_s: float,
@@ -48,15 +54,18 @@ class Batcher:
         self.hooks = hooks or EngineHooks()  # plugins' hooks, run on the engine thread before each batch
         self.metrics, self.on_fatal = metrics, on_fatal
         # (class rank, arrival, page): interactive pages first, then first come, first served
-        self.queue: asyncio.PriorityQueue[tuple[int, int, _Pending]] = asyncio.PriorityQueue()
+        self.queue: asyncio.PriorityQueue[tuple[int, int, _Pending[P]]] = asyncio.PriorityQueue()
         self._arrivals = itertools.count()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.progress = ProgressClock()
 
     def stalled_for(self) -> float:
         """Seconds the engine has owed work without progress (runtime/liveness.py); 0 when idle."""
         return self.progress.stalled_for(self.queue.qsize())
+
+    async def on_engine_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="batcher")
@@ -66,13 +75,12 @@ class Batcher:
             self._task.cancel()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def submit(self, item: Any) -> Any:
+    async def submit(self, item: P) -> Generated:
         """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Generated] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.progress.work_arrived(was_idle=self.queue.empty() and not self.progress.running)
-        request_class = getattr(item, "request_class", INTERACTIVE)
-        self.queue.put_nowait((rank(request_class), next(self._arrivals), _Pending(item, fut)))
+        self.queue.put_nowait((rank(item.request_class), next(self._arrivals), _Pending(item, fut)))
         self.metrics.queue_depth.inc()
         try:
             remaining = item.deadline - time.monotonic()
@@ -84,7 +92,7 @@ class Batcher:
             if not fut.done():
                 item.cancelled.set()
 
-    async def _collect(self) -> list[_Pending]:
+    async def _collect(self) -> list[_Pending[P]]:
         *_, first = await self.queue.get()
         batch = [first]
         window_end = time.monotonic() + self.wait_s
@@ -104,7 +112,7 @@ class Batcher:
         self.metrics.queue_depth.dec(len(batch))
         return batch
 
-    def _run(self, items: list[Any]) -> list[Any]:
+    def _run(self, items: list[P]) -> list[Generated]:
         """One batch on the engine thread, after the plugins' hooks."""
         self.hooks.run_before_work()
         return self.run_batch(items)

@@ -11,9 +11,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..runtime.config import ConfigError, ServerConfig
 from .tiny_marker import TINY_REVISION
 
 NATIVE_MODEL_TYPE = "deepseek_ocr2"
+
+
+def validate_model_dir(cfg: ServerConfig) -> Path:
+    """The weights directory must exist and hold a config.json; named key in the message."""
+    d = cfg.model.model_dir
+    key = "MODEL_PATH" if cfg.model.path else "CACHE_DIR/MODEL_NAME"
+    if not d.is_dir():
+        raise ConfigError(f"{key}: weights directory {str(d)!r} does not exist (mount the model cache or set MODEL_PATH)")
+    if not (d / "config.json").is_file():
+        raise ConfigError(f"{key}: {str(d)!r} has no config.json; expected a DeepSeek-OCR-2 model directory")
+    return d
 
 
 def read_config_json(model_dir: str | Path) -> dict[str, Any]:
@@ -29,6 +41,8 @@ def is_official_layout(config_dict: dict[str, Any]) -> bool:
 
 
 def revision(model_dir: Path, configured: str | None, tiny: bool) -> str:
+    """What /health and the responses report: the configured revision, the tiny model's label, a
+    `revision` file, the Hub cache's snapshot commit, or a hash of config.json."""
     if configured:
         return configured
     if tiny:

@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from PIL import Image, ImageDraw
 
 from ocr_limits import MIN_CROPS
+
+from .api import OcrEngine, PreparedPage
 
 log = logging.getLogger("ocr_server.warmup")
 WARMUP_NEW_TOKENS = 16
@@ -59,7 +61,10 @@ class WarmupReport:
     steps: list[tuple[str, float]]  # (what, seconds)
 
 
-def run_warmup(engine: Any, max_new_tokens: int, *, gpu: bool = False) -> WarmupReport:
+P = TypeVar("P", bound=PreparedPage)
+
+
+def run_warmup(engine: OcrEngine[P], max_new_tokens: int, *, gpu: bool = False) -> WarmupReport:
     """Generate on each warm-up page (prepared like a request's page). Runs before serving."""
     new = min(WARMUP_NEW_TOKENS, max_new_tokens)
     pages = warmup_pages(engine.cfg.model.input_size, engine.crop_bounds(None)[1], every_grid=gpu)
@@ -72,9 +77,9 @@ def run_warmup(engine: Any, max_new_tokens: int, *, gpu: bool = False) -> Warmup
             t = time.monotonic()
             engine.generate_batch([item])
             steps.append((f"{name} ({item.plan.visual_tokens} visual tokens{', ' + mode if gpu else ''})", time.monotonic() - t))
-    slots = getattr(engine, "slots", None)
-    if gpu and slots is not None and slots.plan.graphs:  # the decode step's graphs, every (slots x KV length) shape
-        steps.append((f"{len(slots.plan.slot_buckets) * len(slots.plan.kv_buckets)} decode graphs", slots.capture()))
+    graphs = engine.capture_graphs() if gpu else None  # the decode step's graphs, every (slots x KV length) shape
+    if graphs is not None:
+        steps.append((f"{graphs.graphs} decode graphs", graphs.seconds))
     report = WarmupReport(time.monotonic() - t0, steps)
     log.info("warm-up done in %.2fs: %s", report.seconds, ", ".join(f"{n} {s:.2f}s" for n, s in steps))
     return report

@@ -14,13 +14,14 @@ import os
 import sys
 import time
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import AsyncIterator, TypeVar
 
 from fastapi import FastAPI
 
 from ocr_limits.quality import GOLDEN_DIR_ENV
 
 from .. import __version__
+from ..engines.api import OcrEngine, PreparedPage
 from ..engines.warmup import run_warmup
 from ..runtime import credentials
 from ..runtime.config import ServerConfig
@@ -34,6 +35,7 @@ from .routes import router
 log = logging.getLogger("ocr_server")
 EXIT_LOAD_FAILED = 3
 EXIT_ENGINE_DEAD = 4
+P = TypeVar("P", bound=PreparedPage)
 
 
 def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
@@ -45,7 +47,8 @@ def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
     loop.call_later(0.3, _bye)
 
 
-def build_app(cfg: ServerConfig, engine: Any, *, hooks: EngineHooks | None = None, exit_on_failure: bool = True) -> FastAPI:
+def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | None = None,
+              exit_on_failure: bool = True) -> FastAPI:
     metrics = Metrics()
     service = OcrServing(cfg, engine, metrics, hooks)
 
@@ -74,8 +77,8 @@ def build_app(cfg: ServerConfig, engine: Any, *, hooks: EngineHooks | None = Non
         loaded_s = time.monotonic() - t0
         if cfg.runtime.warmup:
             try:
-                report = await service.on_engine_thread(run_warmup, engine, cfg.runtime.max_new_tokens,
-                                                        gpu=info.device.startswith("cuda"))
+                gpu = info.device.startswith("cuda")
+                report = await service.on_engine_thread(lambda: run_warmup(engine, cfg.runtime.max_new_tokens, gpu=gpu))
             except Exception as exc:  # noqa: BLE001 - a model that cannot generate must not serve
                 service.load_error = f"warm-up failed: {exc}"
                 log.error("warm-up failed, not serving: %s", exc)
@@ -92,11 +95,11 @@ def build_app(cfg: ServerConfig, engine: Any, *, hooks: EngineHooks | None = Non
     keys = credentials.KeyStore(credentials.load_keys(s.api_keys_file) if s.api_keys_file else s.api_keys)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = asyncio.create_task(load_in_background())
         # server.py puts uvicorn's SSLContext here: a renewed certificate is loaded into it.
         watched = credentials.watches(s.api_keys_file, keys, s.tls_cert_file, s.tls_key_file,
-                                 getattr(app.state, "tls_context", None))
+                                 app.state.tls_context)
         watcher = asyncio.create_task(credentials.watch(watched, lambda name, result: metrics.reloads.labels(
             name, result).inc())) if watched else None
         yield
@@ -111,6 +114,7 @@ def build_app(cfg: ServerConfig, engine: Any, *, hooks: EngineHooks | None = Non
     app.state.metrics = metrics
     app.state.api_keys = keys
     app.state.log = log
+    app.state.tls_context = None  # server.py sets uvicorn's SSLContext here before serving over TLS
     app.include_router(router)
     app.include_router(openai_router)
     app.state.golden_dir = os.environ.get(GOLDEN_DIR_ENV) or None  # the quality gate's pages (serving/golden.py)

@@ -22,12 +22,12 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from ..engines.api import NGramSettings
 from ..runtime.errors import BadInput, NotFound
 from ..serving.prompts import prompt_from_text
-from ..serving.schema import OcrOptions
+from ..serving.schema import OcrOptions, OcrResponse
 from .models import (
     AssistantMessage,
     ChatChoice,
@@ -183,30 +183,30 @@ def job_from_request(req: ChatCompletionRequest, *, served_model: str, max_new_t
 
 
 # ---------- answers ----------
-def finish_reason(response: dict) -> str:
-    return "stop" if all(p["finished"] for p in response["pages"]) else "length"
+def finish_reason(response: OcrResponse) -> Literal["stop", "length"]:
+    return "stop" if all(p.finished for p in response.pages) else "length"
 
 
-def usage(response: dict) -> CompletionUsage:
-    u = response["usage"]
-    return CompletionUsage(prompt_tokens=u["prompt_tokens"], completion_tokens=u["generated_tokens"],
-                           total_tokens=u["prompt_tokens"] + u["generated_tokens"])
+def usage(response: OcrResponse) -> CompletionUsage:
+    u = response.usage
+    return CompletionUsage(prompt_tokens=u.prompt_tokens, completion_tokens=u.generated_tokens,
+                           total_tokens=u.prompt_tokens + u.generated_tokens)
 
 
-def completion(response: dict, *, request_id: str, created: int, model: str) -> ChatCompletionResponse:
+def completion(response: OcrResponse, *, request_id: str, created: int, model: str) -> ChatCompletionResponse:
     return ChatCompletionResponse(
-        id=request_id, created=created, model=model, system_fingerprint=response["model"]["revision"],
-        choices=[ChatChoice(message=AssistantMessage(content=response["raw"]), finish_reason=finish_reason(response))],
+        id=request_id, created=created, model=model, system_fingerprint=response.model.revision,
+        choices=[ChatChoice(message=AssistantMessage(content=response.raw), finish_reason=finish_reason(response))],
         usage=usage(response),
     )
 
 
 def chunk(*, request_id: str, created: int, model: str, content: str | None = None, role: bool = False,
-          finish: str | None = None) -> ChatCompletionChunk:
+          finish: Literal["stop", "length"] | None = None) -> ChatCompletionChunk:
     delta = DeltaMessage(role="assistant" if role else None, content=content)
     return ChatCompletionChunk(id=request_id, created=created, model=model,
                                choices=[ChunkChoice(delta=delta, finish_reason=finish)])
 
 
-def usage_chunk(response: dict, *, request_id: str, created: int, model: str) -> ChatCompletionChunk:
+def usage_chunk(response: OcrResponse, *, request_id: str, created: int, model: str) -> ChatCompletionChunk:
     return ChatCompletionChunk(id=request_id, created=created, model=model, choices=[], usage=usage(response))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any, Callable
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -62,7 +63,7 @@ async def models(request: Request) -> Response:
     except OcrError as exc:
         return error_response(exc)
     service = request.app.state.service
-    root = service.engine.info.revision if service.ready else "loading"
+    root = service.info.revision if service.ready else "loading"
     card = ModelCard(id=served_model(request), created=STARTED_AT, root=root, max_model_len=MAX_MODEL_LEN)
     return JSONResponse(ModelList(data=[card]).model_dump())
 
@@ -101,7 +102,7 @@ async def chat_completions(request: Request) -> Response:
     return response
 
 
-def _renderer(ids: dict, include_usage: bool):
+def _renderer(ids: dict[str, Any], include_usage: bool) -> Callable[[Event], list[bytes]]:
     """Frames in OpenAI's order: content chunks (the first with the role), finish chunk, usage chunk, [DONE].
 
     The role goes out with the first text, as vLLM's server sends it when the engine's first token
@@ -124,5 +125,5 @@ def _renderer(ids: dict, include_usage: bool):
     return render
 
 
-def _error_chunks(payload: dict) -> list[bytes]:
+def _error_chunks(payload: dict[str, Any]) -> list[bytes]:
     return [frame(payload), frame("[DONE]")]

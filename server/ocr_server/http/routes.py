@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -150,11 +151,11 @@ def _ocr_events(event: Event) -> list[bytes]:
     if isinstance(event, Delta):
         return [frame({"text": event.text}, "delta")]
     if isinstance(event, Done):
-        return [frame(event.response, "result")]
+        return [frame(event.response.model_dump(), "result")]
     return []
 
 
-def _ocr_error(payload: dict) -> list[bytes]:
+def _ocr_error(payload: dict[str, Any]) -> list[bytes]:
     return [frame(payload, "error")]
 
 
@@ -177,7 +178,7 @@ async def ocr(request: Request) -> Response:
             await anext(events)  # Started: errors up to here are plain JSON answers
             return stream_response(request, events, _ocr_events, _ocr_error, endpoint="/v1/ocr", start=start)
         result = await state.service.ocr(data, opts, tenant=tenant, request_class=request_class)
-        response: Response = JSONResponse(result)
+        response: Response = JSONResponse(result.model_dump())
     except OcrError as exc:
         response = error_response(exc)
     except Exception:  # noqa: BLE001 - never a traceback to the client
@@ -203,16 +204,16 @@ def _wedged(request: Request) -> str | None:
     return message
 
 
-def _health_body(request: Request) -> tuple[int, dict, dict]:
+def _health_body(request: Request) -> tuple[int, dict[str, Any], dict[str, str]]:
     service = request.app.state.service
     if service.ready and (why := _wedged(request)):
         return 503, {"status": "stalled", "error": why, "version": __version__}, {}
     if service.ready:
-        info = service.engine.info
-        decoder = getattr(service.engine, "decoder_report", None)  # the transformers engine's decoder, its slots and graphs
+        info = service.info
+        decoder = service.engine.decoder_report()  # the transformers engine's decoder, its slots and graphs
         return 200, {"status": "ok", "model": info.name, "revision": info.revision, "version": __version__,
                      "device": info.device, "dtype": info.dtype, "layout": info.layout, "tiny": info.tiny,
-                     **({"decoder": decoder()} if decoder else {})}, {}
+                     **({"decoder": decoder.as_dict()} if decoder is not None else {})}, {}
     if service.load_error:
         return 503, {"status": "failed", "error": service.load_error, "version": __version__}, {}
     return 503, {"status": "loading", "model": request.app.state.config.model.name, "version": __version__}, {"Retry-After": "5"}

@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Any
 
+from fastapi import FastAPI
+
 from ..runtime.config import ServerConfig
 from ..runtime.liveness import is_wedged
 from ..runtime.timeouts import graceful_shutdown_seconds
@@ -37,15 +39,14 @@ def uvicorn_options(cfg: ServerConfig) -> dict[str, Any]:
             "h11_max_incomplete_event_size": MAX_HEADER_BYTES}
 
 
-def engine_wedged(app: Any, cfg: ServerConfig) -> bool:
+def engine_wedged(app: FastAPI, cfg: ServerConfig) -> bool:
     """Whether /health/live fails now: the engine owes work and has made no progress for
-    LIVENESS_STALL_SEC. False while the model loads (no service yet)."""
-    service = getattr(app.state, "service", None)
+    LIVENESS_STALL_SEC. False while the model loads (the runner is not started yet)."""
     bound = cfg.runtime.liveness_stall_sec
-    return service is not None and bound is not None and is_wedged(service.engine_stalled_for(), bound)
+    return bound is not None and is_wedged(app.state.service.engine_stalled_for(), bound)
 
 
-def serve(app: Any, cfg: ServerConfig, **overrides: Any) -> None:
+def serve(app: FastAPI, cfg: ServerConfig, **overrides: Any) -> None:
     """uvicorn.run's steps, with its SSLContext handed to the app (app.state.tls_context) before it
     starts: runtime/credentials.py loads a renewed certificate into that context.
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Iterable
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -34,7 +34,7 @@ def frame(data: Any, event: str | None = None) -> bytes:
 
 def stream_response(
     request: Request,
-    events: AsyncIterator[Event],
+    events: AsyncGenerator[Event, None],
     render: Callable[[Event], Iterable[bytes]],
     render_error: Callable[[dict[str, Any]], Iterable[bytes]],
     *,

@@ -472,17 +472,6 @@ def startup_warnings(cfg: ServerConfig) -> list[str]:
     return out
 
 
-def validate_model_dir(cfg: ServerConfig) -> Path:
-    """The weights directory must exist and hold a config.json; named key in the message."""
-    d = cfg.model.model_dir
-    key = "MODEL_PATH" if cfg.model.path else "CACHE_DIR/MODEL_NAME"
-    if not d.is_dir():
-        raise ConfigError(f"{key}: weights directory {str(d)!r} does not exist (mount the model cache or set MODEL_PATH)")
-    if not (d / "config.json").is_file():
-        raise ConfigError(f"{key}: {str(d)!r} has no config.json; expected a DeepSeek-OCR-2 model directory")
-    return d
-
-
 def validate_against_model(cfg: ServerConfig, query_sizes: Mapping[int, int]) -> None:
     """INPUT_SIZE/BASE_SIZE must produce a token count the model has query embeddings for.
 

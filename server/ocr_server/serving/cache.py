@@ -11,7 +11,11 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Generic, Mapping, TypeVar
+
+from pydantic import BaseModel
+
+V = TypeVar("V", bound="BaseModel | Mapping[str, Any]")
 
 
 def tenant_id(api_key: str | None) -> str:
@@ -30,19 +34,23 @@ def cache_key(data: bytes, options: dict[str, Any], model_revision: str, tenant:
     return h.hexdigest()
 
 
-def entry_size(value: dict) -> int:
+def entry_size(value: BaseModel | Mapping[str, Any]) -> int:
     """An entry's size, as the bytes of its JSON: what the response costs to hold, near enough."""
+    if isinstance(value, BaseModel):
+        return len(value.model_dump_json().encode())
     return len(json.dumps(value, default=str).encode())
 
 
-class ResultCache:
+class ResultCache(Generic[V]):
+    """Finished responses (the service's OcrResponse), least recently used out first."""
+
     def __init__(self, max_entries: int, max_bytes: int) -> None:
         self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._items: OrderedDict[str, tuple[dict, int]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[V, int]] = OrderedDict()
         self.bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str) -> V | None:
         with self._lock:
             entry = self._items.get(key)
             if entry is None:
@@ -50,7 +58,7 @@ class ResultCache:
             self._items.move_to_end(key)
             return entry[0]
 
-    def put(self, key: str, value: dict) -> None:
+    def put(self, key: str, value: V) -> None:
         if self.max_entries <= 0 or self.max_bytes <= 0:
             return
         size = entry_size(value)

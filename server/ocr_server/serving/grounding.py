@@ -25,10 +25,6 @@ class Block:
     text: str
     page: int = 1
 
-    def as_dict(self) -> dict:
-        return {"label": self.label, "box": self.boxes[0] if self.boxes else None, "boxes": self.boxes,
-                "text": self.text, "page": self.page}
-
 
 @dataclass
 class Parsed:

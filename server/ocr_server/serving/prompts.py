@@ -14,18 +14,12 @@ chat template for this model places it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from ocr_limits.prompts import IMAGE, MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS, PROMPTS
+from ocr_limits.prompts import IMAGE, MAX_PROMPT_CHARS, PROMPTS
 
 from ..runtime.errors import BadInput
 
 MODE_OF_TEXT = {p.removeprefix(f"{IMAGE}\n"): mode for mode, p in PROMPTS.items()}
-# The special tokens a prompt may contain: the image placeholder and the documented prompt vocabulary.
-ALLOWED_SPECIAL = frozenset({IMAGE, "<|grounding|>", "<|ref|>", "<|/ref|>", "<|det|>", "<|/det|>",
-                             "<td>", "</td>", "<tr>", "</tr>"})
-
-
 @dataclass(frozen=True)
 class Prompt:
     """What a request asks: one of the modes (mode set, text None) or its own text (text set)."""
@@ -54,17 +48,3 @@ def prompt_from_text(text: str, param: str, default_mode: str = "free") -> Promp
 def full_prompt(mode: str, text: str | None) -> str:
     """The prompt the engine expands: the mode's, or the caller's (already holding one `<image>`)."""
     return PROMPTS[mode] if text is None else text
-
-
-def check_tokens(tokenizer: Any, text: str, param: str) -> int:
-    """Tokenize a caller's prompt as the engine will; refuse framing special tokens and too many
-    tokens. Returns the text's token count (the image placeholder not counted)."""
-    ids = tokenizer(text.replace(IMAGE, ""), add_special_tokens=False)["input_ids"]
-    specials = {i: t.content for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if t.special}
-    for i in ids:
-        if i in specials and specials[i] not in ALLOWED_SPECIAL:
-            raise BadInput(f"{param}: the prompt contains the special token {specials[i]!r}, which frames the model's "
-                           f"input and may not be sent; allowed: {', '.join(sorted(ALLOWED_SPECIAL))}", param=param)
-    if len(ids) > MAX_PROMPT_TOKENS:
-        raise BadInput(f"{param}: the prompt text is {len(ids)} tokens; at most {MAX_PROMPT_TOKENS}", param=param)
-    return len(ids)

@@ -12,18 +12,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import functools
 import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import AsyncGenerator, Callable, Generic, TypeVar
 
 from ocr_limits import default_batch_max_running
 from ocr_limits.request_classes import BATCH, INTERACTIVE
 
-from ..engines.api import Runner, make_runner
+from ..engines.api import Generated, ModelInfo, NGramSettings, OcrEngine, PreparedPage, Runner, RunnerContext
 from ..engines.crops import CropPlan
 from ..engines.scheduling import BATCH_HOLD_MAX_S
 from ..runtime.config import ServerConfig
@@ -35,12 +34,15 @@ from .cache import ResultCache, cache_key
 from .documents import load_document, parse_pages
 from .events import Delta, Done, Event, Started
 from .grounding import parse_output, rebase_grounding, strip_special
-from .prompts import check_tokens, full_prompt, prompt_from_text
-from .schema import Layout, OcrOptions, OcrResponse
+from .prompts import full_prompt, prompt_from_text
+from .schema import BlockOut, Layout, ModelOut, OcrOptions, OcrResponse, PageOut, PartOut, SplitOut, Usage
 from .split import SplitPlan, merge_parts, plan_split
 
 log = logging.getLogger("ocr_server.service")
 PAGE_SPLIT = "\n<--- Page Split --->\n"
+TINY_NOTICE = "TINY RANDOM MODEL: output text is meaningless"
+P = TypeVar("P", bound=PreparedPage)
+T = TypeVar("T")
 
 
 def decode_base64(data: str) -> bytes:
@@ -64,59 +66,79 @@ def preprocess_check(deadline: float, stop: threading.Event) -> Callable[[], Non
 
 
 @dataclass
-class PageJob:
-    """One page on its way through the model: the whole page's plan and the items generated for it."""
+class PageJob(Generic[P]):
+    """One page on its way through the model: the whole page's plan and the pages generated for it."""
 
     number: int
     plan: CropPlan  # the page as one view
-    items: list[Any]  # engine.Prepared: one, or one per split part
+    items: list[P]  # one, or one per split part
     split: SplitPlan | None = None
 
 
-class OcrServing:
+class OcrServing(Generic[P]):
     """The server's request path and its state: result cache, preprocessing pool, admission and
-    the batcher; ready once the engine is loaded and warmed up."""
+    the engine's runner; ready once the engine is loaded and warmed up."""
 
-    def __init__(self, cfg: ServerConfig, engine: Any, metrics: Metrics, hooks: EngineHooks | None = None) -> None:
+    def __init__(self, cfg: ServerConfig, engine: OcrEngine[P], metrics: Metrics, hooks: EngineHooks | None = None) -> None:
         self.cfg, self.engine, self.metrics = cfg, engine, metrics
         self.hooks = hooks or EngineHooks()
-        self.cache = ResultCache(cfg.service.cache_entries, cfg.service.cache_max_bytes)
+        self.cache: ResultCache[OcrResponse] = ResultCache(cfg.service.cache_entries, cfg.service.cache_max_bytes)
         self.pool = ThreadPoolExecutor(max_workers=cfg.runtime.preprocess_workers, thread_name_prefix="preprocess")
         self.ready = False
         self.load_error: str | None = None
-        self.admission: Admission | None = None
-        self.batcher: Runner | None = None  # the dynamic batcher (transformers) or vLLM's engine
+        self._admission: Admission | None = None
+        self._runner: Runner[P] | None = None  # the batcher, the slots runner, or vLLM's engine
 
-    def start(self, on_fatal) -> None:
+    @property
+    def admission(self) -> Admission:
+        if self._admission is None:
+            raise RuntimeError("the service is not started")
+        return self._admission
+
+    @property
+    def runner(self) -> Runner[P]:
+        if self._runner is None:
+            raise RuntimeError("the service is not started")
+        return self._runner
+
+    @property
+    def info(self) -> ModelInfo:
+        """The loaded model's name, revision, device... (RuntimeError before the engine loaded)."""
+        if self.engine.info is None:
+            raise RuntimeError("the engine is not loaded")
+        return self.engine.info
+
+    def start(self, on_fatal: Callable[[BaseException], None]) -> None:
         """Called on the event loop once the engine is loaded; requests wait for mark_ready (after the warm-up)."""
         r = self.cfg.runtime
-        self.batcher = make_runner(self.engine, self.cfg, self.metrics, on_fatal, self.hooks)
+        runner = self.engine.runner(RunnerContext(self.metrics, on_fatal, self._interactive_inside, self.hooks))
         # A runner that decodes a fixed number of pages at once (the slots decoder) admits at least
         # that many requests: CONCURRENCY does not cap its batch.
-        inside = max(r.concurrency, getattr(self.batcher, "capacity", 0))
-        self.admission = Admission(inside, r.queue_size, self.metrics, batch_threshold=r.batch_queue_threshold,
-                                   batch_max_running=r.batch_max_running or default_batch_max_running(inside))
-        if hasattr(self.batcher, "hold_batch"):
-            self.batcher.hold_batch = self.admission.interactive_inside
-        self.batcher.start()
+        inside = max(r.concurrency, runner.capacity)
+        self._admission = Admission(inside, r.queue_size, self.metrics, batch_threshold=r.batch_queue_threshold,
+                                    batch_max_running=r.batch_max_running or default_batch_max_running(inside))
+        self._runner = runner
+        runner.start()
 
-    async def on_engine_thread(self, fn, *args, **kwargs):
+    def _interactive_inside(self) -> bool:
+        """Whether an interactive request holds an admission slot (the slots runner holds batch pages back then)."""
+        return self._admission is not None and self._admission.interactive_inside()
+
+    async def on_engine_thread(self, fn: Callable[[], T]) -> T:
         """Run fn on the one thread that runs batches (the warm-up must warm that thread's state)."""
-        return await asyncio.get_running_loop().run_in_executor(self.batcher.executor, functools.partial(fn, *args, **kwargs))
+        return await self.runner.on_engine_thread(fn)
 
     def engine_stalled_for(self) -> float:
-        """Seconds the engine has owed work without progress; 0 when idle, not started, or when its
-        runner keeps no such clock (vLLM: its engine core dying exits the process instead)."""
-        stalled_for = getattr(self.batcher, "stalled_for", None)
-        return stalled_for() if stalled_for is not None else 0.0
+        """Seconds the engine has owed work without progress; 0 when idle or not started."""
+        return self._runner.stalled_for() if self._runner is not None else 0.0
 
     def mark_ready(self) -> None:
         self.ready = True
         self.metrics.model_loaded.set(1)
 
     async def stop(self) -> None:
-        if self.batcher:
-            await self.batcher.stop()
+        if self._runner is not None:
+            await self._runner.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     # ---------- decisions ----------
@@ -137,34 +159,34 @@ class OcrServing:
             return None
         prompt = prompt_from_text(opts.prompt, "prompt", opts.prompt_mode)
         text = full_prompt(prompt.mode, prompt.text)
-        check_tokens(self.engine.tokenizer, text, "prompt")
+        self.engine.check_prompt(text, "prompt")
         return text
 
-    def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: Any, tenant: str) -> str:
+    def _key(self, data: bytes, opts: OcrOptions, max_new: int, ngram: NGramSettings | None, tenant: str) -> str:
         key_opts = opts.model_dump(exclude={"timeout_sec", "stream"})
         key_opts["max_new_tokens"] = max_new
         key_opts["split"] = self.split_mode(opts)
         if ngram is not None:
             key_opts["ngram"] = [ngram.size, ngram.window, sorted(ngram.whitelist)]
-        return cache_key(data, key_opts, self.engine.info.revision, tenant)
+        return cache_key(data, key_opts, self.info.revision, tenant)
 
     # ---------- worker thread ----------
     def _prepare_all(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int, deadline: float,
-                     ngram: Any, prompt: str | None, check: Callable[[], None]) -> tuple[str, list[PageJob], float]:
+                     ngram: NGramSettings | None, prompt: str | None,
+                     check: Callable[[], None]) -> tuple[str, list[PageJob[P]], float]:
         t0 = time.monotonic()
         s = self.cfg.service
-        own = {"prompt": prompt} if prompt is not None else {}  # engines take `prompt` only when there is one
         fmt, pages = load_document(data, pages=selected, max_pages=s.max_pages, pdf_dpi=s.pdf_dpi,
                                    max_pixels=s.max_image_pixels, check=check)
         jobs = []
         for page in pages:
             split = self.plan_split(page.image.width, page.image.height, opts)
             images = [page.image.crop(box) for box in split.boxes] if split else [page.image]
-            items = []
+            items: list[P] = []
             for image in images:
                 check()
                 item = self.engine.prepare(image, prompt_mode=opts.prompt_mode, max_visual_tokens=opts.max_visual_tokens,
-                                           max_new_tokens=max_new, **own)
+                                           max_new_tokens=max_new, prompt=prompt)
                 item.deadline = deadline
                 item.ngram = ngram
                 item.min_new_tokens = min(opts.min_new_tokens or 0, max_new)
@@ -173,8 +195,8 @@ class OcrServing:
             jobs.append(PageJob(page.number, plan, items, split))
         return fmt, jobs, time.monotonic() - t0
 
-    async def _preprocess(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int,
-                          deadline: float, ngram: Any, prompt: str | None = None) -> tuple[str, list[PageJob], float]:
+    async def _preprocess(self, data: bytes, selected: list[int] | None, opts: OcrOptions, max_new: int, deadline: float,
+                          ngram: NGramSettings | None, prompt: str | None = None) -> tuple[str, list[PageJob[P]], float]:
         """_prepare_all in the pool, within the request's deadline: past it the request answers 504 and
         gives its admission slot back at once, and the worker stops at its next page."""
         stop = threading.Event()
@@ -188,16 +210,16 @@ class OcrServing:
             stop.set()  # a worker still reading (deadline, client gone) stops at its next page
 
     # ---------- the request ----------
-    async def ocr(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, tenant: str = "",
-                  request_class: str = INTERACTIVE) -> dict:
+    async def ocr(self, data: bytes, opts: OcrOptions, ngram: NGramSettings | None = None, *, tenant: str = "",
+                  request_class: str = INTERACTIVE) -> OcrResponse:
         """The whole response at once."""
         async for event in self.stream(data, opts, ngram, live=False, tenant=tenant, request_class=request_class):
             if isinstance(event, Done):
                 return event.response
         raise RuntimeError("the request ended without a result")
 
-    async def stream(self, data: bytes, opts: OcrOptions, ngram: Any = None, *, live: bool = True,
-                     tenant: str = "", request_class: str = INTERACTIVE) -> AsyncIterator[Event]:
+    async def stream(self, data: bytes, opts: OcrOptions, ngram: NGramSettings | None = None, *, live: bool = True,
+                     tenant: str = "", request_class: str = INTERACTIVE) -> AsyncGenerator[Event, None]:
         """Started, then Delta(text) as the first page is generated (live), the rest of the text, Done(response).
 
         The deltas joined are the response's `raw`. Only the first page streams token by token; later
@@ -223,9 +245,10 @@ class OcrServing:
         if hit is not None:
             self.metrics.cache_hits.inc()
             yield Started()
-            if hit["raw"]:
-                yield Delta(hit["raw"])
-            yield Done({**hit, "cached": True, "timings": {"total_ms": round((time.monotonic() - t_start) * 1000, 2)}})
+            if hit.raw:
+                yield Delta(hit.raw)
+            yield Done(hit.model_copy(update={"cached": True,
+                                               "timings": {"total_ms": round((time.monotonic() - t_start) * 1000, 2)}}))
             return
         self.metrics.cache_misses.inc()
 
@@ -242,12 +265,16 @@ class OcrServing:
             yield Started()
             tokens: asyncio.Queue[int | None] = asyncio.Queue()
             decoder = None
-            if live and jobs[0].split is None and hasattr(self.engine, "stream_decoder"):
+            if live and jobs[0].split is None:
                 decoder = self.engine.stream_decoder()
-                jobs[0].items[0].on_token = lambda tok: loop.call_soon_threadsafe(tokens.put_nowait, tok)
+
+                def on_token(tok: int) -> None:  # on the engine thread
+                    loop.call_soon_threadsafe(tokens.put_nowait, tok)
+
+                jobs[0].items[0].on_token = on_token
             items = [it for job in jobs for it in job.items]
             t_gen = time.monotonic()
-            task = asyncio.ensure_future(asyncio.gather(*(self.batcher.submit(it) for it in items)))
+            task = asyncio.ensure_future(asyncio.gather(*(self.runner.submit(it) for it in items)))
             task.add_done_callback(lambda _: tokens.put_nowait(None))
             finished = False
             try:
@@ -275,7 +302,7 @@ class OcrServing:
         }
         response = self._assemble(fmt, jobs, results, timings, token_ids=opts.return_token_ids)
         self.cache.put(key, response)
-        raw = response["raw"]
+        raw = response.raw
         if raw.startswith(sent):
             if raw[len(sent):]:
                 yield Delta(raw[len(sent):])
@@ -283,61 +310,57 @@ class OcrServing:
             log.warning("streamed text is not a prefix of the final text; the stream's text may differ from raw")
         yield Done(response)
 
-    def _assemble(self, fmt: str, jobs: list[PageJob], results: list[Any], timings: dict[str, float],
-                  token_ids: bool = False) -> dict:
-        pages_out = []
+    def _assemble(self, fmt: str, jobs: list[PageJob[P]], results: list[Generated], timings: dict[str, float],
+                  token_ids: bool = False) -> OcrResponse:
+        pages: list[PageOut] = []
         at = 0
         for job in jobs:
             gens = results[at:at + len(job.items)]
             at += len(job.items)
-            width, height = job.plan.width, job.plan.height
-            for item, gen in zip(job.items, gens):
-                self.metrics.visual_tokens.observe(item.plan.visual_tokens)
-                self.metrics.generated_tokens.observe(len(gen.token_ids))
-            if job.split is None:
-                parsed = parse_output(gens[0].raw, width, height, page=job.number)
-                split_out = None
-            else:
-                self.metrics.split_parts.observe(len(job.items))
-                raws = [rebase_grounding(strip_special(g.raw), box, (width, height)) for g, box in zip(gens, job.split.boxes)]
-                parsed = parse_output(merge_parts(raws), width, height, page=job.number)
-                split_out = {
-                    "reason": job.split.reason,
-                    "overlap_px": job.split.overlap,
-                    "parts": [{"box": list(box), "layout": Layout.of(it.plan).model_dump(), "generated_tokens": len(g.token_ids),
-                               "finished": g.finished} for box, it, g in zip(job.split.boxes, job.items, gens)],
-                }
-            pages_out.append({
-                "page": job.number,
-                "text": parsed.text,
-                "raw": parsed.raw,
-                "blocks": [b.as_dict() for b in parsed.blocks],
-                "layout": Layout.of(job.plan).model_dump(),
-                "usage": {"visual_tokens": sum(it.plan.visual_tokens for it in job.items),
-                          "generated_tokens": sum(len(g.token_ids) for g in gens), "pages": 1,
-                          "prompt_tokens": sum(len(it.input_ids) for it in job.items)},
-                "finished": all(g.finished for g in gens),
-                "split": split_out,
-                "token_ids": [list(g.token_ids) for g in gens] if token_ids else None,
-                "prompt_token_ids": [list(it.input_ids) for it in job.items] if token_ids else None,
-            })
-        info = self.engine.info
-        response = {
-            "text": PAGE_SPLIT.join(p["text"] for p in pages_out),
-            "raw": PAGE_SPLIT.join(p["raw"] for p in pages_out),
-            "blocks": [b for p in pages_out for b in p["blocks"]],
-            "layout": pages_out[0]["layout"],
-            "pages": pages_out,
-            "usage": {
-                "visual_tokens": sum(p["usage"]["visual_tokens"] for p in pages_out),
-                "generated_tokens": sum(p["usage"]["generated_tokens"] for p in pages_out),
-                "pages": len(pages_out),
-                "prompt_tokens": sum(p["usage"]["prompt_tokens"] for p in pages_out),
-            },
-            "timings": timings,
-            "model": {"name": info.name, "revision": info.revision},
-            "cached": False,
-            "notice": "TINY RANDOM MODEL: output text is meaningless" if info.tiny else None,
-            "format": fmt,
-        }
-        return OcrResponse(**response).model_dump()
+            pages.append(self._page(job, gens, token_ids))
+        info = self.info
+        return OcrResponse(
+            text=PAGE_SPLIT.join(p.text for p in pages),
+            raw=PAGE_SPLIT.join(p.raw for p in pages),
+            blocks=[b for p in pages for b in p.blocks],
+            layout=pages[0].layout,
+            pages=pages,
+            usage=Usage(visual_tokens=sum(p.usage.visual_tokens for p in pages),
+                        generated_tokens=sum(p.usage.generated_tokens for p in pages), pages=len(pages),
+                        prompt_tokens=sum(p.usage.prompt_tokens for p in pages)),
+            timings=timings,
+            model=ModelOut(name=info.name, revision=info.revision),
+            cached=False,
+            notice=TINY_NOTICE if info.tiny else None,
+            format=fmt,
+        )
+
+    def _page(self, job: PageJob[P], gens: list[Generated], token_ids: bool) -> PageOut:
+        """One page of the response: a split page's parts merged, their boxes on the page."""
+        width, height = job.plan.width, job.plan.height
+        for item, gen in zip(job.items, gens):
+            self.metrics.visual_tokens.observe(item.plan.visual_tokens)
+            self.metrics.generated_tokens.observe(len(gen.token_ids))
+        split_out = None
+        if job.split is None:
+            parsed = parse_output(gens[0].raw, width, height, page=job.number)
+        else:
+            self.metrics.split_parts.observe(len(job.items))
+            raws = [rebase_grounding(strip_special(g.raw), box, (width, height)) for g, box in zip(gens, job.split.boxes)]
+            parsed = parse_output(merge_parts(raws), width, height, page=job.number)
+            split_out = SplitOut(reason=job.split.reason, overlap_px=job.split.overlap, parts=[
+                PartOut(box=list(box), layout=Layout.of(it.plan), generated_tokens=len(g.token_ids), finished=g.finished)
+                for box, it, g in zip(job.split.boxes, job.items, gens)])
+        return PageOut(
+            page=job.number, text=parsed.text, raw=parsed.raw,
+            blocks=[BlockOut(label=b.label, box=b.boxes[0] if b.boxes else None, boxes=b.boxes, text=b.text, page=b.page)
+                    for b in parsed.blocks],
+            layout=Layout.of(job.plan),
+            usage=Usage(visual_tokens=sum(it.plan.visual_tokens for it in job.items),
+                        generated_tokens=sum(len(g.token_ids) for g in gens), pages=1,
+                        prompt_tokens=sum(len(it.input_ids) for it in job.items)),
+            finished=all(g.finished for g in gens),
+            split=split_out,
+            token_ids=[list(g.token_ids) for g in gens] if token_ids else None,
+            prompt_token_ids=[list(it.input_ids) for it in job.items] if token_ids else None,
+        )

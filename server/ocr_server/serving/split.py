@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 from ..engines.crops import plan_crops
 from .grounding import Box
@@ -33,7 +33,7 @@ class ViewFit:
 
 @dataclass(frozen=True)
 class SplitPlan:
-    reason: str  # "aspect" or "density"
+    reason: Literal["aspect", "density"]
     boxes: tuple[Box, ...]  # in reading order
     overlap: int  # pixels shared by neighbouring parts
 
@@ -71,7 +71,7 @@ def plan_split(width: int, height: int, *, crop_size: int, base_size: int, min_c
     whole = fit(width, height)
     if fits(whole) or max_parts < 2:
         return None
-    reason = "aspect" if whole.distortion > MAX_DISTORTION else "density"
+    reason: Literal["aspect", "density"] = "aspect" if whole.distortion > MAX_DISTORTION else "density"
     tall = height >= width
     length = height if tall else width
     for n in range(2, max_parts + 1):

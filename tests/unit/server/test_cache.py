@@ -60,7 +60,7 @@ def test_a_document_cached_for_one_api_key_is_not_a_hit_for_another():
         serving = _serving()
         doc = samples.png(64, 64, seed=11)
         a, b = tenant_id("key-of-tenant-a"), tenant_id("key-of-tenant-b")
-        out = [(await serving.ocr(doc, OcrOptions(), tenant=t))["cached"] for t in (a, b, a, b)]
+        out = [(await serving.ocr(doc, OcrOptions(), tenant=t)).cached for t in (a, b, a, b)]
         await serving.stop()
         return out
 

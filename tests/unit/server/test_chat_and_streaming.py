@@ -18,9 +18,11 @@ from ocr_server.runtime.errors import BadInput, NotFound
 from ocr_server.engines.transformers.min_tokens import HoldEos
 from ocr_server.http.openai_routes import _renderer
 from ocr_limits.prompts import MAX_PROMPT_CHARS, MAX_PROMPT_TOKENS
-from ocr_server.serving.prompts import Prompt, check_tokens, prompt_from_text
+from ocr_server.engines.prompt_check import check_tokens
+from ocr_server.serving.prompts import Prompt, prompt_from_text
 from ocr_server.http.models import ChatCompletionRequest
 from ocr_server.serving.events import Delta, Done
+from ocr_server.serving.schema import OcrResponse, PageOut, Usage
 from ocr_server.engines.detokenize import IncrementalDecoder
 from ocr_server.engines.warmup import grid_for, warmup_pages
 
@@ -246,7 +248,8 @@ def _frames(render, events) -> list:
     return out
 
 
-RESPONSE = {"pages": [{"finished": False}], "usage": {"prompt_tokens": 260, "generated_tokens": 2}}
+RESPONSE = OcrResponse.model_construct(pages=[PageOut.model_construct(finished=False)],
+                                      usage=Usage.model_construct(prompt_tokens=260, generated_tokens=2))
 
 
 def test_a_chat_stream_sends_the_role_with_the_first_token_not_before():

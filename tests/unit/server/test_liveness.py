@@ -63,6 +63,7 @@ def test_a_batcher_whose_generate_hangs_reports_the_stall_and_recovers_when_it_r
     class Item:
         deadline = float("inf")
         cancelled = threading.Event()
+        request_class = "interactive"
 
     async def scenario() -> tuple[float, float, float]:
         batcher = Batcher(run_batch, batch_size=1, wait_s=0, metrics=Metrics(), on_fatal=lambda exc: None)

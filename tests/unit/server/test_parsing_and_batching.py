@@ -68,7 +68,7 @@ def test_cache_is_bounded_and_keyed_by_options():
 
 
 def _item(deadline=math.inf):
-    return SimpleNamespace(deadline=deadline, cancelled=threading.Event())
+    return SimpleNamespace(deadline=deadline, cancelled=threading.Event(), request_class="interactive")
 
 
 def test_batcher_groups_concurrent_pages_and_drops_expired_ones():

@@ -74,7 +74,7 @@ def test_a_normal_request_waiting_behind_a_slow_reading_one_is_served(slow_readi
         return normal, slow_result[0], elapsed
 
     normal, slow, elapsed = asyncio.run(scenario())
-    assert normal["raw"] == "stand-in output" and isinstance(slow, DeadlineExceeded)
+    assert normal.raw == "stand-in output" and isinstance(slow, DeadlineExceeded)
     assert elapsed < 1.5
 
 

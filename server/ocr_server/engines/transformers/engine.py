@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -36,17 +36,29 @@ from ...runtime.config import (
     crops_required,
     resolve_dtype,
     validate_against_model,
-    validate_model_dir,
 )
-from ..api import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError
-from ..checkpoint import is_official_layout, read_config_json, revision
+from ..api import (
+    TD_TOKENS,
+    DecoderReport,
+    Generated,
+    GraphCapture,
+    ModelInfo,
+    PreparedPage,
+    RunnerContext,
+    StartupError,
+)
+from ..batcher import Batcher
+from ..checkpoint import is_official_layout, read_config_json, revision, validate_model_dir
 from ..crops import CropPlan, plan_crops
 from ..detokenize import IncrementalDecoder
+from ..prompt_check import check_tokens
 from ..tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 from .convert import translate_official_config
 from .min_tokens import HoldEos
 from .ngram_guard import WindowedNoRepeatNGram
 from .rows import RowStop, RowStreamer
+from .slot_runner import SlotRunner
+from .slots import Finished, SlotDecoder
 
 log = logging.getLogger("ocr_server.engine")
 
@@ -62,22 +74,12 @@ def resolve_decoder(setting: str, device: torch.device) -> str:
     return "slots" if setting == "auto" else setting
 
 
-@dataclass
-class Prepared:
-    """One page ready for the model; built in a worker thread, consumed by generate_batch."""
+@dataclass(kw_only=True)
+class TensorPage(PreparedPage):
+    """One page ready for the model: its views as tensors (built in a worker thread)."""
 
-    input_ids: list[int]
     pixel_values: torch.Tensor  # [1, 3, base, base]: normalised float, or uint8 (pinned) on a GPU (pixels.py)
     pixel_values_local: torch.Tensor | None  # [crops, 3, s, s], the same
-    plan: CropPlan
-    max_new_tokens: int
-    deadline: float = math.inf  # time.monotonic()
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    ngram: NGramSettings | None = None  # None: the server's runtime.ngram_size / ngram_window
-    min_new_tokens: int = 0  # EOS is not chosen before this many new tokens (vLLM's min_tokens)
-    request_class: str = "interactive"  # engines/scheduling.py: interactive pages are taken before batch ones
-    # Called from the engine thread with each token this row keeps, as it is generated (streaming).
-    on_token: Callable[[int], None] | None = None
 
 
 class Engine:
@@ -92,7 +94,8 @@ class Engine:
         self.max_crops = crops_allowed(cfg.model.max_visual_tokens)
         self.min_crops = crops_required(cfg.model.min_visual_tokens)
         self.decoder = "generate"
-        self.slots: Any = None  # slots.SlotDecoder with DECODER=slots
+        self.slots: SlotDecoder | None = None  # with DECODER=slots
+        self._inspected: tuple[Path, Any, str, bool] | None = None  # inspect(): model dir, config, layout, tiny
         # Told the rows of each decode step of generate() (the runner sets it to the batch-size metric).
         self.on_decode_step: Callable[[int], None] | None = None
         # On a GPU pages leave the worker threads as uint8 in pinned memory and are normalised on the
@@ -143,8 +146,9 @@ class Engine:
         from transformers import DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, PreTrainedTokenizerFast
 
         cfg = self.cfg
-        if getattr(self, "_inspected", None) is None:
+        if self._inspected is None:
             self.inspect()
+        assert self._inspected is not None
         model_dir, config, layout, tiny = self._inspected
         if tiny:
             log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
@@ -209,10 +213,10 @@ class Engine:
         fixed = max(len(self.tokenizer(p.replace("<image>", image, 1))["input_ids"]) for p in PROMPTS.values())
         return max(fixed, len(self.tokenizer(image)["input_ids"]) + MAX_PROMPT_TOKENS)
 
-    def _slot_decoder(self, device: torch.device) -> Any:
+    def _slot_decoder(self, device: torch.device) -> SlotDecoder:
         """The slot KV cache for DECODE_SLOTS rows of the longest prompt + MAX_NEW_TOKENS; refused
         when it does not fit the GPU's free memory."""
-        from .slots import SlotDecoder, SlotPlan, buckets, kv_bytes_per_slot, parse_buckets
+        from .slots import SlotPlan, buckets, head_dim, kv_bytes_per_slot, parse_buckets
 
         r = self.cfg.runtime
         text = self.model.config.text_config
@@ -222,8 +226,7 @@ class Engine:
                       else buckets(max_len, first=512))
         plan = SlotPlan(slots=slots, max_len=max_len, slot_buckets=buckets(slots, first=1), kv_buckets=kv_buckets,
                         guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs)
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-        per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim, max_len, self.model.dtype)
+        per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim(text), max_len, self.model.dtype)
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
             if slots * per_slot > 0.85 * free:
@@ -237,14 +240,34 @@ class Engine:
                  slots, max_len, per_slot / 2**20, list(kv_buckets), r.experts, r.cuda_graphs and device.type == "cuda")
         return decoder
 
-    def decoder_report(self) -> dict[str, Any]:
+    def decoder_report(self) -> DecoderReport:
         """What /health says about the decoder: which one, and for slots its size and graph capture time."""
         if self.slots is None:
-            return {"decoder": self.decoder}
+            return DecoderReport(self.decoder)
         s = self.slots
-        return {"decoder": "slots", "slots": s.plan.slots, "kv_max_len": s.plan.max_len,
-                "kv_bytes_per_slot": s.kv_bytes_per_slot(), "kv_buckets": list(s.plan.kv_buckets),
-                "cuda_graphs": len(s.graphs), "graph_capture_seconds": round(s.capture_seconds, 3)}
+        return DecoderReport("slots", slots=s.plan.slots, kv_max_len=s.plan.max_len, kv_bytes_per_slot=s.kv_bytes_per_slot(),
+                             kv_buckets=s.plan.kv_buckets, cuda_graphs=len(s.graphs),
+                             graph_capture_seconds=round(s.capture_seconds, 3))
+
+    def capture_graphs(self) -> GraphCapture | None:
+        """The slots decoder's step graphs, one per (slot bucket x KV bucket), on a GPU with CUDA_GRAPHS."""
+        s = self.slots
+        if s is None or not s.plan.graphs or not s.gpu:
+            return None
+        return GraphCapture(len(s.plan.slot_buckets) * len(s.plan.kv_buckets), s.capture())
+
+    def runner(self, ctx: RunnerContext) -> SlotRunner | Batcher[TensorPage]:
+        """DECODER=slots: pages join between decode steps (slot_runner.py); generate: the dynamic batcher."""
+        if self.slots is not None:
+            return SlotRunner(self, metrics=ctx.metrics, on_fatal=ctx.on_fatal, hooks=ctx.hooks,
+                              interactive_inside=ctx.interactive_inside)
+        self.on_decode_step = ctx.metrics.batch_size.observe  # generate() reports the rows of each decode step
+        r = self.cfg.runtime
+        return Batcher(self.generate_batch, batch_size=r.batch_size, wait_s=r.batch_wait_ms / 1000,
+                       metrics=ctx.metrics, on_fatal=ctx.on_fatal, hooks=ctx.hooks)
+
+    def check_prompt(self, text: str, param: str) -> int:
+        return check_tokens(self.tokenizer, text, param)
 
     @staticmethod
     def _check_vocabulary(tokenizer: Any, config: Any) -> None:
@@ -277,9 +300,9 @@ class Engine:
         return plan_crops(image.width, image.height, crop_size=m.input_size, base_size=m.base_size, min_crops=lo, max_crops=cap)
 
     def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int,
-                prompt: str | None = None) -> Prepared:
+                prompt: str | None = None) -> TensorPage:
         """Crop and normalise one page and build its prompt ids (the mode's prompt, or `prompt`, checked by
-        prompts.check_tokens, with one <image>). CPU only; runs in a worker thread."""
+        engines/prompt_check.py, with one <image>). CPU only; runs in a worker thread."""
         plan = self.plan(image, max_visual_tokens)
         m = self.cfg.model
         raw = {"do_rescale": False, "do_normalize": False} if self.uint8_pixels else {}
@@ -296,7 +319,7 @@ class Engine:
         text = (PROMPTS[prompt_mode] if prompt is None else prompt).replace("<image>", "<image>" * n_image_tokens, 1)
         ids = self.tokenizer(text)["input_ids"]
         local = out.get("pixel_values_local") if plan.crops else None
-        return Prepared(
+        return TensorPage(
             input_ids=ids,
             pixel_values=self._pinned(out["pixel_values"]),
             pixel_values_local=self._pinned(local) if local is not None else None,
@@ -323,7 +346,7 @@ class Engine:
         return normalise(pixels.to(self.model.device, non_blocking=True), self.pixel_table)
 
     # ---------- one batch ----------
-    def collate(self, items: list[Prepared]) -> dict[str, Any]:
+    def collate(self, items: list[TensorPage]) -> dict[str, Any]:
         """Left-pad prompts (generation appends on the right) and stack the views."""
         pad = self.tokenizer.pad_token_id
         width = max(len(it.input_ids) for it in items)
@@ -342,14 +365,14 @@ class Engine:
             "num_local_patches": [it.plan.crops for it in items],
         }
 
-    def ngram_settings(self, item: Prepared) -> tuple[int, int, set[int]]:
+    def ngram_settings(self, item: TensorPage) -> tuple[int, int, set[int]]:
         """(n, window, whitelist) of one row: the server's, or the request's own (vllm_xargs)."""
         r = self.cfg.runtime
         if item.ngram is None:
             return r.ngram_size, r.ngram_window, set(self.whitelist)
         return item.ngram.size, item.ngram.window, self.whitelist | set(item.ngram.whitelist)
 
-    def ngram_guard(self, prompt_len: int, items: list[Prepared]) -> WindowedNoRepeatNGram:
+    def ngram_guard(self, prompt_len: int, items: list[TensorPage]) -> WindowedNoRepeatNGram:
         """One guard for the batch; rows with their own settings (vllm_xargs) get them."""
         r = self.cfg.runtime
         if all(it.ngram is None for it in items):
@@ -358,19 +381,19 @@ class Engine:
                 else (it.ngram.size, it.ngram.window, self.whitelist | set(it.ngram.whitelist)) for it in items]
         return WindowedNoRepeatNGram(prompt_len, r.ngram_size, r.ngram_window, self.whitelist, rows=rows)
 
-    def generate_batch(self, items: list[Prepared]) -> list[Generated]:
+    def generate_batch(self, items: list[TensorPage]) -> list[Generated]:
         """The items to their ends with the configured decoder (warm-up, benches; the server's
         slots runner admits pages one by one instead)."""
         if self.slots is not None:
             return [self.generated(f) for f in self.slots.run(items)]
         return self.generate_reference(items)
 
-    def generated(self, f: Any) -> Generated:
+    def generated(self, f: Finished) -> Generated:
         """A slots row's end (slots.Finished) as the result generate_reference gives."""
         return Generated(f.token_ids, self.tokenizer.decode(f.token_ids, skip_special_tokens=False), f.finished, f.stopped_early)
 
     @torch.inference_mode()
-    def generate_reference(self, items: list[Prepared]) -> list[Generated]:
+    def generate_reference(self, items: list[TensorPage]) -> list[Generated]:
         """One static batch through transformers' generate(): DECODER=generate, and the reference
         the slots decoder is tested against."""
         from transformers import LogitsProcessorList, StoppingCriteriaList

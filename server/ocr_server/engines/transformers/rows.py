@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 if TYPE_CHECKING:
-    from .engine import Prepared
+    from .engine import TensorPage
 
 
 class RowStreamer:
@@ -26,7 +26,7 @@ class RowStreamer:
     exactly the returned ones.
     """
 
-    def __init__(self, items: list[Prepared], eos: int, pad: int) -> None:
+    def __init__(self, items: list[TensorPage], eos: int, pad: int) -> None:
         self.items, self.eos, self.pad = items, eos, pad
         self.count = [0] * len(items)
         self.done = [it.on_token is None for it in items]
@@ -69,7 +69,7 @@ class RowStop:
     once per generated token; from the second on (decode steps, not the prefill) it reports the
     batch's row count to `on_step` (metrics: rows per decode step)."""
 
-    def __init__(self, prompt_len: int, items: list[Prepared], clock: Callable[[], float] = time.monotonic,
+    def __init__(self, prompt_len: int, items: list[TensorPage], clock: Callable[[], float] = time.monotonic,
                  on_step: Callable[[int], None] | None = None) -> None:
         self.prompt_len, self.items, self.clock, self.on_step = prompt_len, items, clock, on_step
         self.early = [False] * len(items)

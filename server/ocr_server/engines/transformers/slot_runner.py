@@ -17,7 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ocr_limits.request_classes import INTERACTIVE
 
@@ -25,7 +25,14 @@ from ...runtime.errors import DeadlineExceeded, EngineFailure
 from ...runtime.liveness import ProgressClock
 from ...runtime.metrics import Metrics
 from ...runtime.plugins import EngineHooks
+from ..api import Generated
 from ..scheduling import BATCH_HOLD_MAX_S, ClassQueue
+from .slots import Finished
+
+if TYPE_CHECKING:
+    from .engine import Engine, TensorPage
+
+T = TypeVar("T")
 
 log = logging.getLogger("ocr_server.slot_runner")
 HOLD_POLL_S = 0.002  # how often an idle engine holding batch pages looks again
@@ -33,14 +40,18 @@ HOLD_POLL_S = 0.002  # how often an idle engine holding batch pages looks again
 
 @dataclass
 class _Pending:
-    item: Any  # engine.Prepared
-    future: asyncio.Future
+    item: TensorPage
+    future: asyncio.Future[Generated]
     queued_at: float = 0.0  # time.monotonic() when it entered the inbox
 
 
 class SlotRunner:
-    def __init__(self, engine: Any, *, metrics: Metrics, on_fatal: Callable[[BaseException], None],
-                 hooks: EngineHooks | None = None) -> None:
+    """A Runner (engines/api.py) for the slots decoder."""
+
+    def __init__(self, engine: Engine, *, metrics: Metrics, on_fatal: Callable[[BaseException], None],
+                 hooks: EngineHooks | None = None, interactive_inside: Callable[[], bool] = lambda: False) -> None:
+        if engine.slots is None:
+            raise ValueError("the slots runner needs an engine loaded with DECODER=slots")
         self.engine, self.slots = engine, engine.slots
         self.metrics, self.on_fatal = metrics, on_fatal
         self.capacity = self.slots.plan.slots  # pages decoded at once: the admission limit's floor
@@ -54,10 +65,13 @@ class SlotRunner:
         self._open: dict[int, _Pending] = {}  # id(item) -> its page, while its row is in a slot
         self.loop: asyncio.AbstractEventLoop | None = None
         # True while an interactive request is inside the server: batch pages do not join then.
-        self.hold_batch: Callable[[], bool] = lambda: False
+        self.hold_batch = interactive_inside
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+
+    async def on_engine_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
     async def stop(self) -> None:
         self._closing = True
@@ -67,12 +81,12 @@ class SlotRunner:
         """Seconds the engine has owed work without a step (runtime/liveness.py); 0 when idle."""
         return self.progress.stalled_for(len(self.inbox))
 
-    async def submit(self, item: Any) -> Any:
+    async def submit(self, item: TensorPage) -> Generated:
         """Queue one page; the result is its Generated, or DeadlineExceeded/EngineFailure."""
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Generated] = asyncio.get_running_loop().create_future()
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved even if nobody awaits
         self.progress.work_arrived(was_idle=not self.inbox and not self.progress.running)
-        self.inbox.append(_Pending(item, fut, time.monotonic()), getattr(item, "request_class", INTERACTIVE))
+        self.inbox.append(_Pending(item, fut, time.monotonic()), item.request_class)
         self.metrics.queue_depth.inc()
         # After the tasks already ready on the loop: the pages of one request (submitted together by
         # asyncio.gather) are all in the inbox when the engine thread takes them, so they join in one step.
@@ -154,11 +168,11 @@ class SlotRunner:
         not been held BATCH_HOLD_MAX_S yet."""
         return self.hold_batch() and now - self.inbox.first().queued_at < BATCH_HOLD_MAX_S
 
-    def _admit(self, items: list[Any]) -> list[Any]:
+    def _admit(self, items: list[TensorPage]) -> list[Finished | None]:
         self.hooks.run_before_work()
         return [self.slots.admit(item) for item in items]
 
-    def _answer(self, ended: Any) -> None:
+    def _answer(self, ended: Finished) -> None:
         pending = self._open.pop(id(ended.item))
         self._call(_succeed, pending.future, self.engine.generated(ended))
 
@@ -175,11 +189,11 @@ class SlotRunner:
             self.loop.call_soon_threadsafe(fn, *args)
 
 
-def _succeed(fut: asyncio.Future, value: Any) -> None:
+def _succeed(fut: asyncio.Future[Generated], value: Generated) -> None:
     if not fut.done():
         fut.set_result(value)
 
 
-def _fail(fut: asyncio.Future, exc: BaseException) -> None:
+def _fail(fut: asyncio.Future[Generated], exc: BaseException) -> None:
     if not fut.done():
         fut.set_exception(exc)

@@ -25,13 +25,16 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from .experts import choose as choose_experts
 from .experts import experts_function, moe_forward
 from .ngram_guard import TensorNGramGuard
+
+if TYPE_CHECKING:
+    from .engine import TensorPage
 
 log = logging.getLogger("ocr_server.slots")
 
@@ -69,6 +72,11 @@ def pick(sizes: tuple[int, ...], need: int) -> int:
     raise ValueError(f"{need} exceeds the largest bucket {sizes[-1]}")
 
 
+def head_dim(text_config: Any) -> int:
+    """The attention head size: the config's head_dim when it has one, else hidden size / heads."""
+    return getattr(text_config, "head_dim", None) or text_config.hidden_size // text_config.num_attention_heads
+
+
 def kv_bytes_per_slot(layers: int, kv_heads: int, head_dim: int, max_len: int, dtype: torch.dtype) -> int:
     """Keys and values of one slot across all layers."""
     return 2 * layers * kv_heads * head_dim * max_len * torch.empty((), dtype=dtype).element_size()
@@ -89,7 +97,7 @@ class SlotPlan:
 
 @dataclass
 class _Row:
-    item: Any  # engine.Prepared
+    item: TensorPage
     slot: int
     next_pos: int  # position of the token the next step feeds (an upper bound once the device stops it)
     tokens: list[int] = field(default_factory=list)
@@ -100,7 +108,7 @@ class _Row:
 
 @dataclass
 class Finished:
-    item: Any
+    item: TensorPage
     token_ids: list[int]
     finished: bool  # ended with EOS
     stopped_early: bool  # deadline or cancellation
@@ -110,18 +118,22 @@ class SlotDecoder:
     """Owns the slot KV cache and the step; every method runs on the one engine thread."""
 
     def __init__(self, model: Any, plan: SlotPlan, *, eos: int, pad: int,
-                 collate: Callable[[list[Any]], dict[str, Any]],
-                 ngram_for: Callable[[Any], tuple[int, int, set[int]]],
+                 collate: Callable[[list[TensorPage]], dict[str, Any]],
+                 ngram_for: Callable[[TensorPage], tuple[int, int, set[int]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.model, self.plan, self.eos, self.pad = model, plan, eos, pad
         self.collate, self.ngram_for, self.clock = collate, ngram_for, clock
         text = model.config.text_config
         lm = model.model.language_model
         self.lm, self.layers, self.head = lm, list(lm.layers), model.lm_head
+        # Which layers route to experts (the others are dense: the config's first_k_dense_replace).
+        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMoe
+
+        self.moe = [isinstance(block.mlp, DeepseekOcr2TextMoe) for block in self.layers]
         self.device, self.dtype = model.device, model.dtype
         self.heads = text.num_attention_heads
         self.kv_heads = text.num_key_value_heads
-        self.head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        self.head_dim = head_dim(text)
         self.vocab = text.vocab_size
         s, n, dev = plan.slots, plan.max_len, self.device
         shape = (s, self.kv_heads, n, self.head_dim)
@@ -165,7 +177,7 @@ class SlotDecoder:
 
     # ---------- joining ----------
     @torch.inference_mode()
-    def admit(self, item: Any) -> Finished | None:
+    def admit(self, item: TensorPage) -> Finished | None:
         """Prefill one page into a free slot and take its first token; a row that ends there is returned."""
         if not self._free:
             raise RuntimeError("no free slot")
@@ -180,7 +192,7 @@ class SlotDecoder:
         scores = out.logits[:, -1, :].to(copy=True, dtype=torch.float32)
         n, window, whitelist = self.ngram_for(item)
         self.guard.reset(slot, n, window, whitelist)  # nothing generated: it bans nothing yet
-        if getattr(item, "min_new_tokens", 0) > 0:
+        if item.min_new_tokens > 0:
             scores[:, self.eos] = -math.inf
         first = scores.argmax(-1)
         done = (first == self.eos) | (item.max_new_tokens <= 1)
@@ -188,7 +200,7 @@ class SlotDecoder:
         self.pos[slot] = prompt
         self.count[slot] = 1
         self.budget[slot] = item.max_new_tokens
-        self.min_new[slot] = getattr(item, "min_new_tokens", 0)
+        self.min_new[slot] = item.min_new_tokens
         self.live[slot:slot + 1] = ~done
         self.guard.append(first, ~done, start=slot)
         row = _Row(item, slot, prompt)
@@ -307,7 +319,7 @@ class SlotDecoder:
             hidden = hidden + attn.o_proj(o.transpose(1, 2).reshape(rows, 1, -1))
             x = block.post_attention_layernorm(hidden)
             mlp = block.mlp
-            hidden = hidden + (moe_forward(mlp, x, experts) if hasattr(mlp, "experts") else mlp(x))
+            hidden = hidden + (moe_forward(mlp, x, experts) if self.moe[layer] else mlp(x))
         scores = self.head(self.lm.norm(hidden))[:, 0, :].to(torch.float32)
         scores = scores.masked_fill(self.guard.bans(rows), -math.inf)
         count = self.count[:rows]
@@ -354,7 +366,7 @@ class SlotDecoder:
         return self.capture_seconds
 
     # ---------- a whole batch, synchronously ----------
-    def run(self, items: list[Any]) -> list[Finished]:
+    def run(self, items: list[TensorPage]) -> list[Finished]:
         """Every item to its end, joining as slots free up (warm-up, benches, generate_batch)."""
         waiting = deque(items)
         results: dict[int, Finished] = {}

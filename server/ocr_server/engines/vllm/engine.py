@@ -21,47 +21,41 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import os
-import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from PIL import Image
 
 from ocr_limits import CROP_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_CEILING, VLLM
 from ocr_limits.prompts import MAX_PROMPT_TOKENS, PROMPTS
 
-from ...runtime.config import ConfigError, ServerConfig, resolve_dtype, validate_model_dir
+from ...runtime.config import ConfigError, ServerConfig, resolve_dtype
 from ...runtime.errors import BadInput, DeadlineExceeded, EngineFailure
 from ...runtime.metrics import Metrics
-from ..api import TD_TOKENS, Generated, ModelInfo, NGramSettings, StartupError
-from ..checkpoint import is_official_layout, read_config_json, revision
+from ..api import TD_TOKENS, DecoderReport, Generated, GraphCapture, ModelInfo, PreparedPage, RunnerContext, StartupError
+from ..checkpoint import is_official_layout, read_config_json, revision, validate_model_dir
 from ..crops import CropPlan
 from ..detokenize import IncrementalDecoder
+from ..prompt_check import check_tokens
 from ..tiny_marker import TINY_MARKER, TINY_SERVED_NAME, is_tiny
 
 log = logging.getLogger("ocr_server.vllm_engine")
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+T = TypeVar("T")
 VLLM_CROP_SIZE, VLLM_BASE_SIZE = VLLM.fixed_sizes  # 768, 1024: fixed in vLLM's DeepSeek-OCR 2 processor
 
 
-@dataclass
-class VllmPrepared:
-    """One page for vLLM: the page itself and its prompt text (vLLM crops and expands <image>)."""
+@dataclass(kw_only=True)
+class VllmPage(PreparedPage):
+    """One page for vLLM: the page itself and its prompt text (vLLM crops and expands <image>);
+    input_ids are vLLM's prompt ids, filled in after generation."""
 
     image: Image.Image
     prompt: str
-    plan: CropPlan
-    max_new_tokens: int
-    deadline: float = math.inf
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    ngram: NGramSettings | None = None
-    min_new_tokens: int = 0  # vLLM's min_tokens
-    request_class: str = "interactive"  # engines/scheduling.py: interactive pages are taken before batch ones
-    on_token: Callable[[int], None] | None = None
-    input_ids: list[int] = field(default_factory=list)  # vLLM's prompt ids, filled in after generation
 
 
 def vllm_grid(width: int, height: int) -> tuple[int, int]:
@@ -77,11 +71,19 @@ def vllm_grid(width: int, height: int) -> tuple[int, int]:
 class VllmRunner:
     """The service's runner for vLLM: submit one page, get its Generated; vLLM batches them."""
 
+    capacity = 0  # vLLM schedules its own batch (max_num_seqs); CONCURRENCY caps admission
+
     def __init__(self, engine: VllmEngine, metrics: Metrics, on_fatal: Callable[[BaseException], None]) -> None:
         self.engine, self.metrics, self.on_fatal = engine, metrics, on_fatal
-        from concurrent.futures import ThreadPoolExecutor
-
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vllm-sync")
+
+    async def on_engine_thread(self, fn: Callable[[], T]) -> T:
+        """The warm-up's synchronous generations wait on a worker thread while the event loop serves vLLM."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+    def stalled_for(self) -> float:
+        """vLLM keeps no progress clock here: a dead engine core exits the process instead."""
+        return 0.0
 
     def start(self) -> None:
         self.engine.loop = asyncio.get_running_loop()
@@ -90,7 +92,7 @@ class VllmRunner:
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.engine.shutdown()
 
-    async def submit(self, item: VllmPrepared) -> Generated:
+    async def submit(self, item: VllmPage) -> Generated:
         remaining = item.deadline - time.monotonic()
         if item.cancelled.is_set() or remaining <= 0:
             self.metrics.dropped.inc()
@@ -118,6 +120,7 @@ class VllmEngine:
         self.info: ModelInfo | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count()
+        self._inspected: tuple[Path, bool] | None = None  # inspect(): model dir, tiny
 
     # ---------- loading ----------
     def inspect(self) -> None:
@@ -149,8 +152,9 @@ class VllmEngine:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        if getattr(self, "_inspected", None) is None:
+        if self._inspected is None:
             self.inspect()
+        assert self._inspected is not None
         model_dir, tiny = self._inspected
         if tiny:
             log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
@@ -205,8 +209,18 @@ class VllmEngine:
             self.llm.shutdown()
             self.llm = None
 
-    def runner(self, *, metrics: Metrics, on_fatal: Callable[[BaseException], None]) -> VllmRunner:
-        return VllmRunner(self, metrics, on_fatal)
+    def runner(self, ctx: RunnerContext) -> VllmRunner:
+        """vLLM schedules pages itself; plugins' engine hooks and the interactive hold do not apply."""
+        return VllmRunner(self, ctx.metrics, ctx.on_fatal)
+
+    def decoder_report(self) -> DecoderReport | None:
+        return None
+
+    def capture_graphs(self) -> GraphCapture | None:
+        return None  # vLLM captures its own graphs when it loads
+
+    def check_prompt(self, text: str, param: str) -> int:
+        return check_tokens(self.tokenizer, text, param)
 
     # ---------- one page ----------
     def crop_bounds(self, max_visual_tokens: int | None) -> tuple[int, int]:
@@ -226,9 +240,9 @@ class VllmEngine:
         return plan
 
     def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int,
-                prompt: str | None = None) -> VllmPrepared:
-        """`prompt`: the request's own (prompts.check_tokens checked it), else the mode's."""
-        return VllmPrepared(image=image, prompt=PROMPTS[prompt_mode] if prompt is None else prompt,
+                prompt: str | None = None) -> VllmPage:
+        """`prompt`: the request's own (check_prompt checked it), else the mode's."""
+        return VllmPage(image=image, prompt=PROMPTS[prompt_mode] if prompt is None else prompt,
                             plan=self.plan(image, max_visual_tokens), max_new_tokens=max_new_tokens)
 
     def stream_decoder(self) -> IncrementalDecoder:
@@ -236,7 +250,7 @@ class VllmEngine:
         skip = frozenset(i for i in (t.bos_token_id, t.eos_token_id, t.pad_token_id) if i is not None)
         return IncrementalDecoder(lambda ids: t.decode(ids, skip_special_tokens=False), skip)
 
-    def _sampling(self, item: VllmPrepared) -> Any:
+    def _sampling(self, item: VllmPage) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -248,7 +262,7 @@ class VllmEngine:
                               skip_special_tokens=False,
                               extra_args=extra, output_kind=RequestOutputKind.DELTA, detokenize=False)
 
-    async def generate(self, item: VllmPrepared) -> Generated:
+    async def generate(self, item: VllmPage) -> Generated:
         """One page through vLLM; cancelling this coroutine aborts the request in vLLM."""
         request_id = f"ocr-{next(self._ids)}"
         prompt = {"prompt": item.prompt, "multi_modal_data": {"image": item.image}}
@@ -280,7 +294,7 @@ class VllmEngine:
             raise RuntimeError(f"vLLM built {n_image} image tokens, the crop plan says {item.plan.visual_tokens + 1}")
         return Generated(toks, self.tokenizer.decode(toks, skip_special_tokens=False), finish == "stop", False)
 
-    def generate_batch(self, items: list[VllmPrepared]) -> list[Generated]:
+    def generate_batch(self, items: list[VllmPage]) -> list[Generated]:
         """Synchronous, for the warm-up (runs on a worker thread while the event loop serves vLLM)."""
         if self.loop is None:
             raise RuntimeError("the vLLM runner is not started")
