@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from ocr_limits.request_classes import BATCH, HEADER
+
 from .documents import OCR, Part
 
-REQUEST_CLASS = ("X-Request-Class", "batch")
+REQUEST_CLASS = (HEADER, BATCH)
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a page's JSON answer (text, blocks) is far smaller
 
 

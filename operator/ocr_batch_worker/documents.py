@@ -17,13 +17,13 @@ import json
 import threading
 from dataclasses import dataclass, field
 
+from ocr_limits import files
+
 OCR = "/v1/ocr"
 CHAT = "/v1/chat/completions"
-KINDS = ("pdf", "png", "jpeg", "tiff", "webp", "jsonl")
-CONTENT_TYPES = {"pdf": "application/pdf", "png": "image/png", "jpeg": "image/jpeg", "tiff": "image/tiff",
-                 "webp": "image/webp", "jsonl": "application/json"}
-MAGIC = ((b"%PDF-", "pdf"), (b"\x89PNG\r\n\x1a\n", "png"), (b"\xff\xd8\xff", "jpeg"), (b"II*\x00", "tiff"),
-         (b"MM\x00*", "tiff"))
+# The documents' kinds are the server's (ocr_limits.files: one signature table), plus batch files.
+KINDS = (*files.NAMES, "jsonl")
+CONTENT_TYPES = {**files.CONTENT_TYPES, "jsonl": "application/json"}
 MAX_CUSTOM_ID_CHARS = 512
 # pdfium is not thread-safe (its last-error code is global too), and the worker cuts pages on
 # threads: one pdfium call at a time.
@@ -75,12 +75,10 @@ def kind_of(key: str, data: bytes) -> str:
         raise DocumentError("the file is empty")
     if key.lower().endswith(".jsonl"):
         return "jsonl"
-    for magic, kind in MAGIC:
-        if data.startswith(magic):
-            return kind
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "webp"
-    raise DocumentError(f"unsupported type: not a PDF, PNG, JPEG, TIFF or WebP, nor a *.jsonl batch file "
+    kind = files.sniff(data)
+    if kind is not None:
+        return kind
+    raise DocumentError(f"unsupported type: not one of {files.SUPPORTED}, nor a *.jsonl batch file "
                         f"(it starts with {data[:8]!r})")
 
 

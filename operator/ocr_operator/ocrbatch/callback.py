@@ -26,6 +26,8 @@ from typing import Any, Awaitable, Callable, Mapping
 
 import aiohttp
 
+from ocr_limits.timestamps import iso
+
 SIGNATURE_HEADER = "X-OcrBatch-Signature"
 EVENT_HEADER = "X-OcrBatch-Event"
 MAX_ATTEMPTS = 8
@@ -40,7 +42,7 @@ def payload(batch: Mapping[str, Any], event: str, now: dt.datetime) -> dict[str,
     return {
         "id": idempotency_key(batch, event),
         "type": event,
-        "createdAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "createdAt": iso(now),
         "batch": {"namespace": md["namespace"], "name": md["name"], "uid": md.get("uid"),
                   "service": spec.get("service")},
         "phase": st.get("phase"),

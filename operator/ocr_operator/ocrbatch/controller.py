@@ -23,12 +23,12 @@ import time
 from typing import Any, Mapping
 
 from ocr_batch_worker.contract import EXIT_DONE, EXIT_TERMINATED
+from ocr_limits.timestamps import iso
 from ocr_batch_worker.progress import Summary, summarize
 from ocr_operator.labels import APPLIED_HASH_KEY
 from ocr_operator.runtime import conditions as C
 from ocr_operator.runtime import plan
 from ocr_operator.runtime.controller import Context, Controller, Key, Result, Runtime
-from ocr_operator.runtime.conditions import iso
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError
 

@@ -29,7 +29,7 @@ from urllib.parse import quote
 import aiohttp
 
 from ocr_limits.quality import MAX_GOLDEN_BYTES
-from ocr_operator.runtime.conditions import iso
+from ocr_limits.timestamps import iso
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError, Kube
 from ocr_operator.spec import OcrServiceSpec

@@ -12,9 +12,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ocr_limits.timestamps import iso
 from ocr_operator.runtime import conditions as C
 from ocr_operator.runtime.drift import parse_quantity
-from ocr_operator.runtime.conditions import iso
 from ocr_operator.spec import OcrServiceSpec
 
 from . import naming

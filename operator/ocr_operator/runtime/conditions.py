@@ -7,16 +7,10 @@ a whole new status into the patch of what changed, or None.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
-
-
-def iso(now: dt.datetime) -> str:
-    """A Kubernetes Time (whole seconds, UTC, Z): conditions' and Events' timestamps."""
-    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .conditions import iso
+from ocr_limits.timestamps import iso
+
 from .kube import Kube
 from .workqueue import TokenBucket
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Mapping
+
+from ocr_limits.timestamps import iso_micro as micro_time  # a Lease's MicroTime
 
 from .kinds import LEASE
 
@@ -139,11 +141,6 @@ def retry_wait(cfg: ElectionConfig, leading: bool, jitter: float) -> float:
     if leading:
         return cfg.retry_period
     return cfg.retry_period * (1 + JITTER_FACTOR * min(max(jitter, 0.0), 1.0))
-
-
-def micro_time(when: datetime) -> str:
-    """A Kubernetes MicroTime (what Lease times are): UTC, microseconds, Z."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def lease_body(action: Action, current: Mapping[str, Any] | None, cfg: ElectionConfig,

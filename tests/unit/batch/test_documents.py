@@ -20,7 +20,8 @@ def image(fmt: str, frames: int = 1) -> bytes:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("fmt, kind", [("PNG", "png"), ("JPEG", "jpeg"), ("TIFF", "tiff"), ("WEBP", "webp")])
+@pytest.mark.parametrize("fmt, kind", [("PNG", "png"), ("JPEG", "jpeg"), ("TIFF", "tiff"), ("WEBP", "webp"),
+                                       ("GIF", "gif"), ("BMP", "bmp")])
 def test_an_image_is_known_by_its_content_not_its_name(fmt, kind):
     assert kind_of("scan.pdf", image(fmt)) == kind
 
@@ -30,7 +31,7 @@ def test_a_jsonl_file_is_a_batch_file():
 
 
 def test_an_unsupported_type_is_an_error_saying_what_is_accepted():
-    with pytest.raises(DocumentError, match="unsupported type: not a PDF, PNG, JPEG, TIFF or WebP"):
+    with pytest.raises(DocumentError, match="unsupported type: not one of PNG, JPEG, WebP, TIFF, GIF, BMP, PDF"):
         kind_of("notes.txt", b"hello")
 
 

@@ -221,7 +221,7 @@ def config_yaml(inference: dict) -> str:
 
 
 def test_decode_slots_reaches_the_server_when_set_and_zero_leaves_the_config_as_before_the_field(tmp_path):
-    config = pytest.importorskip("ocr_server.config", reason="the server package is not installed in this venv")
+    config = pytest.importorskip("ocr_server.runtime.config", reason="the server package is not installed in this venv")
     assert config_yaml({"decodeSlots": 0}) == config_yaml({}) and "decode_slots" not in config_yaml({})
     path = tmp_path / "config.yaml"
     path.write_text(config_yaml({"decodeSlots": 16}))
@@ -322,7 +322,7 @@ def test_rendering_is_deterministic():
 
 def test_the_server_accepts_the_rendered_config_file_and_env(tmp_path):
     """Contract with server/ocr_server/config.py, which refuses unknown keys and bad values."""
-    config = pytest.importorskip("ocr_server.config", reason="the server package is not installed in this venv")
+    config = pytest.importorskip("ocr_server.runtime.config", reason="the server package is not installed in this venv")
     d = children({"inference": {"minVisualTokens": 544, "maxVisualTokens": 832, "batchSize": 4, "concurrency": 2,
                                 "timeoutSeconds": 12, "maxNewTokens": 2048},
                   "model": {"path": "/opt/model", "revision": "v2"}, "service": {"port": 9000}})

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ocr_limits import timestamps
+
 PROGRESSING = "Progressing"
 HEALTHY = "Healthy"
 FAILED = "Failed"
@@ -99,9 +101,7 @@ class Policy:
 
 
 def iso_micro(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None if value is None else timestamps.iso_micro(value)
 
 
 def parse_time(value: Any) -> datetime | None:
