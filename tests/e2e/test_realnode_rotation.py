@@ -5,7 +5,7 @@ restart or a rollout.
 The operator mounts both Secrets as whole volumes (never subPath), so kubelet rewrites their files
 when the Secrets change (within its syncFrequency, 10 s on the harness's node:
 localcluster/realnode.py kubelet_config), and the server re-reads them every 2 s
-(ocr_server/reload.py). Clients never retry: every answer counts. One client keeps one
+(ocr_server/runtime/credentials.py). Clients never retry: every answer counts. One client keeps one
 connection open and moves to the new key only once the old one is refused; another opens a new
 connection per request and records which certificate it was shown.
 """

@@ -1,5 +1,5 @@
 """Keys and certificates rotated in their mounted Secret files while clients keep sending: the real
-server process re-reads them without a restart (ocr_server/reload.py), and refuses bad new files.
+server process re-reads them without a restart (ocr_server/runtime/credentials.py), and refuses bad new files.
 
 The files are laid out and swapped the way kubelet updates a Secret volume (secret_volume.py).
 """

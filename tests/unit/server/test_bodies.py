@@ -1,4 +1,4 @@
-"""JSON bodies and options decoded without ambiguity (ocr_server.bodies)."""
+"""JSON bodies and options decoded without ambiguity (ocr_server.http.bodies)."""
 
 from __future__ import annotations
 

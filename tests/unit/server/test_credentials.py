@@ -1,4 +1,4 @@
-"""Keys and certificates re-read from Secret files (ocr_server.reload): what is applied, what is kept."""
+"""Keys and certificates re-read from Secret files (ocr_server.runtime.credentials): what is applied, what is kept."""
 
 from __future__ import annotations
 
