@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .prompts import MAX_PROMPT_CHARS, MODES  # noqa: F401 (the worker's import, until it reads them there)
+from .prompts import MODES
 from .settings import setting
 
 Scalar = Union[int, str, bool]
@@ -46,7 +46,7 @@ class BatchSetting:
 
 
 BATCH_SETTINGS: tuple[BatchSetting, ...] = (
-    BatchSetting("options.mode", None, choices=MODES),
+    BatchSetting("options.mode", None, choices=MODES),  # the server's prompt modes (ocr_limits.prompts)
     BatchSetting("options.maxNewTokens", None, 1, MAX_NEW_TOKENS),
     BatchSetting("parallelism", 1, 1, MAX_PARALLELISM),
     BatchSetting("concurrencyPerWorker", 4, 1, MAX_CONCURRENCY),

@@ -25,7 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ocr_limits.batch import MAX_PROMPT_CHARS, MODES, batch_setting
+from ocr_limits.batch import batch_setting
+from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
 
 from .contract import CONFIG_FILE_ENV, CONFIG_INLINE_ENV, INDEX_ENV
 from .retry import RetryPolicy

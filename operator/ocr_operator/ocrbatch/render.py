@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ocr_batch_worker import contract
-from ocr_limits.batch import DEFAULT_DOCUMENT_BYTES
 from ocr_operator import labels as L
+from ocr_operator.api import ocrbatch
 from ocr_operator.spec import API_VERSION
 
 from .kinds import OCRBATCH
@@ -120,12 +120,13 @@ def worker_config(batch: Mapping[str, Any], service_url: str, settings: WorkerSe
     """The worker's JSON configuration (config.py's shape) for this batch; `api_key`: the OcrService
     requires one, mounted at API_KEY_FILE by render_job."""
     spec = batch["spec"]
+    typed = ocrbatch.parse(spec)
     doc: dict[str, Any] = {
         "serviceUrl": service_url,
         "input": _location(spec, "input"),
         "output": _location(spec, "output"),
-        "parallelism": spec.get("parallelism", 1),
-        "concurrencyPerWorker": spec.get("concurrencyPerWorker", 4),
+        "parallelism": typed.parallelism,
+        "concurrencyPerWorker": typed.concurrency_per_worker,
         "progressIntervalSeconds": settings.progress_interval,
     }
     if spec.get("options"):
@@ -147,10 +148,9 @@ def render_configmap(batch: Mapping[str, Any], service_url: str, settings: Worke
             "data": {CONFIG_KEY: json.dumps(config, sort_keys=True, indent=1)}}
 
 
-def memory_bytes(spec: Mapping[str, Any]) -> int:
+def memory_bytes(spec: ocrbatch.OcrBatchSpec) -> int:
     """The worker's memory: its base plus the documents it may hold at once (its budget.py)."""
-    doc_bytes = int((spec.get("limits") or {}).get("maxDocumentBytes", DEFAULT_DOCUMENT_BYTES))
-    return BASE_MEMORY + contract.DOCUMENT_BUDGET * doc_bytes
+    return BASE_MEMORY + contract.DOCUMENT_BUDGET * spec.limits.max_document_bytes
 
 
 def _mi(n: int) -> str:
@@ -194,8 +194,9 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
     `api_key`: (Secret, key) of the OcrService's API keys, mounted read-only at API_KEY_FILE; `tls`:
     the certificate to trust, mounted at CA_FILE (the certificate only, never its private key)."""
     spec = batch["spec"]
+    typed = ocrbatch.parse(spec)
     name = batch["metadata"]["name"]
-    n = int(spec.get("parallelism", 1))
+    n = typed.parallelism
     volumes, mounts = _volumes(spec, configmap_name(name))
     if api_key is not None:
         secret, key = api_key
@@ -206,7 +207,7 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
         volumes.append({"name": "service-ca", "secret": {"secretName": tls.secret, "defaultMode": 0o444,
                                                          "items": [{"key": tls.trust_key, "path": "ca.crt"}]}})
         mounts.append({"name": "service-ca", "mountPath": CA_DIR, "readOnly": True})
-    memory = _mi(memory_bytes(spec))
+    memory = _mi(memory_bytes(typed))
     container = {
         "name": CONTAINER,
         "image": settings.image,
@@ -248,6 +249,6 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
         ]},
         "template": {"metadata": {"labels": labels(name)}, "spec": pod_spec},
     }
-    if spec.get("deadlineSeconds"):
-        job_spec["activeDeadlineSeconds"] = int(spec["deadlineSeconds"])
+    if typed.deadline_seconds:
+        job_spec["activeDeadlineSeconds"] = typed.deadline_seconds
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(batch, job_name(name)), "spec": job_spec}

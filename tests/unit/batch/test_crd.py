@@ -153,3 +153,18 @@ def test_every_bound_the_worker_reads_in_ocr_limits_is_the_model_field_at_that_p
         node = field(path)
         assert (node.get("default"), node.get("minimum"), node.get("maximum"), node.get("enum", [])) == (
             s.default, s.minimum, s.maximum, list(s.choices)), path
+
+
+def test_the_workers_memory_is_read_from_the_typed_document_limit():
+    from ocr_batch_worker import contract
+    from ocr_operator.ocrbatch import render
+
+    def memory(spec):
+        job = render.render_job({"metadata": {"name": "b", "namespace": "n", "uid": "u"}, "spec": spec},
+                                render.WorkerSettings(image="img"))
+        return job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"]
+
+    mib = 1024 * 1024
+    assert memory(BATCH) == f"{(render.BASE_MEMORY + contract.DOCUMENT_BUDGET * batch.DEFAULT_DOCUMENT_BYTES) // mib}Mi"
+    assert memory({**BATCH, "limits": {"maxDocumentBytes": 10 * mib}}) == (
+        f"{(render.BASE_MEMORY + contract.DOCUMENT_BUDGET * 10 * mib) // mib}Mi")

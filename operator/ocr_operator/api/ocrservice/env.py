@@ -63,7 +63,7 @@ def _settings(obj: Any) -> Iterator[tuple[str, Any]]:
         value = getattr(obj, f.name)
         s = f.api.setting
         if s is not None and s.key:
-            if value is not None and not (f.api.omit_default and value == f.api.default):
+            if value not in (None, "") and not (f.api.omit_default and value == f.api.default):
                 yield s.key, value
         elif f.type.kind == "object" and f.via is None and value is not None:
             yield from _settings(value)
@@ -72,8 +72,10 @@ def _settings(obj: Any) -> Iterator[tuple[str, Any]]:
 def server_config(spec: OcrServiceSpec) -> dict[str, dict[str, Any]]:
     """The server's configuration file (its sections service, model, runtime): every setting an
     OcrService field sets, under the key the server reads (ocr_limits), exactly the keys the
-    server knows, since it refuses unknown ones. A value left unset (None), or at its default
-    where the field says so, is left out: the server's own default applies."""
+    server knows, since it refuses unknown ones. A value left unset (None or empty), or at its
+    default where the field says so, is left out: the server's own default applies. Every
+    CRD-valid spec renders a file the server's startup validation accepts
+    (tests/unit/test_config_contract.py)."""
     out: dict[str, dict[str, Any]] = {}
     for key, value in [*FIXED_CONFIG.items(), *_settings(spec)]:
         section, name = key.split(".")

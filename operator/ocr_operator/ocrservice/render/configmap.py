@@ -1,4 +1,7 @@
-"""ConfigMap with the server configuration (config.yaml: service / model / runtime sections)."""
+"""ConfigMap with the server configuration (config.yaml: service / model / runtime sections).
+
+What goes in config.yaml is the typed spec's settings under the keys the server reads
+(ocr_operator.api.ocrservice.server_config, from the fields' ocr_limits settings)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import yaml
 
 from ocr_limits.quality import GOLDEN_DIR_ENV
 
+from ocr_operator.api.ocrservice import server_config
 from ocr_operator.runtime.plan import canonical_json, short_hash
 from ocr_operator.spec import OcrServiceSpec
 
@@ -26,47 +30,13 @@ AUTH_DIR = "/etc/ocr/auth"
 API_KEYS_FILE = f"{AUTH_DIR}/api-keys"
 
 
-def server_config(spec: OcrServiceSpec) -> dict[str, Any]:
-    """The server's configuration file (server/ocr_server/config.py): exactly the keys it knows,
-    since it refuses unknown ones. Every CRD-valid spec renders a file the server's startup
-    validation accepts (tests/unit/test_config_contract.py)."""
-    inf = spec.inference
-    model: dict[str, Any] = {
-        "name": spec.model.name,
-        "cache_dir": spec.model.cache_dir,
-        "input_size": inf.input_size,
-        "base_size": inf.base_size,
-        "min_visual_tokens": inf.min_visual_tokens,
-        "max_visual_tokens": inf.max_visual_tokens,
-    }
-    if spec.model.path:
-        model["path"] = spec.model.path
-    if spec.model.revision:
-        model["revision"] = spec.model.revision
-    return {
-        "service": {"host": "0.0.0.0", "port": spec.service.port},
-        "model": model,
-        "runtime": {
-            "engine": spec.engine,
-            "gpu_id": 0,
-            "concurrency": inf.concurrency,
-            "batch_size": inf.batch_size,
-            "timeout_sec": inf.timeout_seconds,
-            "max_new_tokens": inf.max_new_tokens,
-            # only when set: 0 leaves the server's choice, and the config (so the revision) of
-            # OcrServices made before the field stays as it was
-            **({"decode_slots": inf.decode_slots} if inf.decode_slots else {}),
-        },
-    }
-
-
 def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     """The server's environment: where its configuration file is, and its API keys' file (a Secret).
 
     One channel for the configuration: every setting is in config.yaml (the ConfigMap), none
     repeated as an environment override, so the two can never disagree. `spec.env` may not set a
     setting the OcrService has a field for (the server lets the environment win over the file):
-    the CRD and spec.validate refuse those names (ocr_limits.FIELD_FOR_ENV)."""
+    the CRD and spec.parse refuse those names (ocr_operator.api.ocrservice.FIELD_FOR_ENV)."""
     out: list[dict[str, Any]] = [{"name": "CONFIG_FILE", "value": CONFIG_PATH}]
     if spec.auth is not None:
         out.append({"name": "API_KEYS_FILE", "value": API_KEYS_FILE})
