@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from ocr_batch_worker.contract import EXIT_DONE, EXIT_TERMINATED
 from ocr_limits.timestamps import iso
 from ocr_batch_worker.progress import Summary, summarize
+from ocr_operator.api.ocrbatch import parse as parse_spec
 from ocr_operator.labels import APPLIED_HASH_KEY
 from ocr_operator.runtime import conditions as C
 from ocr_operator.runtime import plan
@@ -173,14 +174,14 @@ class OcrBatches:
         if taken is not None:
             return await self._hold(key, batch, st, taken, ctx.now, result)
         log.info("OcrBatch %s/%s: Job %s created (%s worker(s) -> %s)", ns, name, render.job_name(name),
-                 batch["spec"].get("parallelism", 1), url)
+                 parse_spec(batch["spec"]).parallelism, url)
         new = {**st, "phase": decide.PENDING, "jobName": render.job_name(name), "startTime": iso(ctx.now)}
         new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, "JobCreated",
                                                                 f"Job {render.job_name(name)} sends the pages "
                                                                 f"to {url}")], ctx.now)
         await self._write(key, batch, st, new, result)
         result.events.append(("Normal", "Started", f"Job {render.job_name(name)}: "
-                              f"{batch['spec'].get('parallelism', 1)} worker(s) for OcrService "
+                              f"{parse_spec(batch['spec']).parallelism} worker(s) for OcrService "
                               f"{batch['spec']['service']}"))
         result.requeue_after = self.progress_seconds
         return result
@@ -247,7 +248,7 @@ class OcrBatches:
             elif (done and done.get("exitCode") not in (EXIT_DONE, EXIT_TERMINATED) and index in reports
                   and done.get("message")):
                 reports[index] = {**reports[index], "fatal": done["message"][:1000]}
-        return summarize(list(reports.values()), int(batch["spec"].get("parallelism", 1)))
+        return summarize(list(reports.values()), parse_spec(batch["spec"]).parallelism)
 
     async def _end(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], ph: decide.Phase,
                    summary: Summary | None, ctx: Context, result: Result) -> Result:
