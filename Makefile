@@ -64,6 +64,17 @@ $(VLLM_VENV)/.vllm-cli: $(VLLM_VENV)/.installed
 .PHONY: venv-vllm
 venv-vllm: $(VLLM_VENV)/.installed $(VLLM_VENV)/.vllm-cli
 
+# A replica of the GPU machine's Python (bench/gpu_replica.py): a venv of its shape (Python 3.12,
+# torch 2.11 and transformers 5.17, no fastapi/uvicorn/pypdfium2) and the wheels that
+# `bench/gpu_check.sh --prepare` packs for it, cached by version under ~/.cache/causalflow-ocr.
+# make gpu-replica runs the GPU check in it on the CPU with no package index, every phase, tiny sizes.
+GPU_REPLICA_OUT ?= /tmp/gpu-replica-out
+.PHONY: gpu-replica-env gpu-replica
+gpu-replica-env: venv
+	$(PY) bench/gpu_replica.py build
+gpu-replica: gpu-replica-env
+	$(PY) bench/gpu_replica.py run --out $(GPU_REPLICA_OUT)
+
 # CLUSTER_UP_ARGS=--no-images: do not build/import the product images into the real node.
 cluster-up: venv cluster-binaries
 	$(VPY) -m localcluster up $(CLUSTER_UP_ARGS)
@@ -125,7 +136,7 @@ test-e2e: venv cluster-binaries
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
 setup:
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm cluster-binaries monitoring-tools kube-score versitygw images-built
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm gpu-replica-env cluster-binaries monitoring-tools kube-score versitygw images-built
 
 # The product images for the real node, built (not exported) ahead of the tests that import them:
 # first those that need no venv (the torch layer, beside the venv's own install), then the one that

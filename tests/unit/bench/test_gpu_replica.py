@@ -1,0 +1,94 @@
+"""The GPU check, run end to end in a replica of the GPU machine's Python (bench/gpu_replica.py), short.
+
+The replica is a venv of that machine's shape (Python 3.12 where this machine has it, torch 2.11,
+transformers 5.17, no web stack), built once by `make setup` and cached; the run has no package
+index and, where the kernel allows, no network but loopback. Every phase of bench/gpu_check.sh runs
+on the CPU with the tiny model, so the script cannot rot between the GPU machine's rare visits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from bench import gpu_replica, gpu_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.server]
+LEVELS = [1, 4, 2]  # SHORT_ARGS' --clients, in their order
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    replica = gpu_replica.build()  # cached: seconds once `make setup` built it
+    out, scratch = tmp_path_factory.mktemp("out"), tmp_path_factory.mktemp("scratch")
+    t = time.monotonic()
+    rc = gpu_replica.run(replica, out, short=True, scratch=scratch)
+    print(f"short replica run: {time.monotonic() - t:.0f} s")
+    phases = json.loads((out / "phases.json").read_text())
+    return {"rc": rc, "out": out, "scratch": scratch, "phases": phases, "replica": replica}
+
+
+def figures(run, name: str) -> dict:
+    return json.loads((run["out"] / name).read_text())
+
+
+def test_every_phase_of_the_check_ends_ok_and_the_script_exits_0(run):
+    assert {p["name"]: p["status"] for p in run["phases"]["phases"]} == dict.fromkeys(gpu_run.PHASES, "ok"), \
+        (run["out"] / "gpu_check.log").read_text()[-6000:]
+    assert run["rc"] == 0
+
+
+def test_the_replica_is_a_venvs_interpreter_that_lacks_the_servers_web_stack(run):
+    python = str(run["replica"].python)
+    versions = run["phases"]["versions"]
+    assert versions["executable"] == python and versions["in_venv"] is True
+    assert versions["python"].startswith("3.12.") or not gpu_replica.find_python312()
+    frozen = (run["replica"].python.parent.parent / ".built").read_text().lower()
+    assert "torch==2.11.0" in frozen and "transformers==5.17.0" in frozen
+    assert not any(f"\n{name}==" in f"\n{frozen}" for name in gpu_replica.NOT_ON_IMAGE)
+
+
+def test_the_install_phase_keeps_the_machines_torch_and_brings_the_rest_from_the_wheels(run):
+    versions = run["phases"]["versions"]
+    assert versions["torch"] == {"version": "2.11.0+cu130", "from": "image"}
+    for name in ("transformers", "fastapi", "uvicorn", "pydantic", "python_multipart", "pypdfium2"):
+        assert versions[name]["from"] == "target", name
+    assert versions["transformers"]["version"] != "5.17.0"  # the server's pin, not the machine's
+    assert (run["scratch"] / "site").is_dir() and not (run["out"] / "site").exists()
+
+
+def test_the_identity_check_finds_every_page_identical(run):
+    identity = figures(run, "identity.json")
+    assert identity["complete"] is True and identity["device"] == "cpu"
+    assert len(identity["pages"]) == 2 and identity["identical_pages"] == 2
+
+
+def test_the_raw_engine_figures_are_all_there_and_well_formed(run):
+    t = figures(run, "bench.json")["engines"]["transformers"]
+    for path in ("slots", "sequential", "generate"):
+        f = t[path]
+        assert f["tokens_per_s"] > 0 and f["pages_per_s"] > 0 and 0 < f["p50_s"] <= f["p95_s"] <= f["wall_s"] + 1e-6, path
+    assert 0 < t["prefill_ms_per_page"]["p50"] <= t["prefill_ms_per_page"]["max"]
+    assert set(t["step_ms"]) == {"grouped_mm", "batched_mm"}
+    assert all(set(rows) == {"1", "4"} and all(ms > 0 for ms in rows.values()) for rows in t["step_ms"].values())
+    assert t["slot_count"] == 4 and t["kv_mib_per_slot"] > 0
+
+
+def test_the_server_is_measured_at_every_client_level_in_the_order_given(run):
+    server = figures(run, "bench.json")["engines"]["transformers"]["server"]
+    assert [k for k in server if k.startswith("clients_")] == [f"clients_{n}" for n in LEVELS]
+    assert server["health"]["device"] == "cpu" and server["health"]["decoder"]["decoder"] == "slots"
+    for n in LEVELS:
+        f = server[f"clients_{n}"]
+        assert f["tokens_per_s"] > 0 and 0 < f["p50_s"] <= f["p95_s"] and 0 <= f["preprocess_share"] < 1, n
+
+
+def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary(run):
+    files = {f.name: f.stat().st_size for f in run["out"].iterdir()}
+    assert set(files) == {"gpu_check.log", "phases.json", "identity.json", "bench.json"}
+    assert all(size < 16 * 2**20 for size in files.values())
+    log = (run["out"] / "gpu_check.log").read_text()
+    assert log.index("== install") < log.index("== raw") < log.index("== server") < log.index("== summary")
+    assert "server clients_1:" in log.split("== summary")[1]
