@@ -3,10 +3,9 @@
 DeepSeek-OCR 2 takes any instruction after its image placeholder; its documented ones include
 `Parse the figure.`, `Describe this image in detail.` and grounding queries such as
 `Locate <|ref|>the title<|/ref|> in the image.`. The two modes (markdown, free) are its two
-document prompts. A caller's text is bounded (characters here, tokens with the tokenizer) and may
-use the prompt vocabulary the model documents (`<|grounding|>`, `<|ref|>`, `<|det|>`, table tags)
-but none of the tokens that frame a sequence or a turn (begin/end of sentence, padding,
-`<|User|>`): a caller writing those would make the model read a prompt it was never given.
+document prompts (ocr_limits.prompts). A caller's text is bounded in characters here and in tokens
+by the engine's own tokenizer (engines/prompt_check.py, which also refuses the tokens that frame a
+sequence or a turn).
 `<image>` marks where the page goes: at most once; without it the page comes first, as vLLM's
 chat template for this model places it.
 """

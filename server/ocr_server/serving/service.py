@@ -1,4 +1,4 @@
-"""The serving object: one OCR request from bytes+options to a response dict, whole or streamed.
+"""The serving object: one OCR request from bytes+options to a typed response (OcrResponse), whole or streamed.
 
 Order matters: options are validated and the cache consulted before a slot is taken; decoding,
 splitting and cropping run in a thread pool (never on the event loop); pages (or the parts of a
