@@ -8,7 +8,7 @@ widths and 2 layers per stack. The tokenizer keeps the real special tokens at th
 (BOS 0, EOS 1, PAD 2, <image> 128815 ... <|Assistant|> 128826) and the real embedding size 129280;
 ordinary text is byte-level, and the ids in between are filler entries. Its OUTPUT TEXT IS
 MEANINGLESS: the weights are random. Everything that serves it says so: its README.md carries the
-server's marker (ocr_server.tiny_marker), which the server reads at load.
+server's marker (ocr_server.engines.tiny_marker), which the server reads at load.
 
 `--layout official` writes the layout of the `deepseek-ai/DeepSeek-OCR-2` upload instead: a
 remote-code style `config.json` (model_type deepseek_vl_v2, language_config/vision_config) and
