@@ -15,7 +15,7 @@
 # A phase's deadline is the start plus its budget and every earlier one's, so time left over
 # carries on; a phase cut at its deadline leaves the figures it has written so far.
 #   install   30 s  pip from local wheels into /tmp/gpu-check/site, then every import checked
-#   model     60 s  the full-size architecture, random bf16 weights -> /tmp/gpu-check/model
+#   model     60 s  the full-size architecture, random bf16 weights (native layout) -> /tmp/gpu-check/model
 #   identity  90 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots -> identity.json
 #   raw      135 s  the raw engine, 64 pages x 512 tokens: the slots decoder (throughput, prefill,
 #                   ms per step per experts implementation), then sequential and generate() on 4 -> bench.json

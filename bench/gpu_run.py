@@ -108,9 +108,9 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
              "--batch-size", "8", "--clients", args.clients, "--experts-compare", "--json", str(args.out / "bench.json")]
     return {
         "install": [py, __file__, "install", "--wheels", str(args.wheels), "--site", str(site)],
+        # transformers' native layout: each of the three phases that load it skips the official layout's translation
         "model": [py, "-c", "import sys; from pathlib import Path; from bench.server_bench import write_model; "
-                  f"write_model(Path(sys.argv[1]), {full}, {'official' if full else 'native'!r}); (Path(sys.argv[1]) / '.complete').touch()",
-                  str(model)],
+                  f"write_model(Path(sys.argv[1]), {full}, 'native'); (Path(sys.argv[1]) / '.complete').touch()", str(model)],
         "identity": [py, str(ROOT / "bench" / "slots_check.py"), "--device", args.device, "--model-path", str(model),
                      "--pages", str(args.identity_pages), "--new-tokens", str(args.identity_new_tokens),
                      "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json")],
@@ -213,7 +213,7 @@ def run_all(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     site, model = args.scratch / "site", args.scratch / "model"
     args.scratch.mkdir(parents=True, exist_ok=True)
-    for stale in ("identity.json", "bench.json", "phases.json"):
+    for stale in ("identity.json", "bench.json", "phases.json", "gpu_check.log"):  # an earlier run's
         (args.out / stale).unlink(missing_ok=True)
     log = Log(args.out / "gpu_check.log")
     plan = parse_plan(args.plan)
