@@ -27,3 +27,9 @@ MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={FIELD_MANAGER}"
 
 IDENTITY = Identity(field_manager=FIELD_MANAGER, version=__version__, managed_label=LABEL_MANAGED_BY,
                     applied_hash_key=APPLIED_HASH_KEY)
+
+
+def common(component: str) -> dict[str, str]:
+    """The app.kubernetes.io labels every object the operator writes carries (its owner's label
+    comes on top: app.kubernetes.io/instance for an OcrService, PREFIX/batch for an OcrBatch)."""
+    return {LABEL_NAME: APP_NAME, LABEL_COMPONENT: component, LABEL_PART_OF: APP_NAME, LABEL_MANAGED_BY: FIELD_MANAGER}

@@ -15,7 +15,7 @@ ServiceMonitors exist is read from API discovery, which every authenticated user
 
 {{/*
 Rules for the namespaces the operator watches: exactly what operator/ocr_operator does. The
-children and pods come from one table, operator/ocr_operator/children.py (KINDS);
+children and pods come from one table, operator/ocr_operator/ocrservice/children.py (KINDS);
 tests/unit/chart/test_rbac_rules.py checks these rules against it.
 */}}
 {{- define "causalflow-ocr.namespacedRules" -}}
@@ -32,7 +32,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [ocr.causalflow.dev]
   resources: [ocrservices/finalizers]
   verbs: [update]
-# Children: read for the snapshot, watched (label-filtered) to wake the owner's reconcile,
+# Children: read for the snapshot, watched (whole: every taken name) to wake the owner's reconcile,
 # written with server-side apply (patch; create when it does not exist yet), deleted when a
 # feature is switched off.
 - apiGroups: [apps]
@@ -62,7 +62,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
-# OcrBatches (operator/ocr_operator/batch/kinds.py, checked against its table like the children):
+# OcrBatches (operator/ocr_operator/ocrbatch/kinds.py, checked against its table like the children):
 # watched, their status patched, their Jobs created once, watched and deleted on cancel, the
 # workers' last progress line read from their log, PVCs looked up before a Job starts, and
 # Secrets read by name only (the S3 credentials' presence, the callback's HMAC key), never listed.
@@ -92,11 +92,11 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 {{- end }}
 
 {{/*
-Leader election (operator/ocr_operator/leader.py, election.py): the Lease, in the release
+Leader election (operator/ocr_operator/runtime/leader.py, election.py): the Lease, in the release
 namespace only, by its own Role (never cluster-wide: a right on every Lease could take over other
 controllers' leader elections, kube-controller-manager's included). `create` cannot be limited to
 a name (the authorizer sees none before the object exists); get and update are limited to the
-one Lease, named after the release. The kind and verbs come from children.LEASE;
+one Lease, named after the release. The kind and verbs come from runtime/kinds.py (LEASE);
 tests/unit/chart/test_rbac_rules.py checks them.
 */}}
 {{- define "causalflow-ocr.leaderElectionRules" -}}

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 from ocr_batch_worker import contract
 from ocr_operator import labels as L
 from ocr_operator.api import ocrbatch
+from ocr_operator.runtime.plan import controller_reference
 from ocr_operator.spec import API_VERSION
 
 from .kinds import OCRBATCH
@@ -81,14 +82,12 @@ def configmap_name(batch: str) -> str:
 
 
 def labels(batch: str) -> dict[str, str]:
-    return {L.LABEL_NAME: L.APP_NAME, L.LABEL_COMPONENT: COMPONENT, L.LABEL_PART_OF: L.APP_NAME,
-            L.LABEL_MANAGED_BY: L.FIELD_MANAGER, LABEL_BATCH: batch}
+    return {**L.common(COMPONENT), LABEL_BATCH: batch}
 
 
 def owner_reference(batch: Mapping[str, Any]) -> dict[str, Any]:
     md = batch["metadata"]
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": md["name"], "uid": md["uid"],
-            "controller": True, "blockOwnerDeletion": True}
+    return controller_reference(API_VERSION, KIND, md["name"], md["uid"])
 
 
 def _metadata(batch: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from ocr_operator.labels import (APP_NAME, FIELD_MANAGER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY,
-                                 LABEL_NAME, LABEL_PART_OF, PREFIX)
-from ocr_operator.runtime.plan import short_hash
+from ocr_operator.labels import APP_NAME, LABEL_INSTANCE, LABEL_NAME, PREFIX, common
+from ocr_operator.runtime.plan import controller_reference, short_hash
 from ocr_operator.spec import API_VERSION, KIND
 
 COMPONENT = "inference-server"
@@ -68,23 +67,11 @@ def selector_string(name: str) -> str:
 
 def labels(name: str) -> dict[str, str]:
     """Labels on every child object (and on the pods)."""
-    return {
-        **selector_labels(name),
-        LABEL_COMPONENT: COMPONENT,
-        LABEL_PART_OF: APP_NAME,
-        LABEL_MANAGED_BY: FIELD_MANAGER,
-    }
+    return {**common(COMPONENT), **selector_labels(name)}
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": name,
-        "uid": uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    return controller_reference(API_VERSION, KIND, name, uid)
 
 
 def metadata(owner: Mapping[str, Any], name: str, extra_annotations: Mapping[str, str] | None = None) -> dict:

@@ -73,6 +73,13 @@ def stamp(body: dict[str, Any], hash_key: str) -> dict[str, Any]:
     return out
 
 
+def controller_reference(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    """The ownerReference that makes an owner a child's controller: garbage collection deletes the
+    child with it (blockOwnerDeletion: in the foreground, after it), and controlled_by reads it."""
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True,
+            "blockOwnerDeletion": True}
+
+
 def controlled_by(observed: Mapping[str, Any], owner_uid: str) -> bool:
     """Whether `observed` names the owner `owner_uid` as its controller: only such an object is
     the owner's to change or delete (any other is someone else's, whatever its name)."""

@@ -61,50 +61,29 @@ from .pods import all_ready, pod_deadline, find_failure
 
 
 def _conditions(status: RolloutStatus, observed: Observed, ready: int) -> tuple[ConditionSpec, ConditionSpec]:
-    phase = status.phase
-    rev = status.current_revision
+    """Progressing and Degraded for the phase: (status, reason, message) of each."""
+    phase, rev, last_good = status.phase, status.current_revision, status.last_good_revision
     failed = f"revision {status.failed_revision} failed ({status.failed_reason}: {status.failed_message})"
+    fine = ("False", "AsExpected", "no failed revision")
     if phase == PROGRESSING:
-        progressing = ConditionSpec(
-            "Progressing",
-            "True",
-            "RolloutInProgress",
-            f"rolling out revision {rev}: {ready}/{observed.desired_replicas} pods Ready"
-            + (f"; last good revision {status.last_good_revision}" if status.last_good_revision else ""),
-        )
-        degraded = ConditionSpec("Degraded", "False", "AsExpected", "no failed revision")
+        progressing = ("True", "RolloutInProgress", f"rolling out revision {rev}: {ready}/{observed.desired_replicas} "
+                       "pods Ready" + (f"; last good revision {last_good}" if last_good else ""))
+        degraded = fine
     elif phase == HEALTHY:
-        progressing = ConditionSpec("Progressing", "False", "RolloutComplete", f"revision {rev} is Ready and settled")
-        degraded = ConditionSpec("Degraded", "False", "AsExpected", "no failed revision")
+        progressing, degraded = ("False", "RolloutComplete", f"revision {rev} is Ready and settled"), fine
     elif phase == ROLLED_BACK:
-        progressing = ConditionSpec(
-            "Progressing", "False", "RolledBack", f"rolled back to revision {status.last_good_revision}"
-        )
-        degraded = ConditionSpec(
-            "Degraded",
-            "True",
-            "RolledBack",
-            f"{failed}; rolled back to revision {status.last_good_revision}; "
-            "it is not retried until the spec changes",
-        )
+        progressing = ("False", "RolledBack", f"rolled back to revision {last_good}")
+        degraded = ("True", "RolledBack", f"{failed}; rolled back to revision {last_good}; "
+                    "it is not retried until the spec changes")
     elif phase == FAILED:
-        progressing = ConditionSpec("Progressing", "False", "RolloutFailed", f"revision {rev} failed")
-        degraded = ConditionSpec(
-            "Degraded",
-            "True",
-            "RolloutFailed",
-            f"{failed}; autoRollback is off, the failed revision stays in place"
-            + (f" (last good revision {status.last_good_revision})" if status.last_good_revision else ""),
-        )
+        progressing = ("False", "RolloutFailed", f"revision {rev} failed")
+        degraded = ("True", "RolloutFailed", f"{failed}; autoRollback is off, the failed revision stays in place"
+                    + (f" (last good revision {last_good})" if last_good else ""))
     else:  # NO_GOOD_REVISION
-        progressing = ConditionSpec("Progressing", "False", NO_GOOD_REVISION, f"revision {rev} failed")
-        degraded = ConditionSpec(
-            "Degraded",
-            "True",
-            NO_GOOD_REVISION,
-            f"{failed}; there is no good revision to roll back to; fix the spec to try again",
-        )
-    return progressing, degraded
+        progressing = ("False", NO_GOOD_REVISION, f"revision {rev} failed")
+        degraded = ("True", NO_GOOD_REVISION, f"{failed}; there is no good revision to roll back to; "
+                    "fix the spec to try again")
+    return ConditionSpec("Progressing", *progressing), ConditionSpec("Degraded", *degraded)
 
 
 def _finish(
@@ -262,6 +241,8 @@ def _progress(
 def _fail(
     revision: str, prior: RolloutStatus, failure: Failure, observed: Observed, policy: Policy
 ) -> Decision:
+    """The revision failed: rolled back to the last good one (auto_rollback), left in place
+    (Failed), or, without a good revision, NoGoodRevision; one Warning Event says which."""
     last_good = prior.last_good_revision
     failed = replace(
         prior,
@@ -272,30 +253,16 @@ def _fail(
     )
     if last_good and last_good != revision and policy.auto_rollback:
         status = replace(failed, phase=ROLLED_BACK, current_revision=last_good)
-        event = EventSpec(
-            "Warning",
-            "RolledBack",
-            f"revision {revision} failed: {failure.reason}: {failure.message}; "
-            f"rolled back to revision {last_good}",
-        )
-        return _finish(last_good, status, observed, (event,))
-    if last_good and last_good != revision:
+        target, reason, then = last_good, "RolledBack", f"rolled back to revision {last_good}"
+    elif last_good and last_good != revision:
         status = replace(failed, phase=FAILED)
-        event = EventSpec(
-            "Warning",
-            "RolloutFailed",
-            f"revision {revision} failed: {failure.reason}: {failure.message}; "
-            f"autoRollback is off, it stays in place (last good revision {last_good})",
-        )
-        return _finish(revision, status, observed, (event,))
-    status = replace(failed, phase=NO_GOOD_REVISION)
-    event = EventSpec(
-        "Warning",
-        NO_GOOD_REVISION,
-        f"revision {revision} failed: {failure.reason}: {failure.message}; "
-        "there is no good revision to roll back to",
-    )
-    return _finish(revision, status, observed, (event,))
+        target, reason = revision, "RolloutFailed"
+        then = f"autoRollback is off, it stays in place (last good revision {last_good})"
+    else:
+        status = replace(failed, phase=NO_GOOD_REVISION)
+        target, reason, then = revision, NO_GOOD_REVISION, "there is no good revision to roll back to"
+    event = EventSpec("Warning", reason, f"revision {revision} failed: {failure.reason}: {failure.message}; {then}")
+    return _finish(target, status, observed, (event,))
 
 
 def refuse_rollback(decision: Decision, desired_revision: str, why: str, observed: Observed) -> Decision:
