@@ -26,7 +26,7 @@ MAX_GATE_TIMEOUT_SECONDS = 600
 
 # Golden pages on the model PVC (goldenPages.pvcPath): a relative path inside the volume, of
 # segments that never start with a dot (so no `.`, `..` or hidden folder), at most this long; the
-# server lists and serves that folder (ocr_server/golden.py) within the same page and byte bounds.
+# server lists and serves that folder (ocr_server.serving.golden) within the same page and byte bounds.
 MAX_GOLDEN_PATH_CHARS = 256
 GOLDEN_PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$"
 # A page's file name (a ConfigMap key's characters, no leading dot) and the folder's entries read

@@ -10,7 +10,7 @@ at their bounds, each also left out so the schema default applies):
 3. its CEL rules (`x-kubernetes-validations`) evaluated by celpy, a pure-Python CEL;
 4. the operator: `spec.parse` (which repeats the CRD's rules), the ConfigMap's config.yaml and the
    server container's env;
-5. the server: `ocr_server.config.load_config` (its startup validation) on that file and env, then
+5. the server: `ocr_server.runtime.config.load_config` (its startup validation) on that file and env, then
    `validate_against_model` with the real model's query embeddings (768 px -> 144, 1024 px -> 256).
 
 It also pins that the defaults agree: an OcrService without `spec.inference` runs the server's own
@@ -394,8 +394,8 @@ def test_the_crd_and_the_operator_accept_labels_outside_the_reserved_prefixes(pa
 
 
 def test_every_setting_names_the_env_variable_and_config_key_the_server_reads():
-    """ocr_limits holds each shared setting's two names; the server's own table must agree until it
-    reads them from there (an env name it does not know would never reach it)."""
+    """ocr_limits holds each shared setting's two names, and the server's env table is built from
+    them (an env name it does not know would never reach it)."""
     for s in SETTINGS + SERVER_SETTINGS:
         assert ENV_KEYS[s.env] == tuple(s.key.split(".")), s.env
     section, name = MODEL_REVISION.key.split(".")

@@ -31,6 +31,8 @@ from ocr_limits import (
     GLOBAL_TOKENS,
     MAX_CROPS,
     MIN_CROPS,
+    SERVER_SETTINGS,
+    SETTINGS,
     TOKEN_CEILING,
     TOKEN_FLOOR,
     TOKEN_STEPS,
@@ -189,10 +191,17 @@ class ServerConfig:
         validate(self)
 
 
-# env var -> (section, field)
+def _section_key(key: str) -> tuple[str, str]:
+    section, name = key.split(".")
+    return section, name
+
+
+# env var -> (section, field). The settings an OcrService sets through its fields, and the server's
+# queue settings, name both in ocr_limits (the operator renders the same keys into config.yaml); the
+# server's own settings are listed here.
 ENV_KEYS: dict[str, tuple[str, str]] = {
+    **{s.env: _section_key(s.key) for s in (*SETTINGS, *SERVER_SETTINGS)},
     "HOST": ("service", "host"),
-    "PORT": ("service", "port"),
     "API_KEYS": ("service", "api_keys"),
     "API_KEYS_FILE": ("service", "api_keys_file"),
     "MAX_BODY_BYTES": ("service", "max_body_bytes"),
@@ -205,33 +214,17 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "LOG_LEVEL": ("service", "log_level"),
     "TLS_CERT_FILE": ("service", "tls_cert_file"),
     "TLS_KEY_FILE": ("service", "tls_key_file"),
-    "MODEL_NAME": ("model", "name"),
-    "MODEL_PATH": ("model", "path"),
-    "CACHE_DIR": ("model", "cache_dir"),
-    "INPUT_SIZE": ("model", "input_size"),
-    "BASE_SIZE": ("model", "base_size"),
-    "MAX_VISUAL_TOKENS": ("model", "max_visual_tokens"),
-    "MIN_VISUAL_TOKENS": ("model", "min_visual_tokens"),
     "REQUIRE_CHECKSUMS": ("model", "require_checksums"),
-    "ENGINE": ("runtime", "engine"),
     "GPU_ID": ("runtime", "gpu_id"),
     "DEVICE": ("runtime", "device"),
     "DTYPE": ("runtime", "dtype"),
-    "CONCURRENCY": ("runtime", "concurrency"),
-    "BATCH_SIZE": ("runtime", "batch_size"),
     "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
-    "QUEUE_SIZE": ("runtime", "queue_size"),
-    "BATCH_QUEUE_THRESHOLD": ("runtime", "batch_queue_threshold"),
-    "BATCH_MAX_RUNNING": ("runtime", "batch_max_running"),
-    "TIMEOUT_SEC": ("runtime", "timeout_sec"),
-    "MAX_NEW_TOKENS": ("runtime", "max_new_tokens"),
     "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
     "PREPROCESS_WORKERS": ("runtime", "preprocess_workers"),
     "WARMUP": ("runtime", "warmup"),
     "SPLIT_PAGES": ("runtime", "split_pages"),
     "LIVENESS_STALL_SEC": ("runtime", "liveness_stall_sec"),
     "DECODER": ("runtime", "decoder"),
-    "DECODE_SLOTS": ("runtime", "decode_slots"),
     "DECODE_KV_BUCKETS": ("runtime", "decode_kv_buckets"),
     "CUDA_GRAPHS": ("runtime", "cuda_graphs"),
     "EXPERTS": ("runtime", "experts"),

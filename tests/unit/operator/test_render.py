@@ -321,7 +321,7 @@ def test_rendering_is_deterministic():
 
 
 def test_the_server_accepts_the_rendered_config_file_and_env(tmp_path):
-    """Contract with server/ocr_server/config.py, which refuses unknown keys and bad values."""
+    """Contract with ocr_server.runtime.config, which refuses unknown keys and bad values."""
     config = pytest.importorskip("ocr_server.runtime.config", reason="the server package is not installed in this venv")
     d = children({"inference": {"minVisualTokens": 544, "maxVisualTokens": 832, "batchSize": 4, "concurrency": 2,
                                 "timeoutSeconds": 12, "maxNewTokens": 2048},

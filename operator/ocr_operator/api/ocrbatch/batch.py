@@ -147,8 +147,8 @@ class OcrBatchSpec:
     service: str = api("Name of the OcrService in this namespace whose Service receives the pages.", min_length=1,
                        max_length=63, pattern="^[a-z]([-a-z0-9]*[a-z0-9])?$", required=True)
     input: Location = api(
-        "Where the documents are: exactly one of s3 or pvc. Every file under it is one document: PDF, PNG, JPEG, TIFF "
-        "or WebP by its content, or, named *.jsonl, an OpenAI batch file of /v1/chat/completions requests. Other "
+        "Where the documents are: exactly one of s3 or pvc. Every file under it is one document: PDF, PNG, JPEG, TIFF, "
+        "WebP, GIF or BMP by its content, or, named *.jsonl, an OpenAI batch file of /v1/chat/completions requests. Other "
         "files go to the errors file.", required=True, rules=(_one_location("input"),))
     output: Location = api(
         "Where the results go: exactly one of s3 or pvc, outside the input. results/ holds a JSONL and a Markdown "

@@ -143,7 +143,7 @@ def _digest(settings: str, pages: Iterable[Page]) -> str:
         [settings] + [[p.name, p.sha256, p.expected] for p in pages]).encode()).hexdigest()[:16]
 
 
-# What the server answers (ocr_server/golden.py: error.type) -> the QualityGate condition's reason.
+# What the server answers (ocr_server.serving.golden: error.type) -> the QualityGate condition's reason.
 LISTING_REASONS = {"golden_pages_missing": PAGES_MISSING, "golden_pages_too_large": PAGES_TOO_LARGE,
                    "golden_pages_invalid": PAGES_INVALID}
 SHA256 = re.compile(r"[0-9a-f]{64}")
