@@ -139,13 +139,7 @@ class OcrBatches:
 
     # ------------------------------------------------------------------ steps
     async def _job(self, ns: str, name: str) -> dict[str, Any] | None:
-        store, obj_key = self.runtime.store, ("Job", ns, render.job_name(name))
-        if not store.known(obj_key):
-            found = await self.runtime.kube.get("Job", ns, obj_key[2])
-            store.fetched(obj_key, found)
-            if not store.known(obj_key):
-                return found  # someone else's Job: seen now, not cached (no watch event would update it)
-        return store.get(obj_key)
+        return await self.runtime.read("Job", ns, render.job_name(name))
 
     def _pods(self, key: Key) -> list[dict[str, Any]]:
         return self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1])

@@ -44,11 +44,11 @@ async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str]) 
 
 async def _lookup(rt: Runtime, services: Controller | None, kind: str, ns: str, name: str) -> dict[str, Any] | None:
     """From the caches when they hold the object, else one GET."""
-    if kind == "OcrService" and services is not None and (ns, name) in services.cache:
-        return services.cache[(ns, name)]
-    if kind != "OcrService" and rt.store.known((kind, ns, name)):
-        return rt.store.get((kind, ns, name))
-    return await rt.kube.get(kind, ns, name)
+    if kind == "OcrService":
+        if services is not None and (ns, name) in services.cache:
+            return services.cache[(ns, name)]
+        return await rt.kube.get(kind, ns, name)
+    return await rt.read(kind, ns, name)
 
 
 async def preflight(rt: Runtime, services: Controller | None,

@@ -109,7 +109,7 @@ async def _bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
 
 
 async def listing(ip: str, target: Target) -> tuple[int, Any] | None:
-    """The pod's GET /v1/golden: its status and JSON body (quality.read_listing reads them), or
+    """The pod's GET /v1/golden: its status and JSON body (pages.read_listing reads them), or
     None when the pod does not answer (asked again at the next reconcile)."""
     try:
         async with _session(target) as session:

@@ -96,7 +96,7 @@ async def _invalid(rt: Runtime, owner: Mapping[str, Any], error: str, ctx: Conte
     """A spec that cannot be rendered: the status says why; nothing is applied or retried."""
     md = owner["metadata"]
     result = Result(requeue_after=None)
-    snap = await snapshot.read(rt.kube, rt.store, md["namespace"], md["name"])
+    snap = await snapshot.read(rt, md["namespace"], md["name"])
     new, changed = status.build(owner, status.InvalidSpec(error, snap.deployment), now=ctx.now)
     await _write_status(rt, owner, new, changed, [], result)
     return result
@@ -118,7 +118,7 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
         return await _invalid(rt, owner, str(exc), ctx)
 
     result = Result()
-    snap = await snapshot.read(rt.kube, rt.store, ns, name, available=available)
+    snap = await snapshot.read(rt, ns, name, available=available)
     fresh = render_all(owner, spec, now=now, available=available)
     # Only what this OcrService controls is read as its own: a same-named Deployment or
     # revisions ConfigMap of someone else never feeds the rollout or a rollback.

@@ -2,7 +2,7 @@
 
 Pure render and parse of the owned ConfigMap ``<name>-revisions``: it holds a bounded map
 revision -> rendered pod template (JSON). Which revision is the last good one is rollout
-state and lives in the OcrService's ``status.lastGoodRevision`` (rollout.py), where the state
+state and lives in the OcrService's ``status.lastGoodRevision`` (rollout/machine.py), where the state
 machine persists it; the history is told it when read (``parse_history(..., last_good=)``), so
 trimming never drops that template. The ConfigMap therefore changes only when a new template
 is recorded, not when a revision becomes good (one write per rollout less). The operator

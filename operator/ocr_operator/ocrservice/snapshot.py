@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocr_operator.labels import LABEL_INSTANCE
-from ocr_operator.runtime.cache import Store
-from ocr_operator.runtime.kube import Kube
+from ocr_operator.runtime.controller import Runtime
 
 from . import children, naming
 
@@ -27,19 +26,14 @@ class Snapshot:
         return self.children.get("HorizontalPodAutoscaler")
 
 
-async def read(kube: Kube, store: Store, namespace: str, name: str, *,
-               available: frozenset[str] = frozenset()) -> Snapshot:
-    """The children and pods of OcrService `name` from `store` (fed by the watches), reading with a
-    GET or a LIST only what it has never seen (a namespace it could not list). Optional kinds
-    (children.optional_kinds) are read only when in `available`, the kinds the API serves."""
+async def read(rt: Runtime, namespace: str, name: str, *, available: frozenset[str] = frozenset()) -> Snapshot:
+    """The children and pods of OcrService `name` from the runtime's cache (fed by the watches),
+    reading with a GET or a LIST only what it has never seen (a namespace it could not list).
+    Optional kinds (children.optional_kinds) are read only when in `available`, the kinds the API
+    serves."""
     optional = children.optional_kinds()
     wanted = [c for c in children.CHILDREN if c.kind not in optional or c.kind in available]
-
-    async def one(child: children.Child) -> dict[str, Any] | None:
-        key = (child.kind, namespace, child.name(name))
-        if not store.known(key):
-            store.fetched(key, await kube.get(child.kind, namespace, key[2]))
-        return store.get(key)
+    kube, store = rt.kube, rt.store
 
     async def pods() -> list[dict[str, Any]]:
         if not store.pods_known(namespace, LABEL_INSTANCE, name):
@@ -47,7 +41,7 @@ async def read(kube: Kube, store: Store, namespace: str, name: str, *,
                               await kube.list("Pod", namespace, naming.selector_string(name)))
         return store.pods_of(namespace, LABEL_INSTANCE, name)
 
-    results = await asyncio.gather(*(one(c) for c in wanted), pods())
+    results = await asyncio.gather(*(rt.read(c.kind, namespace, c.name(name)) for c in wanted), pods())
     found: dict[str, dict[str, Any] | None] = {c.key: None for c in children.CHILDREN}
     found.update({c.key: obj for c, obj in zip(wanted, results[:-1])})
     return Snapshot(children=found, pods=list(results[-1]))

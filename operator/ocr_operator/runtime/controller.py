@@ -120,6 +120,16 @@ class Runtime:
         for controller in self.controllers:
             controller.wake_all()
 
+    async def read(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """An object from the cache, or on a miss (a namespace it could not list) one GET, remembered.
+        Someone else's object of a kind watched by label is returned but not remembered."""
+        key = (kind, namespace, name)
+        if self.store.known(key):
+            return self.store.get(key)
+        found = await self.kube.get(kind, namespace, name)
+        self.store.fetched(key, found)
+        return self.store.get(key) if self.store.known(key) else found
+
     async def available(self) -> frozenset[str]:
         return await self.discovery.check() if self.discovery is not None else frozenset()
 

@@ -12,7 +12,7 @@ from ..children import CHILDREN
 from . import configmap, deployment, hpa, networkpolicy, pdb, prometheusrule, service, servicemonitor
 
 # The children rendered from the spec, in apply order (children.CHILDREN minus the revision
-# history and the quality gate's records, which revisions.py and quality.py render from state).
+# history and the quality gate's records, which revisions.py and rollout/verdict.py render from state).
 KINDS = tuple(c.key for c in CHILDREN if c.key not in ("RevisionHistory", "QualityRecords"))
 
 

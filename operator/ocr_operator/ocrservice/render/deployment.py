@@ -180,7 +180,7 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         "securityContext": pod_security_context(),
     }
     if spec.rollout.quality_gate is not None:
-        # A new pod serves only once the quality gate passed its revision (quality.py sets it).
+        # A new pod serves only once the quality gate passed its revision (gaterun.admit sets it).
         pod_spec["readinessGates"] = [{"conditionType": naming.GATE_CONDITION}]
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(spec.node_selector)

@@ -60,7 +60,7 @@ class PodView:
     message: str = ""
     deleting: bool = False
     started: datetime | None = None
-    # The quality gate (quality.py): containers Ready, held back only by the readiness gate.
+    # The quality gate (gate.py): containers Ready, held back only by the readiness gate.
     awaiting_gate: bool = False
     ip: str | None = None
 
@@ -88,7 +88,7 @@ class Policy:
     settle_seconds: int = 30
     max_restarts: int = 3
     unschedulable_grace_seconds: int = 120
-    gate_seconds: float = 0.0  # the quality gate's time on a new pod (quality.budget_seconds)
+    gate_seconds: float = 0.0  # the quality gate's time on a new pod (gate.budget_seconds)
 
     @property
     def startup_budget_seconds(self) -> float:
