@@ -1,15 +1,15 @@
 """The chart's alert rules: valid for promtool, unit-tested by promtool for every alert, pinned to
-their thresholds (MUTATIONS below), linked to their runbook in the docs, and shipped unchanged in the
-PrometheusRule."""
+their thresholds (MUTATIONS below), each with its runbook in the docs, and shipped unchanged in the
+PrometheusRule, linked to the runbooks only where the installer says where its copy of the docs is."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 
 import pytest
 import yaml
 
+from tests.docs.pages import anchors as docs_anchors
 from tests.unit.chart.helm import by_kind, template
 from tests.monitoring.common import CHART, RULE_TESTS, RULES, RUNBOOKS, alert_rules, binary
 
@@ -84,41 +84,68 @@ def test_a_moved_threshold_fails_the_promtool_tests(tmp_path, alert, old, new):
     assert result.returncode != 0, f"promtool's tests still pass with {new!r}:\n{result.stdout}"
 
 
-def github_anchor(heading: str) -> str:
-    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
-    return slug.replace(" ", "-")
+RUNBOOK_PAGE = "https://docs.example.com/ocr/operations/runbooks/"
 
 
-def test_every_runbook_url_points_at_the_alerts_runbook_section_in_the_docs():
-    anchors = {github_anchor(line.lstrip("#")) for line in RUNBOOKS.read_text().splitlines() if line.startswith("#")}
+def test_every_alert_says_what_and_how_bad_and_names_no_runbook_address():
+    """The address of the runbooks is the installer's (where its copy of the docs lives): the rule
+    file names none, the chart and the operator add it from runbookBaseURL."""
     for rule in alert_rules():
-        url = rule["annotations"]["runbook_url"]
-        base, _, anchor = url.partition("#")
-        assert base == "https://github.com/causalflow/causalflow-ocr/blob/main/docs/operations/runbooks.md", url
-        assert anchor == rule["alert"].lower(), url
-        assert anchor in anchors, f"docs/operations/runbooks.md has no heading '{rule['alert']}'"
         for key in ("summary", "description"):
             assert rule["annotations"].get(key), f"{rule['alert']} lacks {key}"
+        assert "runbook_url" not in rule["annotations"], rule["alert"]
         assert rule["labels"]["severity"] in {"warning", "critical"}
 
 
-def test_the_chart_ships_the_same_rules_as_a_prometheusrule():
+def test_every_alert_has_a_section_of_the_runbooks_page_anchored_by_its_name_in_lower_case():
+    anchors = docs_anchors(RUNBOOKS)
+    for rule in alert_rules():
+        assert rule["alert"].lower() in anchors, f"docs/operations/runbooks.md has no section '## {rule['alert']}'"
+
+
+def _chart_rule(*extra: str) -> dict:
+    [rule] = by_kind(template(extra=("-f", str(CHART / "ci" / "monitoring-values.yaml"), *extra)), "PrometheusRule")
+    return rule
+
+
+def test_the_chart_ships_the_rule_files_groups_unchanged_and_links_no_runbook_by_default():
     assert by_kind(template(), "PrometheusRule") == []
-    rendered = template(extra=("-f", str(CHART / "ci" / "monitoring-values.yaml"),
-                               "--set", "monitoring.prometheusRule.runbookBaseURL=https://wiki.example/ocr.md"))
-    [rule] = by_kind(rendered, "PrometheusRule")
+    rule = _chart_rule()
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    expected = yaml.safe_load(RULES.read_text().replace(
-        "https://github.com/causalflow/causalflow-ocr/blob/main/docs/operations/runbooks.md", "https://wiki.example/ocr.md"))
-    assert rule["spec"] == {"groups": expected["groups"]}
+    assert rule["spec"] == {"groups": yaml.safe_load(RULES.read_text())["groups"]}
     assert "{{ $labels.namespace }}" in rule["spec"]["groups"][0]["rules"][1]["annotations"]["description"]
+    assert "runbook_url" not in str(rule)
+
+
+def test_a_runbook_base_url_links_every_alert_to_its_section_and_changes_nothing_else():
+    rule = _chart_rule("--set", f"monitoring.prometheusRule.runbookBaseURL={RUNBOOK_PAGE}")
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    for group in groups:
+        for r in group["rules"]:
+            if "alert" in r:
+                r["annotations"]["runbook_url"] = f"{RUNBOOK_PAGE}#{r['alert'].lower()}"
+    assert rule["spec"] == {"groups": groups}
+    urls = [r["annotations"]["runbook_url"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    assert len(urls) == len(EXPECTED_ALERTS)
+    assert {url.partition("#")[2] for url in urls} <= docs_anchors(RUNBOOKS)
+
+
+def test_the_operator_is_given_the_runbook_address_only_when_there_is_one():
+    def operator_env(*extra: str) -> dict:
+        [deployment] = by_kind(template(extra=extra), "Deployment")
+        return {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert "OCR_OPERATOR_RUNBOOK_BASE_URL" not in operator_env()
+    env = operator_env("--set", f"monitoring.prometheusRule.runbookBaseURL={RUNBOOK_PAGE}")
+    assert env["OCR_OPERATOR_RUNBOOK_BASE_URL"] == RUNBOOK_PAGE
 
 
 def test_the_values_schema_guards_the_monitoring_block():
     from tests.unit.chart.helm import run_helm
 
-    bad = run_helm("template", "ocr", str(CHART), "--set", "monitoring.prometheusRule.runbookBaseURL=ftp://wiki", check=False)
-    assert bad.returncode != 0 and "runbookBaseURL" in bad.stderr
+    for wrong in ("ftp://wiki", "https://wiki/ocr.md#runbooks"):  # not a web page; an anchor of its own
+        bad = run_helm("template", "ocr", str(CHART), "--set", f"monitoring.prometheusRule.runbookBaseURL={wrong}", check=False)
+        assert bad.returncode != 0 and "runbookBaseURL" in bad.stderr, wrong
     typo = run_helm("template", "ocr", str(CHART), "--set", "monitoring.dashbaord.enabled=true", check=False)
     assert typo.returncode != 0 and "dashbaord" in typo.stderr

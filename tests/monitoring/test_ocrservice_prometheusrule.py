@@ -4,7 +4,9 @@ OcrService and stay silent for another one with the same values."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -50,6 +52,30 @@ def test_it_carries_every_chart_alert_with_the_same_thresholds_scoped_to_the_ocr
     for r in ours:
         assert {k: v for k, v in r.items() if k != "expr"} == {k: v for k, v in chart[r["alert"]].items() if k != "expr"}
         assert 'namespace="ns1"' in r["expr"], r["alert"]
+
+
+def test_it_links_no_runbook_unless_given_the_address_and_then_the_same_link_as_the_chart():
+    assert "runbook_url" not in str(rendered())
+    body = owner({"monitoring": {"prometheusRule": {"enabled": True}}}, name="web", namespace="ns1")
+    page = "https://docs.example.com/ocr/operations/runbooks/"
+    rule = prometheusrule.render(body, parsed(body), runbook_base_url=page)
+    ours = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert ours and all(r["annotations"]["runbook_url"] == f"{page}#{r['alert'].lower()}" for r in ours)
+    plain = [r for g in rendered()["spec"]["groups"] for r in g["rules"]]
+    assert [{k: v for k, v in r["annotations"].items() if k != "runbook_url"} for r in ours] == [
+        r["annotations"] for r in plain]
+
+
+def test_the_operator_reads_the_runbook_address_from_the_variable_the_chart_sets():
+    from tests.unit.chart.helm import by_kind, template
+
+    page = "https://docs.example.com/ocr/operations/runbooks/"
+    [deployment] = by_kind(template(extra=("--set", f"monitoring.prometheusRule.runbookBaseURL={page}")), "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    code = "from ocr_operator.ocrservice.render import prometheusrule as p; print(p.RUNBOOK_BASE_URL)"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == page
 
 
 def test_promtool_accepts_the_rendered_rules(tmp_path):

@@ -15,6 +15,10 @@ thresholds, durations and runbooks, and every series selector narrowed to this O
   kube_horizontalpodautoscaler_*         namespace="NS", horizontalpodautoscaler="NAME"
 
 Groups about the operator itself (ocr_operator_*) are cluster-wide and left to the chart.
+The rule file names no runbook address (only the installer knows where its copy of the docs'
+runbooks page lives): with OCR_OPERATOR_RUNBOOK_BASE_URL set (the chart passes its
+monitoring.prometheusRule.runbookBaseURL), each alert gets runbook_url <base>#<alert in lower
+case>, the same link the chart's PrometheusRule carries; unset, none.
 promtool checks the rendered rules and unit-tests that they fire for this OcrService and stay
 silent for another one (tests/monitoring). Use either the chart's rules or these for a
 service, not both: each would page once.
@@ -22,6 +26,7 @@ service, not both: each would page once.
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -36,6 +41,8 @@ from .. import naming
 API_VERSION = "monitoring.coreos.com/v1"
 RULES_FILE = "prometheus-rules.yaml"
 OPERATOR_GROUP_PREFIX = "causalflow-ocr.operator"
+# The address of the docs' runbooks page where this installation hosts it ('' = no runbook links).
+RUNBOOK_BASE_URL = os.environ.get("OCR_OPERATOR_RUNBOOK_BASE_URL", "").strip()
 # A metric name where a selector starts: not a function call, not inside a string or a label list.
 _SELECTOR = re.compile(r'(?<![\w"$.])(ocr_\w+|DCGM_FI_\w+|prober_probe_total|kube_\w+)\b(?!\s*\()(\{)?')
 
@@ -77,7 +84,17 @@ def scope(expr: str, namespace: str, name: str) -> str:
     return _SELECTOR.sub(one, expr)
 
 
-def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any] | None:
+def with_runbook(rule: Mapping[str, Any], base_url: str) -> dict[str, Any]:
+    """`rule` with runbook_url at its alert's section of the runbooks page at `base_url`
+    (the page's anchor of `## AlertName`); a recording rule, or no base, unchanged."""
+    if not base_url or "alert" not in rule:
+        return dict(rule)
+    annotations = {**rule.get("annotations", {}), "runbook_url": f"{base_url}#{rule['alert'].lower()}"}
+    return {**rule, "annotations": annotations}
+
+
+def render(owner: Mapping[str, Any], spec: OcrServiceSpec,
+           runbook_base_url: str | None = None) -> dict[str, Any] | None:
     pr = spec.prometheus_rule
     if not pr.enabled:
         return None
@@ -86,10 +103,11 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any] | N
     meta = naming.metadata(owner, naming.prometheusrule_name(name))
     # The operator's labels win: the watches select on them (spec validation refuses them too).
     meta["labels"] = {**dict(pr.labels), **meta["labels"]}
+    base = RUNBOOK_BASE_URL if runbook_base_url is None else runbook_base_url
     groups = []
     for group in rule_groups():
         if group["name"].startswith(OPERATOR_GROUP_PREFIX):
             continue
-        rules = [{**rule, "expr": scope(rule["expr"], namespace, name)} for rule in group["rules"]]
+        rules = [{**with_runbook(rule, base), "expr": scope(rule["expr"], namespace, name)} for rule in group["rules"]]
         groups.append({"name": f"{group['name']}.{namespace}.{name}", "rules": rules})
     return {"apiVersion": API_VERSION, "kind": "PrometheusRule", "metadata": meta, "spec": {"groups": groups}}
