@@ -332,7 +332,7 @@ def judge(windows: list[dict[str, Any]], summary: dict[str, Any], warmup: float,
 
 
 def soak_ocrservice(image: str, replicas: int) -> dict:
-    from localcluster.realnode import NODE_SELECTOR, TOLERATION
+    from localcluster.nodeconfig import NODE_SELECTOR, TOLERATION
 
     return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrService",
             "metadata": {"name": NAME, "namespace": NAMESPACE},

@@ -29,18 +29,14 @@ Logs of every process go to .demo/logs/; the terminal only gets progress and the
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,263 +44,19 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from localcluster.cluster import REPO, LocalCluster, pid_alive  # noqa: E402
+from hack.demo_objects import (  # noqa: E402
+    CONTROL_PLANE, CRASH_PATCH, CRD, DEMO_DIR, EXAMPLE, GOLDEN, GOLDEN_PAGES, LOGS, MISSING_MODEL, MODELS_DIR,
+    MODEL_B_CLAIM, MODEL_B_PV, MODEL_NAME, NAMESPACE, PY, REAL_NODE_SPEC, SIMULATE_LABEL, STATE_DIR,
+    golden_configmap, load_example, model_b_claim, model_b_patch, operator_argv, tiny_model_b)
+from hack.demo_support import (  # noqa: E402
+    BOLD, DIM, GREEN, RED, RESET, YELLOW, DemoError, Narrator, Processes, condition, get_json, http_json, kubectl,
+    merged, multipart, ocrs_line, summarize, wait)
+from localcluster.cluster import REPO, LocalCluster  # noqa: E402
+from localcluster.machine import pid_alive  # noqa: E402
 from localcluster.ports import free_port  # noqa: E402
-from localcluster.realnode import NODE_NAME, NODE_SELECTOR, TOLERATION  # noqa: E402
-
-DEMO_DIR = ROOT / ".demo"
-LOGS = DEMO_DIR / "logs"
-STATE_DIR = REPO / ".cluster"  # where `make cluster-up` keeps a running cluster
-CRD = ROOT / "crds" / "ocr.causalflow.dev_ocrservices.yaml"
-EXAMPLE = ROOT / "examples" / "rollback-demo.yaml"  # short health-check settings: a rollback in seconds
-NAMESPACE = "rollback-demo"  # the example's own namespace
-PY = sys.executable
-CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
-SIMULATE_LABEL = "causalflow.dev/simulate"
-MISSING_MODEL = "/models/deepseek-ai/DeepSeek-OCR-3"  # spec.model.path: weights the demo image does not carry
-CRASH_PATCH = {"spec": {"model": {"path": MISSING_MODEL}}}  # step 5 on the real node: the server exits at startup
-# The quality gate (real node only): golden pages drawn by hack/sample-page.py at small sizes (a
-# global view each: about half a second a page on the CPU), and tiny model B, the worse model.
-GOLDEN = "demo-golden"  # the ConfigMap of golden pages
-GOLDEN_PAGES = {"invoice-620.png": (620, 877), "invoice-480.png": (480, 679)}  # name: (width, height)
-GATE_TOKENS = 32  # each gate request's new-token budget (at most inference.maxNewTokens)
-MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME: cacheDir/<it> holds the weights
-MODELS_DIR = DEMO_DIR / "models"  # the hostPath volume's root: one sub-folder per generator version
-MODEL_B_CLAIM = "tiny-model-b"
-MODEL_B_PV = f"{NAMESPACE}-tiny-model-b"
-TINY_MODEL_SOURCES = (ROOT / "server_testing" / "ocr_server_testing" / "tiny_model.py",
-                      ROOT / "server" / "ocr_server" / "engines" / "tiny_marker.py")
-# The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
-# imports torch and loads the tiny model on the CPU, so the demo gives it a real startup budget,
-# and caps the generated tokens (the random model rarely emits an end token).
-REAL_NODE_SPEC = {
-    "imagePullPolicy": "Never",  # imported into the node's containerd: no registry is asked
-    "nodeSelector": dict(NODE_SELECTOR),
-    "tolerations": [dict(TOLERATION)],
-    "resources": {"memory": "3Gi"},
-    "inference": {"maxNewTokens": 64, "timeoutSeconds": 300},
-    "rollout": {"modelLoadTimeoutSeconds": 180, "progressDeadlineSeconds": 300, "settleSeconds": 3,
-                "healthCheck": {"timeoutSeconds": 5},
-                "qualityGate": {"goldenPages": {"configMapName": GOLDEN}, "maxMeanDistance": 0.02,
-                                "maxPageDistance": 0.1, "maxNewTokens": GATE_TOKENS, "timeoutSeconds": 60}},
-}
-
-BOLD, DIM, GREEN, YELLOW, RED, CYAN, RESET = (
-    ("\033[1m", "\033[2m", "\033[32m", "\033[33m", "\033[31m", "\033[36m", "\033[0m")
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR") else ("",) * 7
-)
-
-
-class DemoError(RuntimeError):
-    """A step did not finish; the message says which and where its log is."""
-
-
-# --------------------------------------------------------------------------- output
-
-class Narrator:
-    def __init__(self, total: int) -> None:
-        self.total, self.n, self.t0 = total, 0, time.monotonic()
-        self.step_t0 = self.t0
-
-    def elapsed(self) -> str:
-        return f"{time.monotonic() - self.t0:5.1f}s"
-
-    def step(self, title: str, *explain: str) -> None:
-        self.n += 1
-        self.step_t0 = time.monotonic()
-        print(f"\n{BOLD}{CYAN}[{self.n}/{self.total}] {title}{RESET}  {DIM}({self.elapsed()}){RESET}", flush=True)
-        for line in explain:
-            print(f"  {line}")
-
-    def say(self, line: str) -> None:
-        print(f"  {line}", flush=True)
-
-    def ok(self, line: str) -> None:
-        took = time.monotonic() - self.step_t0
-        print(f"  {GREEN}✓{RESET} {line} {DIM}[{took:.1f}s]{RESET}", flush=True)
-
-    def note(self, line: str) -> None:
-        print(f"  {YELLOW}!{RESET} {line}", flush=True)
-
-    def table(self, text: str, title: str | None = None) -> None:
-        if title:
-            print(f"  {DIM}$ {title}{RESET}")
-        for line in text.rstrip().splitlines():
-            print(f"    {line}")
-        sys.stdout.flush()
-
-
-def wait(predicate, timeout: float, what: str, interval: float = 0.5, log: Path | None = None):
-    """Poll until predicate() is truthy; raise DemoError naming `what` (and a log) on timeout."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except DemoError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a transient error is just "not yet"
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(interval)
-    hint = f"; see {log}" if log else ""
-    raise DemoError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){hint}")
-
-
-# --------------------------------------------------------------------------- processes
-
-class Processes:
-    """Child processes the demo started; stopped by PID, newest first."""
-
-    def __init__(self) -> None:
-        self.procs: list[tuple[str, subprocess.Popen]] = []
-
-    def start(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=env, cwd=ROOT, start_new_session=True)
-        self.procs.append((name, proc))
-        return proc
-
-    def stop(self, proc: subprocess.Popen, timeout: float = 10) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        self.procs = [(n, p) for n, p in self.procs if p is not proc]
-
-    def stop_all(self) -> list[str]:
-        stopped = []
-        for name, proc in reversed(list(self.procs)):
-            self.stop(proc)
-            stopped.append(f"{name} (pid {proc.pid})")
-        return stopped
-
-
-# --------------------------------------------------------------------------- kube helpers
-
-def kubectl(cluster, *args: str, input: str | None = None, check: bool = True) -> str:
-    proc = cluster.kubectl(*args, input=input, check=False)
-    if check and proc.returncode != 0:
-        raise DemoError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout
-
-
-def get_json(cluster, *args: str) -> dict:
-    return json.loads(kubectl(cluster, "get", *args, "-o", "json"))
-
-
-def condition(obj: dict, kind: str) -> dict:
-    return next((c for c in obj.get("status", {}).get("conditions", []) if c.get("type") == kind), {})
-
-
-def ocrs_line(obj: dict) -> str:
-    st = obj.get("status", {})
-    ready = condition(obj, "Ready")
-    phase = (st.get("rollout") or {}).get("phase", "-")
-    gate = f"  gate {st['qualityGate'].get('phase', '-')}" if st.get("qualityGate") else ""
-    return (f"Ready={ready.get('status', '-')} ({ready.get('reason', '-')})  "
-            f"replicas {st.get('replicaSummary', '-')}  revision {st.get('currentRevision', '-')}  rollout {phase}{gate}")
-
-
-def load_example() -> dict:
-    docs = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d and d.get("kind") == "OcrService"]
-    if not docs:
-        raise DemoError(f"{EXAMPLE.relative_to(ROOT)} holds no OcrService")
-    obj = docs[0]
-    obj["metadata"]["namespace"] = NAMESPACE
-    return obj
-
-
-def operator_argv(liveness_port: int) -> list[str]:
-    return [PY, "-m", "ocr_operator", "--namespace", NAMESPACE, "--liveness-host", "127.0.0.1",
-            f"--liveness-port={liveness_port}", "--metrics-port=0"]
-
-
-def http_json(url: str, timeout: float = 5, data: bytes | None = None, headers: dict | None = None):
-    req = urllib.request.Request(url, data=data, headers=headers or {})
-    # No proxy: the machine's proxy settings must not route a Service address anywhere else.
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=timeout) as resp:
-        return resp.status, json.loads(resp.read() or b"null")
-
-
-def multipart(field: str, filename: str, payload: bytes, content_type: str) -> tuple[bytes, str]:
-    boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{filename}\"\r\n"
-            f"Content-Type: {content_type}\r\n\r\n").encode() + payload + f"\r\n--{boundary}--\r\n".encode()
-    return body, f"multipart/form-data; boundary={boundary}"
-
-
-def golden_configmap() -> dict:
-    """The golden pages: hack/sample-page.py's page drawn at GOLDEN_PAGES' sizes, one binaryData key each."""
-    data = {}
-    for name, (width, height) in GOLDEN_PAGES.items():
-        out = DEMO_DIR / name
-        subprocess.run([PY, str(ROOT / "hack" / "sample-page.py"), str(out), "--width", str(width),
-                        "--height", str(height)], check=True, capture_output=True, cwd=ROOT)
-        data[name] = base64.b64encode(out.read_bytes()).decode()
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": GOLDEN, "namespace": NAMESPACE},
-            "binaryData": data}
-
-
-def tiny_model_b() -> str:
-    """Tiny model B (seed 1: the image's model A with other random weights) under MODELS_DIR, written
-    once per generator version; the volume's sub-folder that holds it at <MODEL_NAME>."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in TINY_MODEL_SOURCES)).hexdigest()[:12]
-    sub = f"tiny-b-{digest}"
-    if not (MODELS_DIR / sub / ".complete").exists():
-        shutil.rmtree(MODELS_DIR, ignore_errors=True)  # older generator versions too
-        out = MODELS_DIR / sub / MODEL_NAME
-        r = subprocess.run([PY, "-m", "ocr_server_testing.tiny_model", str(out), "--seed", "1"],
-                           capture_output=True, text=True, cwd=ROOT)
-        if r.returncode:
-            raise DemoError(f"tiny model B: generation failed:\n{(r.stdout + r.stderr)[-2000:]}")
-        (MODELS_DIR / sub / ".complete").write_text("")
-    # The server runs as uid 10001: it must read what this process wrote (hostPath keeps the modes).
-    for path in [MODELS_DIR, *MODELS_DIR.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return sub
-
-
-def model_b_patch(sub: str) -> dict:
-    """The merge patch of step 6: model B from the claim; null drops step 5's spec.model.path (the CRD
-    refuses path and pvc together)."""
-    return {"spec": {"model": {"path": None, "pvc": {"claimName": MODEL_B_CLAIM, "subPath": sub}}}}
-
-
-def model_b_claim(cluster) -> None:
-    """A ReadOnlyMany PVC bound (claimRef: no provisioner here) to a hostPath PV of MODELS_DIR."""
-    pv = json.loads(kubectl(cluster, "get", "pv", MODEL_B_PV, "--ignore-not-found", "-o", "json") or "null")
-    if pv and (pv["spec"].get("hostPath", {}).get("path") != str(MODELS_DIR)
-               or pv["status"].get("phase") not in ("Available", "Bound")):
-        kubectl(cluster, "delete", "pvc", MODEL_B_CLAIM, "-n", NAMESPACE, "--ignore-not-found", "--timeout=60s")
-        kubectl(cluster, "delete", "pv", MODEL_B_PV, "--timeout=60s")
-    kubectl(cluster, "apply", "-f", "-", input=yaml.safe_dump_all([
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": MODEL_B_PV},
-         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
-                  "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                  "hostPath": {"path": str(MODELS_DIR), "type": "Directory"},
-                  "claimRef": {"namespace": NAMESPACE, "name": MODEL_B_CLAIM}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": MODEL_B_CLAIM, "namespace": NAMESPACE},
-         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": MODEL_B_PV,
-                  "resources": {"requests": {"storage": "1Gi"}}}}]))
-    wait(lambda: get_json(cluster, "pvc", MODEL_B_CLAIM, "-n", NAMESPACE)["status"].get("phase") == "Bound",
-         30, f"PVC {MODEL_B_CLAIM} Bound to PV {MODEL_B_PV}")
-
+from localcluster.nodeconfig import NODE_NAME  # noqa: E402
 
 # --------------------------------------------------------------------------- the steps
-
-def merged(base: dict, extra: dict) -> dict:
-    """`base` with `extra` merged in, nested mappings key by key."""
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 class Demo:
@@ -682,39 +434,6 @@ class Demo:
         self.procs.stop_all()
         if self.cluster is not None and self.own_cluster and not self.args.keep:
             self.cluster.stop()
-
-
-def summarize(result) -> str:
-    """The interesting parts of an OCR response, one line each (unknown shapes fall back to JSON)."""
-    if not isinstance(result, dict):
-        return json.dumps(result)[:400]
-    lines = []
-    model = result.get("model")
-    if isinstance(model, dict):
-        lines.append(f"model:   {model.get('name')}  (revision {model.get('revision')})")
-    layout = result.get("layout") or {}
-    if layout:
-        w, h = (layout.get("image_size") or ["?", "?"])[:2]
-        g = "x".join(map(str, layout.get("global_view") or []))
-        c = "x".join(map(str, layout.get("crop_size") or []))
-        grid = "x".join(map(str, layout.get("crop_grid") or []))
-        lines.append(f"layout:  image {w}x{h} -> global view {g} + {layout.get('crops')} crops of {c} "
-                     f"(grid {grid}) = {layout.get('visual_tokens')} visual tokens")
-    usage = result.get("usage") or {}
-    if usage:
-        lines.append(f"usage:   {usage.get('visual_tokens')} visual tokens, {usage.get('generated_tokens')} "
-                     f"generated tokens, {usage.get('pages')} page(s)")
-    timings = result.get("timings") or {}
-    if timings:
-        lines.append("timings: " + ", ".join(f"{k.removesuffix('_ms')} {v:.0f} ms" for k, v in timings.items()
-                                              if isinstance(v, (int, float))))
-    lines.append(f"blocks:  {len(result.get('blocks') or [])} parsed blocks with pixel boxes "
-                 f"(the random text contains no layout markup)")
-    text = result.get("text") or ""
-    lines.append(f"text:    {json.dumps(text[:90], ensure_ascii=False)}...  <- random weights: MEANINGLESS")
-    if result.get("notice"):
-        lines.append(f"notice:  {result['notice']}")
-    return "\n".join(lines)
 
 
 def main() -> int:

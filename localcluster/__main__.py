@@ -14,8 +14,10 @@ import argparse
 import importlib.util
 import sys
 
-from localcluster.cluster import REPO, LocalCluster, pid_alive
-from localcluster.realnode import NODE_KIND_LABEL, NODE_NAME, TAINT_KEY, RealNode
+from localcluster.cluster import REPO, LocalCluster
+from localcluster.machine import pid_alive
+from localcluster.nodeconfig import NODE_KIND_LABEL, NODE_NAME, TAINT_KEY
+from localcluster.realnode import RealNode
 
 STATE_DIR = REPO / ".cluster"
 

@@ -22,7 +22,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -30,38 +29,23 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import yaml
 
-from localcluster import metrics_chain
+from localcluster import kwok, metrics_chain
+from localcluster.component import Component
+from localcluster.kubectl import KubectlCommands
+from localcluster.nodeconfig import NODE_USERS
 from localcluster.pki import Pki, make_pki
-from localcluster.realnode import (NODE_KIND_LABEL, NODE_USERS, RealNode, RealNodeError, RealNodeInUse,
-                                    disabled_by_env, missing_prerequisites, node_binaries_dir)
 from localcluster.ports import free_port
+from localcluster.realnode import (RealNode, RealNodeError, RealNodeInUse, disabled_by_env, missing_prerequisites,
+                                    node_binaries_dir)
+from localcluster.versions import built_dir
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "localcluster" / "build-binaries.sh"
-STAGES_FILE = Path(__file__).with_name("stages.yaml")
-SIMULATE_LABEL = "causalflow.dev/simulate"
-SIMULATIONS = ("never-ready", "flap", "crashloop", "image-pull-error", "oom-killed", "create-config-error")
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_NODES = (("gpu-node-0", 8), ("gpu-node-1", 8))
-
-
-def kwok_nodes() -> tuple[tuple[str, int], ...]:
-    """The fake GPU nodes: GPU_NODES, or CAUSALFLOW_KWOK_NODES of them (8 GPUs each).
-
-    With CAUSALFLOW_KWOK_PODS (default 110, the kubelet's) they hold 220 pods; the operator
-    bench raises both so that 1,000 OcrServices fit."""
-    count = int(os.environ.get("CAUSALFLOW_KWOK_NODES", len(GPU_NODES)))
-    return GPU_NODES[:count] + tuple((f"gpu-node-{i}", 8) for i in range(len(GPU_NODES), count))
-
-
-def kwok_pods() -> str:
-    return str(int(os.environ.get("CAUSALFLOW_KWOK_PODS", "110")))
 # Users in the static token file. All are cluster admins except where a test narrows them with a
 # ServiceAccount token; separate names let the audit log attribute every write.
 USERS = ("causalflow-admin", "causalflow-operator", "system:kube-controller-manager",
@@ -75,96 +59,7 @@ class ClusterError(RuntimeError):
 
 def binaries_dir(build: bool = True) -> Path:
     """The cached binaries' directory, building them first (minutes, once) when missing."""
-    if build:
-        subprocess.run(["bash", str(BUILD_SCRIPT)], check=True)
-    out = subprocess.run(["bash", str(BUILD_SCRIPT), "--print-dir"], check=True,
-                         capture_output=True, text=True).stdout.strip()
-    return Path(out)
-
-
-@dataclass
-class Component:
-    name: str
-    argv: list[str]
-    log: Path
-    pid: int | None = None
-    env: dict[str, str] | None = None
-    _proc: subprocess.Popen | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        """Start the process (again, after `stop`), its output appended to its log."""
-        with open(self.log, "ab") as log:
-            self._proc = subprocess.Popen(
-                self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=self.env,
-            )
-        self.pid = self._proc.pid
-
-    def alive(self) -> bool:
-        if self._proc is not None:
-            return self._proc.poll() is None
-        return self.pid is not None and pid_alive(self.pid)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; reaps the child when we are its parent."""
-        if self.pid is None:
-            return
-        try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + timeout
-        while self.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.alive():
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if self._proc is not None:
-            self._proc.wait(timeout=5)
-        else:
-            while pid_alive(self.pid) and time.monotonic() < deadline + 5:
-                time.sleep(0.05)
-        self._proc = None
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
-
-
-def pid_alive(pid: int) -> bool:
-    """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-class KubectlCommands:
-    """kubectl against a cluster: needs `bin_dir` (holding kubectl) and `env` (with KUBECONFIG)."""
-
-    bin_dir: Path
-    env: dict[str, str]
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([str(self.bin_dir / "kubectl"), *args], input=input, text=True,
-                              capture_output=True, env=self.env, timeout=timeout)
-        if check and proc.returncode != 0:
-            error = subprocess.CalledProcessError(proc.returncode, proc.args, proc.stdout, proc.stderr)
-            error.add_note(f"kubectl stderr: {proc.stderr.strip()}")  # what a failing test shows
-            raise error
-        return proc
-
-    def apply(self, manifest: dict | list | str) -> None:
-        if not isinstance(manifest, str):
-            docs = manifest if isinstance(manifest, list) else [manifest]
-            manifest = yaml.safe_dump_all(docs)
-        self.kubectl("apply", "-f", "-", input=manifest)
+    return built_dir(BUILD_SCRIPT, build)
 
 
 class LocalCluster(KubectlCommands):
@@ -439,8 +334,7 @@ class LocalCluster(KubectlCommands):
                 {"level": "Metadata"},
             ],
         }))
-        stages = _upstream_stages(self.bin_dir.parent / "kwok-stages")
-        stages.extend(yaml.safe_load_all(STAGES_FILE.read_text()))
+        stages = kwok.stages(self.bin_dir.parent / "kwok-stages")
         (w / "kwok.yaml").write_text(yaml.safe_dump_all(stages, sort_keys=False))
 
     def _start_etcd(self) -> None:
@@ -566,50 +460,14 @@ class LocalCluster(KubectlCommands):
         self.wait_ready("kwok", healthz, 30)
 
     def _create_nodes(self) -> None:
-        nodes = []
-        for name, gpus in kwok_nodes():
-            nodes.append({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake",
-                                                           "node.alpha.kubernetes.io/ttl": "0"},
-                             "labels": {"type": "kwok", NODE_KIND_LABEL: "kwok", "kubernetes.io/hostname": name,
-                                        "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-                                        "node.kubernetes.io/instance-type": "fake-gpu-8x",
-                                        "nvidia.com/gpu.present": "true",
-                                        "nvidia.com/gpu.product": "NVIDIA-H200",
-                                        "nvidia.com/gpu.count": str(gpus)}},
-                "status": {"capacity": (cap := {"cpu": "64", "memory": "512Gi", "pods": kwok_pods(),
-                                                "ephemeral-storage": "1Ti", GPU_RESOURCE: str(gpus)}),
-                           "allocatable": dict(cap)},
-            })
-        self.apply(nodes)
+        self.apply(kwok.node_manifests())
 
     def _wait_for_nodes_ready(self) -> None:
         def ready() -> bool:
             items = self.api_get("/api/v1/nodes")["items"]
-            expected = len(kwok_nodes()) + (self.real_node is not None)
+            expected = len(kwok.kwok_nodes()) + (self.real_node is not None)
             return len(items) == expected and all(
                 any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
                 for n in items)
 
         self.wait_ready("nodes", ready, 60)
-
-
-def _upstream_stages(stage_dir: Path) -> list[dict]:
-    """kwok's own node and pod stages, with pod-ready narrowed to pods that simulate nothing."""
-    files = ["node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-             "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"]
-    stages = []
-    for rel in files:
-        path = stage_dir / rel
-        if not path.exists():
-            raise ClusterError(f"kwok stage {path} missing: rebuild with `make cluster-binaries`")
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc["metadata"]["name"] == "pod-ready":
-                doc["spec"]["selector"]["matchExpressions"].append({
-                    "key": f'.metadata.labels["{SIMULATE_LABEL}"]', "operator": "NotIn",
-                    "values": [s for s in SIMULATIONS if s != "flap"],
-                })
-            if doc:
-                stages.append(doc)
-    return stages

@@ -12,7 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
-from localcluster.cluster import KubectlCommands
+from localcluster.kubectl import KubectlCommands
 
 
 class NotInExternalCluster(RuntimeError):

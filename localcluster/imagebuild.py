@@ -48,7 +48,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -56,9 +55,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Callable, Iterator, Mapping, Protocol
+from typing import IO, Iterator, Mapping, Protocol
 
 from localcluster import imagestream
+from localcluster.buildah import Buildah, ImageBuildError, Log, ensure_tools, state_dir
+from localcluster.dockerfile import content_hash
 
 REPO = Path(__file__).resolve().parents[1]
 SUITE = "bookworm"
@@ -73,11 +74,6 @@ BASE_RECIPE_VERSION = "1"
 # docker format: OCI image configs have no HEALTHCHECK, and production builds keep it.
 BUD_FLAGS = ("--layers", "--format", "docker", "--network", "host", "--isolation", "chroot")
 
-Log = Callable[[str], None]
-
-
-class ImageBuildError(RuntimeError):
-    """A base image, build or export failed; the message names the step and shows its log tail."""
 
 
 @dataclass(frozen=True)
@@ -203,196 +199,12 @@ def archive_name(ref: str) -> str:
     return f"{repo.rsplit('/', 1)[-1]}_{tag}.tar"
 
 
-def dockerfile_args(text: str) -> dict[str, str]:
-    """ARG defaults of a Dockerfile (every stage), for expanding COPY sources."""
-    args: dict[str, str] = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*ARG\s+(\w+)(?:=(.*))?$", line)
-        if m:
-            args[m.group(1)] = (m.group(2) or "").strip().strip('"')
-    return args
-
-
-def expand_args(text: str, args: Mapping[str, str]) -> str:
-    """Shell-style `$X`, `${X}`, `${X:-default}` and `${X:+alt}` with the ARG defaults."""
-    def sub(m: re.Match[str]) -> str:
-        name, op, word = m.group(1) or m.group(4), m.group(2), m.group(3)
-        value = args.get(name, "")
-        if op == ":-":
-            return value or word
-        if op == ":+":
-            return word if value else ""
-        return value
-    return re.sub(r"\$\{(\w+)(?:(:[-+])([^}]*))?\}|\$(\w+)", sub, text)
-
-
-def copy_sources(text: str, build_args: Mapping[str, str]) -> list[str]:
-    """Context paths a Dockerfile reads: COPY/ADD sources (not `--from` a stage) and RUN bind
-    mounts of the context (`--mount=type=bind,source=...` without `from=`), args expanded."""
-    args = {**dockerfile_args(text), **build_args}
-    out: list[str] = []
-    for line in re.sub(r"\\\n", " ", text).splitlines():
-        words = line.split()
-        if words and words[0].upper() == "RUN":
-            for flag in words[1:]:
-                if not flag.startswith("--mount="):
-                    break
-                opts = dict(o.partition("=")[::2] for o in flag[len("--mount="):].split(","))
-                if opts.get("type") == "bind" and "from" not in opts:
-                    out.append(expand_args(opts.get("source", "."), args))
-            continue
-        if not words or words[0].upper() not in ("COPY", "ADD"):
-            continue
-        rest = [w for w in words[1:]]
-        if any(w.startswith("--from") for w in rest):
-            continue
-        paths = [w for w in rest if not w.startswith("--")]
-        out += [expand_args(p, args) for p in paths[:-1]]
-    return out
-
-
-def _context_files(context: Path, sources: list[str]) -> Iterator[Path]:
-    for src in sources:
-        for match in sorted(context.glob(src.strip("/"))):
-            files = [match] if match.is_file() else sorted(p for p in match.rglob("*") if p.is_file())
-            for f in files:
-                rel = f.relative_to(context).as_posix()
-                if "__pycache__" in rel.split("/") or rel.endswith(".pyc") or ".egg-info/" in rel:
-                    continue
-                yield f
-
-
-def content_hash(dockerfile: Path, context: Path, build_args: Mapping[str, str], base_id: str,
-                 ignore_file: Path | None = None) -> str:
-    """What an image is made of: Dockerfile, ignore file, build args, base image id and every
-    copied file (path and bytes). Equal hashes mean the build would produce the same image."""
-    text = dockerfile.read_text()
-    h = hashlib.sha256()
-    h.update(text.encode())
-    h.update((ignore_file.read_bytes() if ignore_file and ignore_file.exists() else b""))
-    h.update(json.dumps(sorted(build_args.items())).encode())
-    h.update(base_id.encode())
-    for f in _context_files(context, copy_sources(text, build_args)):
-        h.update(f.relative_to(context).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
-
-
 def ca_bundle(env: Mapping[str, str] = os.environ) -> Path:
     """The CA bundle this machine's own pip trusts (PIP_CERT, SSL_CERT_FILE, ..., else the system's)."""
     for key in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
         if env.get(key) and Path(env[key]).is_file():
             return Path(env[key])
     return Path("/etc/ssl/certs/ca-certificates.crt")
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
-
-
-def buildah_version() -> str:
-    out = subprocess.run(["buildah", "--version"], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"version\s+(\S+)", out)
-    return m.group(1) if m else "unknown"
-
-
-def state_dir() -> Path:
-    """Buildah storage, pip cache, archives and logs, keyed by buildah's version."""
-    version = buildah_version() if shutil.which("buildah") else "missing"
-    return cache_root() / "images" / f"buildah-{version}"
-
-
-# --- I/O: tools, buildah, builds ----------------------------------------------------------------
-
-TOOLS = ("buildah", "mmdebstrap", "runc", "skopeo")
-
-
-def ensure_tools(log: Log = print) -> None:
-    """buildah, mmdebstrap, runc and skopeo (`Images.import_into`) from Debian's packages;
-    installed when missing (a fresh CI machine). runc, because Debian's buildah pulls in crun when runc is not there yet, and crun
-    refuses this machine's hybrid cgroup v1 layout ("cgroups in hybrid mode not supported"):
-    `Buildah.run_image` names runc explicitly."""
-    missing = [t for t in TOOLS if not shutil.which(t)]
-    if not missing:
-        return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise ImageBuildError(f"{', '.join(missing)} missing and cannot be installed here (needs root and apt-get): "
-                              f"apt-get install -y {' '.join(TOOLS)}")
-    log(f"images: installing {' '.join(missing)} from Debian's packages")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=600"]  # the set-up's other steps may hold apt's lock
-    for cmd in ([*apt, "update", "-q"], [*apt, "install", "-y", "-q", *TOOLS]):
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if r.returncode:
-            raise ImageBuildError(f"{' '.join(cmd)} failed:\n{(r.stdout + r.stderr)[-3000:]}")
-
-
-class Buildah:
-    """buildah with this harness's own storage (overlay), run root and TMPDIR."""
-
-    def __init__(self, state: Path) -> None:
-        self.state = state
-        self.logs = state / "logs"
-        self.tmp = state / "tmp"  # TMPDIR: buildah keeps RUN cache mounts (pip's cache) here
-        for d in (self.logs, self.tmp, state / "storage", state / "run", state / "archives"):
-            d.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, "TMPDIR": str(self.tmp), "BUILDAH_LAYERS": "true"}
-
-    @property
-    def storage_ref(self) -> str:
-        """skopeo's containers-storage reference prefix for this storage (append an image ref)."""
-        return f"containers-storage:[overlay@{self.state / 'storage'}+{self.state / 'run'}]"
-
-    def argv(self, *args: str) -> list[str]:
-        return ["buildah", "--root", str(self.state / "storage"), "--runroot", str(self.state / "run"),
-                "--storage-driver", "overlay", *args]
-
-    def run(self, *args: str, log_name: str | None = None, cwd: Path | None = None) -> str:
-        """Run buildah; output goes to logs/<log_name>.log when named; failure shows the tail."""
-        argv = self.argv(*args)
-        if log_name:
-            path = self.logs / f"{log_name}.log"
-            with path.open("w") as out:
-                out.write("$ " + " ".join(argv) + "\n")
-                out.flush()
-                r = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=cwd)
-            if r.returncode:
-                tail = path.read_text()[-4000:]
-                raise ImageBuildError(f"buildah {args[0]} ({log_name}) failed, rc={r.returncode}; log {path}:\n{tail}")
-            return ""
-        r = subprocess.run(argv, capture_output=True, text=True, env=self.env, cwd=cwd)
-        if r.returncode:
-            raise ImageBuildError(f"{' '.join(argv)} failed, rc={r.returncode}:\n{r.stderr[-3000:]}")
-        return r.stdout
-
-    def image_id(self, ref: str) -> str | None:
-        r = subprocess.run(self.argv("inspect", "--type", "image", "--format", "{{.FromImageID}}", ref),
-                           capture_output=True, text=True, env=self.env)
-        return r.stdout.strip() or None if r.returncode == 0 else None
-
-    def inspect(self, ref: str) -> dict:
-        return json.loads(self.run("inspect", "--type", "image", ref))
-
-    def config(self, ref: str) -> dict:
-        """The image's OCI config (User, Entrypoint, Cmd, Env, ExposedPorts, ...)."""
-        return self.inspect(ref)["OCIv1"]["config"]
-
-    def run_image(self, ref: str, *command: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """Run `command` in a throwaway container of `ref` as the image's own user, under runc
-        with no network (its own loopback only); the container is removed afterwards."""
-        ctr = self.run("from", "--pull-never", ref).strip()
-        try:
-            runtime = shutil.which("runc") or "runc"
-            return subprocess.run(self.argv("run", "--isolation", "oci", "--runtime", runtime, "--network", "none",
-                                            ctr, "--", *command),
-                                  capture_output=True, text=True, env=self.env, timeout=timeout)
-        finally:
-            subprocess.run(self.argv("rm", ctr), capture_output=True, env=self.env)
-
-    def size(self, ref: str) -> str:
-        """The image's uncompressed size as `buildah images` shows it (decimal units, e.g. "274 MB")."""
-        images = json.loads(self.run("images", "--json", ref) or "[]")
-        return str(images[0].get("size", "?")) if images else "?"
 
 
 def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from localcluster import machine
-from localcluster.realnode import NO_NRI_NO_TRACING, RealNode, RealNodeInUse, containerd_core_config, owner_file
+from localcluster.nodeconfig import NO_NRI_NO_TRACING, containerd_core_config
+from localcluster.realnode import RealNode, RealNodeInUse, owner_file
 
 if TYPE_CHECKING:
     from localcluster.imagebuild import Images

@@ -401,15 +401,16 @@ def kill_processes(pids: list[int], timeout: float = 10) -> None:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and not _zombie(p) for p in pids):
+        while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
             time.sleep(0.05)
 
 
-def _zombie(pid: int) -> bool:
+def pid_alive(pid: int | None) -> bool:
+    """True for a live process; a zombie (exited, not yet reaped) counts as gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        return bool(pid) and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
-        return True
+        return False
 
 
 def processes_under(path: str, names: tuple[str, ...] = NODE_PROCESSES) -> list[int]:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from localcluster.pki import self_signed
-from localcluster.realnode import NODE_NAME, POD_CIDR
+from localcluster.nodeconfig import NODE_NAME, POD_CIDR
 
 if TYPE_CHECKING:
     from localcluster.cluster import LocalCluster

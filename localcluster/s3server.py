@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 from localcluster.ports import free_port
-from localcluster.realnode import NODE_IP
+from localcluster.nodeconfig import NODE_IP
 
 BUILD_SCRIPT = Path(__file__).with_name("build-versitygw.sh")
 LOOPBACK = "127.0.0.1"

@@ -38,7 +38,7 @@ import httpx
 import pytest
 import yaml
 
-from localcluster.realnode import NODE_SELECTOR, TOLERATION
+from localcluster.nodeconfig import NODE_SELECTOR, TOLERATION
 from localcluster.waiting import wait_for
 from tests.server import samples
 

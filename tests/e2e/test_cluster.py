@@ -9,7 +9,9 @@ import time
 import pytest
 import yaml
 
-from localcluster.cluster import GPU_RESOURCE, ClusterError, LocalCluster, pid_alive
+from localcluster.cluster import ClusterError, LocalCluster
+from localcluster.nodeconfig import GPU_RESOURCE
+from localcluster.machine import pid_alive
 from tests.e2e.conftest import require_local
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for

@@ -17,7 +17,7 @@ import yaml
 
 from localcluster.metrics_chain import targets
 from tests.monitoring.common import DASHBOARD
-from localcluster.realnode import KWOK_CIDR, POD_CIDR
+from localcluster.nodeconfig import KWOK_CIDR, POD_CIDR
 from tests.e2e.conftest import require_local
 from tests.e2e.operator_fixtures import ocrservice
 from localcluster.waiting import wait_for

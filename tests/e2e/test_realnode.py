@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from localcluster import machine
-from localcluster.realnode import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
-                                    TAINT_KEY, TOLERATION, RealNode, image_targets)
+from localcluster.nodeconfig import (FIREWALL_CHAIN, GPU_RESOURCE, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR,
+                                     TAINT_KEY, TOLERATION, image_targets)
+from localcluster.realnode import RealNode
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for
 
@@ -270,9 +271,10 @@ def test_an_image_sharing_the_nodes_layers_is_imported_as_its_new_layers_and_run
     """`Images.import_into` sends only the layers the node lacks (localcluster/imagestream.py):
     the operator image plus one small layer arrives as that layer, and a pod runs it."""
     from localcluster import imagebuild as img
+    from localcluster.buildah import Buildah, state_dir
 
     base = product_images.on_node("operator")
-    b = img.Buildah(img.state_dir())
+    b = Buildah(state_dir())
     ref = f"localhost/causalflow/thin-import-test:{os.getpid()}"
     marker = f"only the new layer travelled {time.time()}"
     (tmp_path / "marker").write_text(marker)

@@ -36,7 +36,7 @@ import httpx
 import pytest
 
 from localcluster.operator_process import OperatorProcess
-from localcluster.realnode import NODE_IP
+from localcluster.nodeconfig import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, render

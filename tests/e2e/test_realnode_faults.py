@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import pytest
 
 from localcluster.operator_process import OperatorProcess
-from localcluster.realnode import NODE_NAME
+from localcluster.nodeconfig import NODE_NAME
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice.render.deployment import CONTAINER, PRESTOP_SLEEP_SECONDS
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig

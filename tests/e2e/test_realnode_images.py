@@ -16,6 +16,7 @@ import pytest
 
 from ocr_server.runtime.config import ENV_KEYS
 from localcluster import imagebuild as img
+from localcluster.buildah import Buildah, state_dir
 
 # A cold first build (torch, 6 GB of layers) takes well over pytest's default 900 s here.
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -27,8 +28,8 @@ def built() -> img.Images:
 
 
 @pytest.fixture(scope="module")
-def buildah() -> img.Buildah:
-    return img.Buildah(img.state_dir())
+def buildah() -> Buildah:
+    return Buildah(state_dir())
 
 
 def env_of(config: dict) -> dict[str, str]:
@@ -116,7 +117,7 @@ def test_no_working_container_or_its_mount_is_left_behind(built, buildah):
     containers = json.loads(buildah.run("containers", "--json") or "null") or []
     assert containers == [], [c.get("containername") for c in containers]
     merged = [line for line in Path("/proc/mounts").read_text().splitlines()
-              if str(img.state_dir()) in line and "/merged " in line]
+              if str(state_dir()) in line and "/merged " in line]
     assert merged == [], merged
 
 

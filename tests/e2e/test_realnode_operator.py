@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from localcluster.realnode import NODE_NAME, NODE_SELECTOR, POD_CIDR, TOLERATION
+from localcluster.nodeconfig import NODE_NAME, NODE_SELECTOR, POD_CIDR, TOLERATION
 from tests.e2e.conftest import require_local
 from tests.e2e.test_chart import CHART, helm
 from localcluster.waiting import wait_for

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from localcluster.realnode import kubelet_config
+from localcluster.nodeconfig import kubelet_config
 from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client, wait_service_connects
 from tests.server import samples
 from tests.server.secret_volume import self_signed

@@ -15,7 +15,7 @@ import botocore.config
 import pytest
 import yaml
 
-from localcluster.realnode import NODE_IP, NODE_NAME, NODE_SELECTOR, TOLERATION
+from localcluster.nodeconfig import NODE_IP, NODE_NAME, NODE_SELECTOR, TOLERATION
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_batch_worker.s3 import S3Store

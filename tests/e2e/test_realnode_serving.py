@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from localcluster.realnode import NODE_NAME, POD_CIDR
+from localcluster.nodeconfig import NODE_NAME, POD_CIDR
 from tests.e2e.realnode_fixtures import (API_KEY, pod_ready, real_ocrservice, server_pods, service_client, tls_secret,
                                          wait_service_connects)
 from localcluster.waiting import wait_for

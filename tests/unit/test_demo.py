@@ -9,6 +9,7 @@ import re
 
 from ocr_limits import quality as gate_limits
 from ocr_operator import spec as ocr_spec
+from hack import demo_objects
 from tests import hack_scripts
 
 demo = hack_scripts.load("demo.py")
@@ -54,7 +55,7 @@ def test_the_kwok_fallback_applies_no_gate():
 
 
 def test_the_golden_pages_fit_the_gate_bounds(tmp_path, monkeypatch):
-    monkeypatch.setattr(demo, "DEMO_DIR", tmp_path)
+    monkeypatch.setattr(demo_objects, "DEMO_DIR", tmp_path)
     cm = demo.golden_configmap()
     pages = {k: base64.b64decode(v) for k, v in cm["binaryData"].items()}
     assert cm["metadata"] == {"name": demo.GOLDEN, "namespace": demo.NAMESPACE}

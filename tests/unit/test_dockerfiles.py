@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.imagebuild import expand_args as expand  # one ARG expansion for the rules and the builder
+from localcluster.dockerfile import expand_args as expand  # one ARG expansion for the rules and the builder
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]

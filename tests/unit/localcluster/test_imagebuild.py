@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from localcluster import dockerfile
 from localcluster import imagebuild as img
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,32 +33,32 @@ def context(tmp_path: Path) -> Path:
 
 
 def test_copy_sources_are_copies_and_context_bind_mounts_with_args_expanded():
-    assert img.copy_sources(DOCKERFILE, {}) == ["app/pyproject.toml", "app/src", "app"]
-    assert img.copy_sources(DOCKERFILE, {"BAKE": "weights"})[-1] == "weights"
+    assert dockerfile.copy_sources(DOCKERFILE, {}) == ["app/pyproject.toml", "app/src", "app"]
+    assert dockerfile.copy_sources(DOCKERFILE, {"BAKE": "weights"})[-1] == "weights"
 
 
 def test_the_content_hash_follows_copied_files_args_and_base_but_not_other_files(tmp_path):
     ctx = context(tmp_path)
     df = ctx / "Dockerfile"
-    first = img.content_hash(df, ctx, {}, "base-id-1")
+    first = dockerfile.content_hash(df, ctx, {}, "base-id-1")
     (ctx / "unrelated.txt").write_text("changed")
     (ctx / "app" / "src" / "__pycache__" / "main.cpython-311.pyc").write_bytes(b"\1")
-    assert img.content_hash(df, ctx, {}, "base-id-1") == first
+    assert dockerfile.content_hash(df, ctx, {}, "base-id-1") == first
     (ctx / "app" / "src" / "main.py").write_text("print(2)\n")
-    second = img.content_hash(df, ctx, {}, "base-id-1")
+    second = dockerfile.content_hash(df, ctx, {}, "base-id-1")
     assert second != first
-    assert img.content_hash(df, ctx, {}, "base-id-2") != second
-    baked = img.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1")
+    assert dockerfile.content_hash(df, ctx, {}, "base-id-2") != second
+    baked = dockerfile.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1")
     assert baked != second
     (ctx / "weights" / "config.json").write_text('{"changed": 1}')
-    assert img.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1") != baked
+    assert dockerfile.content_hash(df, ctx, {"BAKE": "weights"}, "base-id-1") != baked
 
 
 def test_the_repository_dockerfiles_hash_their_sources(tmp_path):
-    server = img.copy_sources((ROOT / "Dockerfile.server").read_text(), {"BAKE_MODEL_FROM": "models/x"})
+    server = dockerfile.copy_sources((ROOT / "Dockerfile.server").read_text(), {"BAKE_MODEL_FROM": "models/x"})
     assert {"server/pyproject.toml", "limits", "server/ocr_server", "models/x"} <= set(server)
     assert not [src for src in server if "testing" in src]  # the production image holds no test helper
-    operator = img.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
+    operator = dockerfile.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
     assert operator == ["operator/pyproject.toml", "limits", "operator/ocr_operator", "operator/ocr_batch_worker"]
 
 

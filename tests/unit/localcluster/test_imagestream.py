@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from localcluster import imagestream as stream
-from localcluster.realnode import stale_refs
+from localcluster.nodeconfig import stale_refs
 
 MiB = 2**20
 LAYERS = {"sha256:" + "a" * 64: 5000 * MiB, "sha256:" + "b" * 64: 1000 * MiB, "sha256:" + "c" * 64: 60 * MiB}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.realnode import NODE_IP
+from localcluster.nodeconfig import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server, S3ServerError, gateway_argv, gateway_env, listen_addresses
 
 
