@@ -28,6 +28,8 @@ MAX_PAGES_PER_DOCUMENT = 10_000
 DEFAULT_PAGES_PER_DOCUMENT = 1_000
 MAX_DOCUMENTS = 1_000_000  # the input listing is read whole (names and sizes) by every worker
 DEFAULT_DOCUMENTS = 100_000
+DEFAULT_STORAGE_RETRY_SECONDS = 600  # an outage of the input or output a worker waits out
+MAX_STORAGE_RETRY_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ BATCH_SETTINGS: tuple[BatchSetting, ...] = (
     BatchSetting("limits.maxDocumentBytes", DEFAULT_DOCUMENT_BYTES, 1, MAX_DOCUMENT_BYTES),
     BatchSetting("limits.maxPagesPerDocument", DEFAULT_PAGES_PER_DOCUMENT, 1, MAX_PAGES_PER_DOCUMENT),
     BatchSetting("limits.maxDocuments", DEFAULT_DOCUMENTS, 1, MAX_DOCUMENTS),
+    BatchSetting("limits.storageRetrySeconds", DEFAULT_STORAGE_RETRY_SECONDS, 0, MAX_STORAGE_RETRY_SECONDS),
 )
 BATCH_SETTING = {s.field: s for s in BATCH_SETTINGS}
 

@@ -90,6 +90,10 @@ class Limits:
                                       limit=bounds("limits.maxPagesPerDocument"))
     max_documents: int = api("Most files under the input; the batch fails without starting when there are more.",
                              limit=bounds("limits.maxDocuments"))
+    storage_retry_seconds: int = api(
+        "Longest storage outage (S3 5xx, throttling, timeouts, resets; a full or failing volume) a worker waits out, "
+        "retrying with backoff; past it the worker's pod fails and the Job retries the index.",
+        limit=bounds("limits.storageRetrySeconds"))
 
 
 def _no_pvc_overlap(s: "OcrBatchSpec") -> bool:
