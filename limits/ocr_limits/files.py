@@ -33,6 +33,11 @@ NAMES = tuple(f.name for f in FORMATS)
 CONTENT_TYPES = {f.name: f.content_type for f in FORMATS}
 SUPPORTED = "PNG, JPEG, WebP, TIFF, GIF, BMP, PDF"  # as messages name them
 MARKUP_PREFIXES = (b"<svg", b"<?xml", b"<!doctype", b"<html")
+# What the server reads of one request by default, so the batch worker refuses a page it would
+# refuse before sending it: the bytes of a body (its MAX_BODY_BYTES) and the pixels of one decoded
+# page (its max_image_pixels; Pillow's own bomb check stops at twice 89.5 Mpx).
+MAX_BODY_BYTES = 20 * 1024 * 1024
+MAX_PAGE_PIXELS = 64_000_000
 
 
 def sniff(data: bytes) -> str | None:

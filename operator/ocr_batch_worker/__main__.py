@@ -1,7 +1,7 @@
-"""`python -m ocr_batch_worker`: run one index of an OcrBatch's Job (see worker.main)."""
+"""`python -m ocr_batch_worker`: run one index of an OcrBatch's Job (see program.main)."""
 
 import sys
 
-from .worker import main
+from .program import main
 
 sys.exit(main())

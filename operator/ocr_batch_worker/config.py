@@ -7,11 +7,13 @@ Fields follow the OcrBatch spec's names, so an error names what the user wrote:
      "input":  {"pvc": {"path": "/batch/input"}}      # or {"s3": {"url": "s3://bucket/in/"}}
      "output": {"pvc": {"path": "/batch/output"}},
      "options": {"mode": "markdown", "maxNewTokens": 2048},       # or "prompt"
-     "limits": {"maxDocumentBytes": 104857600, "maxPagesPerDocument": 1000, "maxDocuments": 100000},
+     "limits": {"maxDocumentBytes": 104857600, "maxPagesPerDocument": 1000, "maxDocuments": 100000,
+                "storageRetrySeconds": 600},
      "parallelism": 4, "concurrencyPerWorker": 4,
      "maxRetries": 5, "requestTimeoutSeconds": 600, "progressIntervalSeconds": 10,
      "apiKeyFile": "/var/run/ocr/api-key", "caFile": "/var/run/ocr/ca.crt",
-     "serverName": "invoices.ocr.svc"}      # the name the server's certificate is checked against
+     "serverName": "invoices.ocr.svc",      # the name the server's certificate is checked against
+     "maxBodyBytes": 20971520}               # the OcrService's body limit (default: the server's)
 
 A pvc path is where the claim (and its spec path) is mounted in the worker's pod; an s3 location's
 credentials are environment variables (storage.open_store), never in this file.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ocr_limits.batch import batch_setting
+from ocr_limits.files import MAX_BODY_BYTES
 from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
 
 from .contract import CONFIG_FILE_ENV, CONFIG_INLINE_ENV, INDEX_ENV
@@ -63,6 +66,8 @@ class WorkerConfig:
     api_key_file: str | None = None
     ca_file: str | None = None
     server_name: str | None = None  # TLS: the certificate's name, when serviceUrl holds an IP
+    storage_retry_seconds: float = 600.0  # the longest storage outage waited out (patience.py)
+    max_body_bytes: int = MAX_BODY_BYTES  # a page larger than this is refused before it is sent
 
 
 def _int(d: Mapping[str, Any], key: str, path: str, field: str | None = None) -> int:
@@ -160,6 +165,9 @@ def parse(doc: Mapping[str, Any], index: int) -> WorkerConfig:
         api_key_file=doc.get("apiKeyFile"),
         ca_file=doc.get("caFile"),
         server_name=server_name,
+        storage_retry_seconds=float(_int(limits, "storageRetrySeconds", "limits.storageRetrySeconds",
+                                         "limits.storageRetrySeconds")),
+        max_body_bytes=int(_number(doc, "maxBodyBytes", MAX_BODY_BYTES, 1024, 1 << 40)),
     )
 
 

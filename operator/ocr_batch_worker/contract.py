@@ -18,10 +18,14 @@ INDEX_ENV = "JOB_COMPLETION_INDEX"
 PROGRESS_PREFIX = '{"progress": '
 # A finished worker's last report is its container's termination message (Kubernetes' default path).
 TERMINATION_LOG = "/dev/termination-log"
-# Exit status: every owned document has an outcome; a fatal error (configuration, the input
-# unreadable, credentials refused: every retry would fail alike); stopped by SIGTERM (a cancel,
-# a node draining: the index runs again and skips what it finished).
-EXIT_DONE, EXIT_FATAL, EXIT_TERMINATED = 0, 1, 143
+# Exit status: every owned document has an outcome (failed ones in the errors files); a fatal
+# error (configuration, the input unlistable, credentials refused, the output unwritable: every
+# retry would fail alike: the Job fails the index at once); the storage unavailable past
+# limits.storageRetrySeconds (the Job retries the index, counted in backoffLimitPerIndex);
+# stopped by SIGTERM (a cancel, a node draining: the index runs again and skips what it
+# finished). Any other status (1: an uncaught exception, 137: killed) is a failed pod the Job
+# retries: only EXIT_FATAL is failed at once, and it is not a status Python exits with by itself.
+EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED = 0, 78, 75, 143
 # The documents a worker holds at once are at most this many times limits.maxDocumentBytes in all
 # (budget.py): the controller sizes the worker's memory for it.
 DOCUMENT_BUDGET = 2

@@ -3,21 +3,28 @@
 Every page goes to the OcrService as a request of its own, so a failed page is retried or
 reported alone and the server's per-request page limit never applies to a long document: a PDF
 is cut into one-page PDFs (pypdfium2 copies the page and what it uses, so the server renders the
-same pixels), each only when its request is sent (pages sharing a large font or image would
-otherwise hold a copy of it each, all at once), a multi-page TIFF is sent with the `pages` option, an image is one page, and each
-line of an OpenAI batch file (*.jsonl) is one /v1/chat/completions request. A document that
-cannot become parts (empty, corrupt, unsupported, too many pages) raises DocumentError with the
-reason the errors file gives; a bad line of a batch file is an error of that line only.
+same pixels) and a multi-page TIFF into one-page TIFFs (tiff.py), each only when its request is
+sent (pages sharing a large font or image would otherwise hold a copy of it each, all at once);
+an image is one page, and each line of an OpenAI batch file (*.jsonl) is one
+/v1/chat/completions request. A document that cannot become parts (empty, corrupt, unsupported,
+too many pages, a header declaring a decompression bomb) raises DocumentError with the reason
+the errors file gives; a bad line of a batch file is an error of that line only, and keeps its
+custom_id when one can be read from it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from ocr_limits import files
+
+from .failures import DocumentError
+from .tiff import TiffPages, check_size
 
 OCR = "/v1/ocr"
 CHAT = "/v1/chat/completions"
@@ -28,10 +35,6 @@ MAX_CUSTOM_ID_CHARS = 512
 # pdfium is not thread-safe (its last-error code is global too), and the worker cuts pages on
 # threads: one pdfium call at a time.
 _PDFIUM = threading.Lock()
-
-
-class DocumentError(Exception):
-    """The document as a whole cannot be read; str() is the reason."""
 
 
 @dataclass(frozen=True)
@@ -51,14 +54,15 @@ class Split:
     kind: str
     parts: list[Part]
     errors: list[tuple[int, str]] = field(default_factory=list)  # (line, reason): bad lines of a batch file
-    pdf: PdfPages | None = None  # the open PDF the parts' bodies are cut from
+    pdf: PdfPages | TiffPages | None = None  # the open PDF or TIFF the parts' bodies are cut from
+    error_ids: dict[int, str] = field(default_factory=dict)  # a bad line's custom_id, when it has one
 
     @property
     def pages(self) -> int:
         return len(self.parts) + len(self.errors)
 
     def body(self, part: Part) -> bytes:
-        """The request body of a part (a PDF page is cut out now; call it on a worker thread)."""
+        """The request body of a part (a PDF or TIFF page is cut out now; call it on a worker thread)."""
         if part.body is not None:
             return part.body
         assert self.pdf is not None
@@ -133,32 +137,34 @@ def split_pdf(data: bytes, max_pages: int) -> Split:
     return Split("pdf", [Part(n, None, CONTENT_TYPES["pdf"]) for n in range(1, pdf.count + 1)], pdf=pdf)
 
 
-def tiff_pages(data: bytes, max_pages: int) -> int:
-    """Pages of a TIFF, counted without decoding them, and no further than max_pages + 1."""
-    from PIL import Image, UnidentifiedImageError
+def split_tiff(data: bytes, max_pages: int) -> Split:
+    """A one-page TIFF is sent as it is; each page of a longer one is cut out as a TIFF of its own."""
+    pages = TiffPages(data, max_pages)
+    if pages.count == 1:
+        size = pages.first_size()
+        pages.close()
+        check_size(1, size)
+        return Split("tiff", [Part(1, data, CONTENT_TYPES["tiff"])])
+    return Split("tiff", [Part(n, None, CONTENT_TYPES["tiff"]) for n in range(1, pages.count + 1)], pdf=pages)
+
+
+def check_image(kind: str, data: bytes) -> None:
+    """An image whose header declares more pixels than Pillow lets open (a decompression bomb) is
+    refused here, from its header, before it is sent: the server would refuse it after reading it."""
+    from PIL import Image
 
     try:
-        with Image.open(io.BytesIO(data)) as img:
-            n = 1
-            while n <= max_pages:
-                try:
-                    img.seek(n)
-                except EOFError:
-                    break
-                n += 1
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise DocumentError(f"the TIFF could not be opened: {exc}") from None
-    return n
-
-
-def split_tiff(data: bytes, max_pages: int) -> list[Part]:
-    n = tiff_pages(data, max_pages)
-    if n > max_pages:
-        raise DocumentError(f"the TIFF has more than {max_pages} pages; the limit is {max_pages} "
-                            "(spec.limits.maxPagesPerDocument)")
-    if n == 1:
-        return [Part(1, data, CONTENT_TYPES["tiff"])]
-    return [Part(p, data, CONTENT_TYPES["tiff"], pages=str(p)) for p in range(1, n + 1)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                w, h = img.size
+    except Image.DecompressionBombError as exc:
+        raise DocumentError(f"the {kind.upper()} declares a decompression bomb: {exc}") from None
+    except Exception:  # noqa: BLE001 - anything else the server judges (and explains) itself
+        return
+    if w * h > files.MAX_PAGE_PIXELS:
+        raise DocumentError(f"the {kind.upper()} is {w}x{h} = {w * h} pixels; the OcrService reads at most "
+                            f"{files.MAX_PAGE_PIXELS} pixels per page")
 
 
 def split_jsonl(data: bytes, max_lines: int) -> Split:
@@ -174,25 +180,47 @@ def split_jsonl(data: bytes, max_lines: int) -> Split:
     if len(lines) > max_lines:
         raise DocumentError(f"the batch file has {len(lines)} requests; the limit is {max_lines} "
                             "(spec.limits.maxPagesPerDocument)")
-    parts, errors, seen = [], [], set()
+    parts, errors, ids, seen = [], [], {}, set()
     for n, line in lines:
+        read: dict[int, str] = {}  # the line's custom_id, once it was read
         try:
-            parts.append(_chat_line(n, line, seen))
+            parts.append(_chat_line(n, line, seen, read))
         except DocumentError as exc:
             errors.append((n, str(exc)))
-    return Split("jsonl", parts, errors)
+            if (found := read.get(n) or custom_id_of(line)) is not None:
+                ids[n] = found
+    return Split("jsonl", parts, errors, error_ids=ids)
 
 
-def _chat_line(n: int, line: str, seen: set[str]) -> Part:
+_CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.){1,%d})"' % MAX_CUSTOM_ID_CHARS)
+
+
+def custom_id_of(line: str) -> str | None:
+    """The custom_id of a line that is not a readable request (not JSON, nested too deep), read
+    from its text: the output line of a bad request still names the request, as OpenAI's does."""
+    match = _CUSTOM_ID.search(line)
+    if match is None:
+        return None
+    try:
+        value = json.loads(f'"{match.group(1)}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def _chat_line(n: int, line: str, seen: set[str], ids: dict[int, str]) -> Part:
     try:
         item = json.loads(line)
     except ValueError as exc:
         raise DocumentError(f"line {n} is not JSON: {exc}") from None
+    except RecursionError:  # a line nested 1,000+ deep: this line's error, not the worker's
+        raise DocumentError(f"line {n} is nested too deeply to read") from None
     if not isinstance(item, dict):
         raise DocumentError(f"line {n} is not a JSON object")
     custom_id, method, url, body = (item.get(k) for k in ("custom_id", "method", "url", "body"))
     if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID_CHARS:
         raise DocumentError(f"line {n}: custom_id must be a string of 1..{MAX_CUSTOM_ID_CHARS} characters")
+    ids[n] = custom_id
     if custom_id in seen:
         raise DocumentError(f"line {n}: custom_id {custom_id!r} is not unique in the file")
     seen.add(custom_id)
@@ -202,7 +230,11 @@ def _chat_line(n: int, line: str, seen: set[str]) -> Part:
         raise DocumentError(f"line {n}: body must be a JSON object (the chat completion request)")
     if body.get("stream"):
         raise DocumentError(f"line {n}: body.stream is not supported in a batch")
-    return Part(n, json.dumps(body).encode(), CONTENT_TYPES["jsonl"], endpoint=CHAT, custom_id=custom_id)
+    try:
+        encoded = json.dumps(body).encode()
+    except (RecursionError, ValueError) as exc:
+        raise DocumentError(f"line {n}: body cannot be sent: {exc}") from None
+    return Part(n, encoded, CONTENT_TYPES["jsonl"], endpoint=CHAT, custom_id=custom_id)
 
 
 def split(key: str, data: bytes, max_pages: int) -> Split:
@@ -213,5 +245,17 @@ def split(key: str, data: bytes, max_pages: int) -> Split:
     if kind == "pdf":
         return split_pdf(data, max_pages)
     if kind == "tiff":
-        return Split(kind, split_tiff(data, max_pages))
+        return split_tiff(data, max_pages)
+    check_image(kind, data)
     return Split(kind, [Part(1, data, CONTENT_TYPES[kind])])
+
+
+def body_refusal(part: Part, size: int, max_body_bytes: int) -> str | None:
+    """Why the server would refuse this request's body for its size (None: it fits), decided
+    before sending it: a page over the OcrService's body limit fails with this reason, alone."""
+    # The server takes a JSON body up to 4/3 of its limit (base64 images grow by 4/3), plus 64 KiB.
+    limit = max_body_bytes if part.endpoint == OCR else max_body_bytes * 4 // 3 + 64 * 1024
+    if size <= limit:
+        return None
+    what = f"line {part.page}" if part.endpoint == CHAT else f"page {part.page}"
+    return f"{what} is {size} bytes; the OcrService takes at most {limit} bytes per request (its body limit)"

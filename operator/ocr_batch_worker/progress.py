@@ -17,7 +17,7 @@ class Progress:
     shards: int
     documents_total: int = 0  # documents this index owns
     documents_done: int = 0  # with a result, this run or an earlier one
-    documents_failed: int = 0  # could not be read at all
+    documents_failed: int = 0  # not one page read (unreadable, refused, poison, every page failed)
     documents_skipped: int = 0  # already done by an earlier run
     pages_total: int = 0  # pages of the documents opened so far (this run)
     pages_done: int = 0

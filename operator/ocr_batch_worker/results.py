@@ -8,8 +8,13 @@ page's text, layout blocks, token counts and the model and its revision, or the 
 For an OpenAI batch file the lines are the OpenAI batch output format instead (one per request,
 with its custom_id), and there is no Markdown.
 
-The errors file of a Job index, errors/index-<n>.jsonl, lists every failed page (and every
-document that failed as a whole, page null) of the documents that index owns, with the reason.
+The errors of a failed document are one object of their own, written once, never rewritten:
+errors/index-<n>.<h>.jsonl, where n is the Job index that owns the document and h a hash of the
+document's key and content hash. It lists each failed page of the document (or the document as
+a whole, page null) with the reason. Writing a batch's errors so costs time and bytes linear in
+the failures (a single errors file rewritten per failure was quadratic), a document done again
+after a crash replaces its own object instead of adding a copy, and `cat errors/*.jsonl` reads
+them all.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any, Iterable
 RESULTS = "results"
 ERRORS = "errors"
 PROGRESS = "progress"
+ATTEMPTS = "attempts"
 DIGEST_CHARS = 16
 
 
@@ -38,8 +44,16 @@ def markdown_key(key: str, sha: str) -> str:
     return f"{RESULTS}/{key}.{sha}.md"
 
 
-def errors_key(index: int) -> str:
-    return f"{ERRORS}/index-{index:05d}.jsonl"
+def errors_key(index: int, key: str, sha: str | None) -> str:
+    """The errors object of one document (sha None: a document that was never read); a fixed-length
+    name, so any document's errors can be written whatever its key's length."""
+    h = hashlib.sha256(f"{key}\0{sha or ''}".encode()).hexdigest()[:32]
+    return f"{ERRORS}/index-{index:05d}.{h}.jsonl"
+
+
+def attempt_key(index: int, key: str) -> str:
+    """The attempt marker of a document (attempts.py), fixed-length like errors_key's."""
+    return f"{ATTEMPTS}/index-{index:05d}.{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
 def progress_key(index: int) -> str:
@@ -89,19 +103,6 @@ def markdown(key: str, records: list[dict[str, Any]]) -> bytes:
     return "\n".join(out).encode()
 
 
-def error_id(entry: dict[str, Any]) -> tuple[str, str | None, int | None]:
-    """The identity of an errors-file entry: a document re-done after a crash replaces its
-    entries instead of adding a second copy."""
-    return entry["document"], entry.get("sha256"), entry.get("page")
-
-
-def merge_errors(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The entries of `old` and `new`, one per identity (the newer wins), in (document, page) order."""
-    merged = {error_id(e): e for e in old}
-    merged.update((error_id(e), e) for e in new)
-    return sorted(merged.values(), key=lambda e: (e["document"], e.get("sha256") or "", e.get("page") or 0))
-
-
 def parse_jsonl(data: bytes) -> list[dict[str, Any]]:
     """The objects of a JSONL file written by jsonl(); a torn or foreign line is skipped."""
     out = []
@@ -117,7 +118,8 @@ def parse_jsonl(data: bytes) -> list[dict[str, Any]]:
 
 def count_result(data: bytes) -> tuple[int, int, bool]:
     """(pages done, pages failed, whether the whole document failed) of a result file: a line
-    whose `error` is set failed; an error of page null is the document's."""
+    whose `error` is set failed; an error of page null is the document's, and a document none of
+    whose pages was read failed too."""
     done = failed = 0
     for line in data.decode("utf-8", "replace").splitlines():
         try:
@@ -132,4 +134,4 @@ def count_result(data: bytes) -> tuple[int, int, bool]:
             return 0, 0, True
         else:
             failed += 1
-    return done, failed, False
+    return done, failed, done == 0

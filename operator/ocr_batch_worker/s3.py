@@ -4,7 +4,9 @@ Keys are relative to the prefix, as in storage.FileStore, so the worker cannot t
 S3 has no directories: a "missing prefix" is one under which no object exists, and list() says so
 (PrefixNotFound) instead of returning an empty input. Every failure is a storage.StoreError whose
 type names what is wrong (BucketNotFound, PrefixNotFound, ObjectNotFound, CredentialsRejected,
-S3Unreachable), so the worker reports it once instead of failing page by page.
+S3Unavailable, S3Unreachable), so the worker reports it once instead of failing page by page; the
+last two are transient (storage.TransientStoreError): after botocore's own few retries, the worker
+waits them out within the batch's budget (patience.py).
 
 The decisions (the URL, the names, which error an S3 answer is) are pure functions; S3Store is the
 thin I/O layer over one boto3 client with bounded time (timeouts, few retries).
@@ -22,7 +24,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from .storage import ObjectTooLarge, StoreError, TooManyObjects, check_key
+from .storage import ObjectTooLarge, StoreError, TooManyObjects, TransientStoreError, check_key
 
 MAX_KEY_BYTES = 1024  # S3's limit on a whole key (prefix + relative key), in UTF-8 bytes
 MAX_URL_CHARS = 2048
@@ -35,6 +37,12 @@ BUCKET_CODES = frozenset({"NoSuchBucket"})
 CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
                               "XAdminUserNotFound", "InvalidToken", "ExpiredToken", "403"})
 MISSING_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
+# Answers that say "later": throttling, and the server's own failures (any 5xx).
+TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
+                             "TooManyRequests", "RequestTimeout", "InternalError",
+                             "ServiceUnavailable", "503", "500", "502", "504"})
+# botocore's own retries, before patience.py's: a few quick ones, with its jittered backoff.
+BOTO_RETRIES = {"max_attempts": 4, "mode": "standard"}
 
 
 class S3Error(StoreError):
@@ -61,8 +69,12 @@ class CredentialsRejected(S3Error):
     """The endpoint refused the access key or its signature (or denied access with them)."""
 
 
-class S3Unreachable(S3Error):
-    """No answer from the endpoint (connection refused, timeout)."""
+class S3Unavailable(S3Error, TransientStoreError):
+    """The endpoint answered "later": throttling (503 SlowDown) or a failure of its own (5xx)."""
+
+
+class S3Unreachable(S3Error, TransientStoreError):
+    """No answer from the endpoint (connection refused or reset, timeout)."""
 
 
 _session: boto3.session.Session | None = None
@@ -167,6 +179,8 @@ def total_size(content_range: str | None, content_length: int) -> int:
 
 def error_type(code: str, status: int | None) -> type[S3Error]:
     """Which error an S3 error answer is: its code, else (an answer without a body) its status."""
+    if code in TRANSIENT_CODES or (status is not None and (status >= 500 or status == 429)):
+        return S3Unavailable
     if code in BUCKET_CODES:
         return BucketNotFound
     if code in CREDENTIAL_CODES or status == 403:
@@ -189,7 +203,7 @@ class S3Store:
             raise InvalidS3Location(f"region: {region!r} is not a region name (lowercase letters, digits, '-')")
         self.access_key = check_credential(access_key, "access_key")
         config = botocore.config.Config(
-            connect_timeout=5, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5, read_timeout=60, retries=BOTO_RETRIES,
             s3={"addressing_style": "path"}, signature_version="s3v4")
         self.client = _client(
             endpoint_url=self.endpoint_url, region_name=region, config=config,
@@ -218,6 +232,8 @@ class S3Store:
                                            f"for {what} ({code or status}): check the credentials Secret")
             if kind is ObjectNotFound:
                 return ObjectNotFound(f"{what} does not exist")
+            if kind is S3Unavailable:
+                return S3Unavailable(f"{what}: {code or status} from {self.endpoint_url}")
             return S3Error(f"{what}: {code or status} from {self.endpoint_url}")
         # Refused, reset or timed out (after the client's own retries).
         if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):

@@ -9,6 +9,7 @@ one: results double as the "done" markers a restarted worker trusts); and an exi
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -21,6 +22,24 @@ NAME_MAX = 255  # bytes of one file name on Linux filesystems (ext4, xfs, overla
 
 class StoreError(Exception):
     """A store operation that cannot succeed as asked (the message says which key and why)."""
+
+
+class TransientStoreError(StoreError):
+    """A failure that may pass if the operation is tried again later: a storage outage (an S3
+    5xx, throttling, a timeout, a reset connection; a full or failing volume). patience.py waits
+    these out, within the batch's budget."""
+
+
+# A full volume (space, quota), an I/O error, a stale NFS handle, a timeout: an outage of the
+# volume, not a property of the document.
+TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ESTALE, errno.ETIMEDOUT,
+                              errno.EAGAIN, errno.EINTR, errno.ENOMEM, errno.EBUSY})
+
+
+def os_error(key: str, what: str, exc: OSError) -> StoreError:
+    """The StoreError of a filesystem failure: transient when the volume may recover."""
+    kind = TransientStoreError if exc.errno in TRANSIENT_ERRNOS else StoreError
+    return kind(f"{key} cannot be {what}: {exc.strerror}")
 
 
 class ObjectTooLarge(StoreError):
@@ -79,7 +98,7 @@ class FileStore:
             raise StoreError(f"{self.root} is not a directory")
         found: list[tuple[str, int]] = []
         def unreadable(exc: OSError) -> None:
-            raise StoreError(f"{exc.filename} cannot be listed: {exc.strerror}")
+            raise os_error(str(exc.filename), "listed", exc)
 
         for dirpath, dirnames, filenames in os.walk(self.root, onerror=unreadable):
             dirnames[:] = [d for d in dirnames if not d.startswith(".")
@@ -88,7 +107,12 @@ class FileStore:
                 path = os.path.join(dirpath, name)
                 if name.startswith(".") or os.path.islink(path):
                     continue
-                st = os.stat(path)
+                try:
+                    st = os.stat(path)
+                except FileNotFoundError:  # removed while listed
+                    continue
+                except OSError as exc:
+                    raise os_error(path, "listed", exc) from None
                 found.append((Path(path).relative_to(self.root).as_posix(), st.st_size))
                 if len(found) > limit:
                     raise TooManyObjects(f"{self.root} holds more than {limit} files")
@@ -107,7 +131,7 @@ class FileStore:
         except IsADirectoryError:
             raise StoreError(f"{key} is a directory") from None
         except OSError as exc:
-            raise StoreError(f"{key} cannot be read: {exc.strerror}") from None
+            raise os_error(key, "read", exc) from None
         if len(data) > max_bytes:
             raise ObjectTooLarge(f"{key} is more than {max_bytes} bytes; the limit is {max_bytes}")
         return data
@@ -118,7 +142,7 @@ class FileStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=self.TMP_PREFIX, dir=path.parent)
         except OSError as exc:
-            raise StoreError(f"{key} cannot be written: {exc.strerror}") from None
+            raise os_error(key, "written", exc) from None
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -128,11 +152,15 @@ class FileStore:
         except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
             if isinstance(exc, OSError):
-                raise StoreError(f"{key} cannot be written: {exc.strerror}") from None
+                raise os_error(key, "written", exc) from None
             raise
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        path = self._path(key)
+        try:
+            return path.is_file()
+        except OSError as exc:  # is_file() says False for a missing file; an EIO is raised
+            raise os_error(key, "read", exc) from None
 
 
 def open_store(location: Location, role: str, env: Mapping[str, str] = os.environ) -> Store:

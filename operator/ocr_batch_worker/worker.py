@@ -7,14 +7,16 @@ have an outcome, result file last: so a worker killed at any moment loses at mos
 the documents it had not finished, and its next run does exactly those again. Decisions are in
 the pure modules; this module only sequences them and does the I/O (in threads for the store).
 
+Each document is isolated (failures.py): whatever goes wrong while it is read, split, decoded or
+sent is its own errors entry, and the shard goes on; a document that kills the worker is
+quarantined by its attempt marker (attempts.py). The stores are patient (patience.py): storage
+faults are waited out within the batch's budget. Each failed document's errors are an object of
+their own (results.errors_key), written once.
+
 Progress goes three ways, each at most once per interval: progress/index-<n>.json in the output
 (for users, and kept), a `{"progress": {...}}` line on stdout (the operator reads the last one
 from a running pod's log) and, at exit, the container's termination message (a finished pod's).
-
-Exit status (contract.py): 0 when every owned document has an outcome (failed pages included:
-they are in the errors file), 1 on a fatal error (configuration, the input unreadable, the
-OcrService refusing every request with 401/403), 143 on SIGTERM (cancel, or a node draining)
-after writing the progress file.
+program.py starts the worker and maps its end to an exit status (contract.py).
 """
 
 from __future__ import annotations
@@ -25,35 +27,32 @@ import json
 import logging
 import os
 import random
-import signal
 import sys
 import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from ocr_limits import split_keys
-
-from . import results
+from . import attempts, failures, results
 from .budget import ByteBudget
-from .client import Answer, OcrClient
-from .config import ConfigError, WorkerConfig, load
-from .contract import DOCUMENT_BUDGET, EXIT_DONE, EXIT_FATAL, EXIT_TERMINATED, PROGRESS_PREFIX, TERMINATION_LOG
-from .documents import CHAT, DocumentError, Part, Split, split
+from .client import Answer
+from .config import WorkerConfig
+from .contract import DOCUMENT_BUDGET, PROGRESS_PREFIX
+from .documents import CHAT, Part, Split, body_refusal, kind_of, split
+from .failures import DocumentError, FatalError
+from .patience import StorageUnavailable
 from .progress import Progress, due
 from .retry import Done, Fatal, GiveUp, Retry, decide
 from .shards import take_shard
-from .storage import ObjectTooLarge, Store, StoreError, open_store
+from .storage import ObjectTooLarge, Store, StoreError
 
 log = logging.getLogger("ocr_batch_worker")
 MAX_RESULT_BYTES = 256 * 1024 * 1024  # a done document's result, read back on restart to count its pages
-MAX_ERRORS_BYTES = 256 * 1024 * 1024
+MAX_MARKER_BYTES = 64 * 1024
 PROGRESS_LINE = PROGRESS_PREFIX.encode()  # each report on stdout: {"progress": {...}}
+# What stops the worker rather than one document (failures.py).
+WORKER_ENDING = (FatalError, StorageUnavailable)
 
 Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
-
-
-class FatalError(Exception):
-    """Every further request would fail the same way: stop the worker."""
 
 
 def _stdout(report: bytes) -> None:
@@ -61,25 +60,18 @@ def _stdout(report: bytes) -> None:
     sys.stdout.flush()
 
 
-def write_termination_message(progress: Progress, path: str) -> None:
-    """The last report as the container's termination message (Kubernetes keeps it in the pod's
-    status, at most 4096 bytes), where the operator reads a finished index's counts; skipped
-    outside a pod, where the file does not exist."""
-    if os.path.exists(path):
-        with contextlib.suppress(OSError), open(path, "wb") as f:
-            f.write(progress.to_json()[:4096])
-
-
 class Worker:
     def __init__(self, cfg: WorkerConfig, source: Store, sink: Store, send: Send, *,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 rng: Callable[[], float] = random.random, emit: Callable[[bytes], None] = _stdout) -> None:
+                 rng: Callable[[], float] = random.random, emit: Callable[[bytes], None] = _stdout,
+                 pod: str = os.environ.get("HOSTNAME", "")) -> None:
         self.cfg, self.source, self.sink, self.send, self.emit = cfg, source, sink, send, emit
-        self.clock, self.sleep, self.rng = clock, sleep, rng
+        self.clock, self.sleep, self.rng, self.pod = clock, sleep, rng, pod
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
-        self.errors: list[dict[str, Any]] = []
         self.slots = asyncio.Semaphore(cfg.concurrency)
         self.budget = ByteBudget(DOCUMENT_BUDGET * cfg.max_document_bytes)
+        self.solo = attempts.Solo()
+        self.held: dict[str, attempts.Marker] = {}  # the markers of the documents in flight
         self.write_lock = asyncio.Lock()
         self.last_report: float | None = None
 
@@ -92,7 +84,6 @@ class Worker:
             raise FatalError(f"the input cannot be listed: {exc}") from None
         mine = take_shard(listing, self.cfg.index, self.cfg.shards)
         self.progress.documents_total = len(mine)
-        self.errors = await self._read_errors()
         log.info("index %d of %d: %d of %d documents", self.cfg.index, self.cfg.shards, len(mine), len(listing))
         await self.report(force=True)
         todo = iter(mine)
@@ -106,10 +97,11 @@ class Worker:
             async with asyncio.TaskGroup() as lanes:  # a fatal error in one lane cancels the others
                 for _ in range(min(self.cfg.concurrency, len(mine))):
                     lanes.create_task(lane())
-        except* (FatalError, StoreError) as group:  # the output unwritable is as fatal as a 401
+        except* WORKER_ENDING as group:
             fatal = group.exceptions[0]
             self.progress.fatal = str(fatal)
-            with contextlib.suppress(StoreError):
+            await self.release()
+            with contextlib.suppress(FatalError, StorageUnavailable):
                 await self.report(force=True)
             raise fatal from None
         self.progress.finished = True
@@ -117,6 +109,20 @@ class Worker:
         return self.progress
 
     async def document(self, key: str, size: int) -> None:
+        """One document to its outcome; any failure but one that ends the worker is its errors entry."""
+        read: dict[str, str] = {}  # "sha": the content hash, once the document was read
+        try:
+            await self._document(key, size, read)
+        except WORKER_ENDING:
+            raise  # its marker stays held: release() says it was not the document's fault
+        except DocumentError as exc:
+            await self.finish_failed(key, read.get("sha"), str(exc))
+        except Exception as exc:  # noqa: BLE001 - per-document isolation: one bad file never ends a shard
+            log.warning("%s: %s", key, failures.reason(exc))
+            await self.finish_failed(key, read.get("sha"), failures.reason(exc))
+        self.held.pop(key, None)  # an outcome: not on a cancel (SIGTERM), whose release() needs it
+
+    async def _document(self, key: str, size: int, read: dict[str, str]) -> None:
         if size > self.cfg.max_document_bytes:  # decided from the listing: not read at all
             await self.finish_failed(key, None, f"the document is {size} bytes; the limit is "
                                      f"{self.cfg.max_document_bytes} (spec.limits.maxDocumentBytes)")
@@ -126,7 +132,7 @@ class Worker:
         except ObjectTooLarge as exc:
             await self.finish_failed(key, None, f"{exc} (spec.limits.maxDocumentBytes)")
             return
-        except StoreError as exc:  # gone since the listing
+        except StoreError as exc:  # gone since the listing, unreadable
             await self.finish_failed(key, None, f"the document cannot be read: {exc}")
             return
         sha = results.digest(data)
@@ -139,6 +145,17 @@ class Worker:
         if done:
             await self.count_done(done_key)
             return
+        read["sha"] = sha
+        kind_of(key, data)  # an unsupported file fails here, from its first bytes: no marker needed
+        plan = await self.plan(key, sha)
+        if plan.action == attempts.POISON:
+            await self.finish_failed(key, sha, plan.reason)
+            return
+        async with self.solo.hold(alone=plan.action == "alone"):
+            await self.begin(key, sha, plan)
+            await self.process(key, sha, data)
+
+    async def process(self, key: str, sha: str, data: bytes) -> None:
         try:
             parts = await asyncio.to_thread(split, key, data, self.cfg.max_pages)
         except DocumentError as exc:
@@ -150,18 +167,22 @@ class Worker:
             outcomes = await asyncio.gather(*(self.page(parts, part) for part in parts.parts))
         finally:
             await asyncio.to_thread(parts.close)
-        await self.finish(key, sha, parts.kind, list(zip(parts.parts, outcomes)), parts.errors)
+        await self.finish(key, sha, parts, list(zip(parts.parts, outcomes)))
 
     async def page(self, doc: Split, part: Part) -> Answer:
         """The final answer for one part (a 200, or the one the page fails with)."""
         retries, shed = 0, 0.0
         while True:
-            async with self.slots:  # a PDF page is cut out only once it has a slot: at most `concurrency` exist
+            async with self.slots:  # a PDF or TIFF page is cut out only once it has a slot
                 try:
                     body = await asyncio.to_thread(doc.body, part)
-                except DocumentError as exc:
+                except Exception as exc:  # noqa: BLE001 - this page's failure (DocumentError, or a decoder's)
                     self.progress.pages_failed += 1
-                    return Answer(None, b"", None, str(exc))
+                    return Answer(None, b"", None, str(exc) if isinstance(exc, DocumentError) else failures.reason(exc))
+                refused = body_refusal(part, len(body), self.cfg.max_body_bytes)
+                if refused:
+                    self.progress.pages_failed += 1
+                    return Answer(None, b"", None, refused)
                 answer = await self.send(replace(part, body=body), self.cfg.options)
                 del body
             step = decide(answer.status, answer.reason, answer.retry_after, retries, shed, self.rng(), self.cfg.retry)
@@ -184,31 +205,65 @@ class Worker:
                 self.progress.retries += 1
             await self.sleep(step.delay)
 
+    # --- attempt markers (attempts.py) ------------------------------------------------------------
+
+    async def plan(self, key: str, sha: str) -> attempts.Plan:
+        marker_key = results.attempt_key(self.cfg.index, key)
+        marker = None
+        if await asyncio.to_thread(self.sink.exists, marker_key):
+            marker = attempts.Marker.parse(await asyncio.to_thread(self.sink.get, marker_key, MAX_MARKER_BYTES))
+        plan = attempts.plan(marker, sha, self.cfg.concurrency)
+        if plan.action != "run":
+            log.warning("%s: %s (attempt %d)", key, plan.reason or "an earlier worker died holding it: alone",
+                        plan.attempts)
+        return plan
+
+    async def begin(self, key: str, sha: str, plan: attempts.Plan) -> None:
+        """The marker written before the document is split: a worker killed from now on leaves it."""
+        marker = attempts.Marker(key, sha, plan.attempts, plan.action == "alone", pod=self.pod, started_at=self.clock())
+        await asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key), marker.to_json())
+        self.held[key] = marker
+
+    async def release(self) -> None:
+        """Stopped gracefully (SIGTERM, a fatal error): the documents held were not at fault."""
+        for key, marker in list(self.held.items()):
+            with contextlib.suppress(StoreError, StorageUnavailable):
+                await asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key),
+                                        replace(marker, released=True).to_json())
+        self.held.clear()
+
     # --- outcomes ---------------------------------------------------------------------------------
 
-    async def finish(self, key: str, sha: str, kind: str, answered: list[tuple[Part, Answer]],
-                     bad_lines: list[tuple[int, str]]) -> None:
+    async def finish(self, key: str, sha: str, parts: Split, answered: list[tuple[Part, Answer]]) -> None:
         """Write a document's errors (before its results: a crash in between does the document
-        again, and the errors file keeps one entry per page), its Markdown, then its result file."""
+        again, and its errors object is replaced, not added to), its Markdown, then its result file."""
+        bad_lines = parts.errors
         records, errors = [], [results.error_record(key, sha, line, reason) for line, reason in bad_lines]
+        read = 0  # parts with a result
         for part, answer in answered:
             record, error = self._record(key, sha, part, answer)
             records.append(record)
             if error:
                 errors.append(error)
-        if kind == "jsonl":  # a bad line is a line of the output too, without a custom_id
-            records += [results.chat_record("", line, sha, None, None, reason) for line, reason in bad_lines]
+            else:
+                read += 1
+        if parts.kind == "jsonl":  # a bad line is a line of the output too, with its custom_id when it has one
+            records += [results.chat_record(parts.error_ids.get(line, ""), line, sha, None, None, reason)
+                        for line, reason in bad_lines]
             records.sort(key=lambda r: int(r["id"].rsplit("_", 1)[1]))
             self.progress.pages_failed += len(bad_lines)
         else:
             records.sort(key=lambda r: r["page"])
-        failed_all = not answered or all(a.status != 200 for _, a in answered)
+        failed_all = read == 0
         if errors:
-            await self.add_errors(errors)
-        if kind != "jsonl" and not failed_all:
+            await self.write_errors(key, sha, errors)
+        if parts.kind != "jsonl" and not failed_all:
             await asyncio.to_thread(self.sink.put, results.markdown_key(key, sha), results.markdown(key, records))
-        await asyncio.to_thread(self.sink.put, results.result_key(key, sha), results.jsonl(records))
-        self.progress.documents_done += 1
+        await self.write_output(results.result_key(key, sha), results.jsonl(records))
+        if failed_all:  # not one page read: the document failed, whatever its pages' reasons
+            self.progress.documents_failed += 1
+        else:
+            self.progress.documents_done += 1
         await self.report()
 
     def _record(self, key: str, sha: str, part: Part, answer: Answer) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -220,7 +275,7 @@ class Worker:
                 if part.endpoint == CHAT:
                     return results.chat_record(part.custom_id or "", part.page, sha, 200, body, None), None
                 return results.page_record(key, sha, part.page, body), None
-            except (ValueError, KeyError, TypeError) as exc:  # counted done when it came: it failed
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:  # counted done when it came: it failed
                 self.progress.pages_done -= 1
                 self.progress.pages_failed += 1
                 body, reason = None, f"the server's answer could not be read: {exc}"
@@ -232,13 +287,16 @@ class Worker:
         return error, error
 
     async def finish_failed(self, key: str, sha: str | None, reason: str) -> None:
-        """A document that produced no request: one errors entry (page null); when it was read,
+        """A document that produced no request: its errors object (page null); when it was read,
         a result file holding that entry, so that a restarted worker does not read it again."""
         log.info("%s: %s", key, reason)
         entry = results.error_record(key, sha, None, reason)
-        await self.add_errors([entry])
+        errors_key = results.errors_key(self.cfg.index, key, sha)
+        # A document never read (too large) is decided again by every run: written by the first only.
+        if sha is not None or not await asyncio.to_thread(self.sink.exists, errors_key):
+            await self.write_output(errors_key, results.jsonl([entry]))
         if sha is not None:
-            await asyncio.to_thread(self.sink.put, results.result_key(key, sha), results.jsonl([entry]))
+            await self.write_output(results.result_key(key, sha), results.jsonl([entry]))
         self.progress.documents_failed += 1
         await self.report()
 
@@ -256,19 +314,17 @@ class Worker:
         self.progress.pages_failed += failed
         await self.report()
 
-    async def add_errors(self, entries: list[dict[str, Any]]) -> None:
-        async with self.write_lock:
-            merged = results.merge_errors(self.errors, entries)
-            if merged == self.errors:  # known already (a document too large, decided again): nothing to write
-                return
-            self.errors = merged
-            await asyncio.to_thread(self.sink.put, results.errors_key(self.cfg.index), results.jsonl(self.errors))
+    async def write_errors(self, key: str, sha: str, entries: list[dict[str, Any]]) -> None:
+        """The document's errors as one object of its own: never a rewrite of the others'."""
+        await self.write_output(results.errors_key(self.cfg.index, key, sha), results.jsonl(entries))
 
-    async def _read_errors(self) -> list[dict[str, Any]]:
-        key = results.errors_key(self.cfg.index)
-        if not await asyncio.to_thread(self.sink.exists, key):
-            return []
-        return results.parse_jsonl(await asyncio.to_thread(self.sink.get, key, MAX_ERRORS_BYTES))
+    async def write_output(self, key: str, data: bytes) -> None:
+        """A write to the output; one that fails (past the storage's retries) ends the worker:
+        every other document's would fail alike."""
+        try:
+            await asyncio.to_thread(self.sink.put, key, data)
+        except StoreError as exc:
+            raise FatalError(f"the output cannot be written: {exc}") from None
 
     async def report(self, force: bool = False) -> None:
         """Write the progress file when one is due (coalesced: at most one per interval), and the
@@ -281,74 +337,16 @@ class Worker:
             self.last_report = now
             self.progress.updated_at = now
             report = self.progress.to_json()
-            await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), report)
-            self.emit(report)
+            try:
+                await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), report)
+            except StoreError as exc:
+                raise FatalError(f"the output cannot be written: {exc}") from None
+            finally:
+                self.emit(report)
 
 
 def _json_or_none(data: bytes) -> Any:
     try:
         return json.loads(data) if data else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-
-
-def first_key(text: str) -> str | None:
-    """The first key of an API keys file as the server reads it (ocr_limits.split_keys): an
-    OcrService's spec.auth Secret may hold several."""
-    keys = split_keys(text)
-    return keys[0] if keys else None
-
-
-def _api_key(cfg: WorkerConfig) -> str | None:
-    if not cfg.api_key_file:
-        return None
-    try:
-        with open(cfg.api_key_file, encoding="utf-8") as f:
-            key = first_key(f.read(64 * 1024))
-    except OSError as exc:
-        raise ConfigError(f"apiKeyFile: {cfg.api_key_file} cannot be read: {exc.strerror}") from None
-    if key is None:
-        raise ConfigError(f"apiKeyFile: {cfg.api_key_file} holds no key")
-    return key
-
-
-async def serve(cfg: WorkerConfig) -> Progress:
-    client = OcrClient(cfg.service_url, concurrency=cfg.concurrency, timeout=cfg.request_timeout,
-                       api_key=_api_key(cfg), ca_file=cfg.ca_file, server_name=cfg.server_name)
-    worker = None
-    try:
-        worker = Worker(cfg, open_store(cfg.input, "input"), open_store(cfg.output, "output"), client.send)
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        if task is not None:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        try:
-            return await worker.run()
-        except asyncio.CancelledError:
-            await worker.report(force=True)
-            raise
-    finally:
-        await client.close()
-        if worker is not None:
-            write_termination_message(worker.progress, os.environ.get("TERMINATION_LOG", TERMINATION_LOG))
-
-
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    try:
-        cfg = load()
-    except ConfigError as exc:
-        log.error("invalid configuration: %s", exc)
-        return EXIT_FATAL
-    try:
-        progress = asyncio.run(serve(cfg))
-    except (FatalError, ConfigError, StoreError) as exc:
-        log.error("stopped: %s", exc)
-        return EXIT_FATAL
-    except asyncio.CancelledError:
-        log.warning("stopped by SIGTERM; the documents not finished are done by the next run")
-        return EXIT_TERMINATED
-    log.info("done: %d documents (%d skipped, %d failed), %d pages done, %d failed", progress.documents_done
-             + progress.documents_failed, progress.documents_skipped, progress.documents_failed,
-             progress.pages_done, progress.pages_failed)
-    return EXIT_DONE

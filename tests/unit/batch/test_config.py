@@ -65,7 +65,7 @@ def test_a_missing_or_malformed_configuration_is_refused(env, says):
 
 
 def test_the_worker_sends_the_first_key_of_an_api_keys_file_as_the_server_reads_it():
-    from ocr_batch_worker.worker import first_key
+    from ocr_batch_worker.program import first_key
 
     assert first_key("# rotated 2026-12\n\n key-new-0001 , key-old-0001\nkey-3\n") == "key-new-0001"
     assert first_key("only-one-key") == "only-one-key"

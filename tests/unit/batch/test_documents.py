@@ -63,10 +63,22 @@ def test_a_pdf_without_pages_or_corrupt_is_an_error_saying_so(data):
         split("a.pdf", data, max_pages=10)
 
 
-def test_a_multipage_tiff_is_sent_whole_with_one_page_selected_per_request():
+def test_a_multipage_tiff_is_cut_into_one_page_tiffs_each_with_its_own_pixels():
     data = image("TIFF", frames=3)
     doc = split("a.tif", data, max_pages=10)
-    assert [(p.page, p.pages, doc.body(p) == data) for p in doc.parts] == [(1, "1", True), (2, "2", True), (3, "3", True)]
+    bodies = [doc.body(p) for p in doc.parts]
+    doc.close()
+    assert [(p.page, p.pages) for p in doc.parts] == [(1, None), (2, None), (3, None)]
+    for n, body in enumerate(bodies):
+        with Image.open(io.BytesIO(body)) as one:
+            assert getattr(one, "n_frames", 1) == 1 and one.getpixel((0, 0)) == (n * 40, 0, 0)
+        assert body != data
+
+
+def test_a_one_page_tiff_is_sent_as_it_is():
+    data = image("TIFF")
+    doc = split("a.tif", data, max_pages=10)
+    assert [(p.page, p.body == data) for p in doc.parts] == [(1, True)]
 
 
 def test_a_tiff_with_too_many_pages_is_an_error():

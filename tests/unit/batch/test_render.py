@@ -2,7 +2,7 @@
 
 import json
 
-from ocr_batch_worker import config
+from ocr_batch_worker import config, contract
 from ocr_operator.ocrbatch import render
 
 SETTINGS = render.WorkerSettings(image="registry.example/ocr-operator:1", progress_interval=5)
@@ -44,7 +44,8 @@ def test_the_job_is_indexed_one_index_per_shard_with_per_index_retries():
     assert spec["backoffLimitPerIndex"] == render.BACKOFF_LIMIT_PER_INDEX
     assert spec["activeDeadlineSeconds"] == 3600
     rules = spec["podFailurePolicy"]["rules"]
-    assert rules[0] == {"action": "FailIndex", "onExitCodes": {"containerName": "worker", "operator": "In", "values": [1]}}
+    assert rules[0] == {"action": "FailIndex", "onExitCodes": {"containerName": "worker", "operator": "In",
+                                                                 "values": [contract.EXIT_FATAL]}}
     assert rules[1]["action"] == "Ignore" and rules[1]["onPodConditions"] == [{"type": "DisruptionTarget"}]
     assert job["metadata"]["ownerReferences"] == [{"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch",
                                                    "name": "archive", "uid": "u-1", "controller": True,

@@ -39,12 +39,13 @@ def test_the_markdown_has_every_page_in_order_and_a_failed_pages_reason():
     assert text.count("-->") == 2  # a reason cannot close its comment early
 
 
-def test_errors_merge_to_one_entry_per_document_hash_and_page():
-    old = [results.error_record("b.pdf", "h", 2, "old"), results.error_record("a.png", "h", None, "corrupt")]
-    new = [results.error_record("b.pdf", "h", 2, "new"), results.error_record("b.pdf", "h", 1, "x")]
-    merged = results.merge_errors(old, new)
-    assert [(e["document"], e["page"], e["error"]) for e in merged] == [
-        ("a.png", None, "corrupt"), ("b.pdf", 1, "x"), ("b.pdf", 2, "new")]
+def test_each_documents_errors_are_an_object_of_their_own_with_a_fixed_length_name():
+    a = results.errors_key(3, "scans/a.pdf", "0123456789abcdef")
+    assert a.startswith("errors/index-00003.") and a.endswith(".jsonl") and len(a) == len("errors/index-00003.") + 38
+    assert a == results.errors_key(3, "scans/a.pdf", "0123456789abcdef")  # a redo replaces it
+    others = {results.errors_key(3, "scans/a.pdf", None), results.errors_key(3, "scans/a.pdf", "f" * 16),
+              results.errors_key(3, "scans/b.pdf", "0123456789abcdef"), results.errors_key(3, "n" * 900, None)}
+    assert a not in others and len(others) == 4 and max(map(len, others)) == len(a)
 
 
 def test_the_errors_file_reads_back_what_was_written_and_skips_a_torn_line():
@@ -59,6 +60,13 @@ def test_a_result_file_counts_its_done_and_failed_pages():
 
 def test_a_result_file_of_a_document_that_failed_whole_says_so():
     assert results.count_result(results.jsonl([results.error_record("x.pdf", "d", None, "corrupt")])) == (0, 0, True)
+
+
+def test_a_result_file_none_of_whose_pages_was_read_is_a_failed_document():
+    pages = [results.error_record("x.png", "d", 1, "the image declares more than 64000000 pixels", 413)]
+    assert results.count_result(results.jsonl(pages)) == (0, 1, True)
+    failed = results.chat_record("req-2", 4, "d", None, None, "line 4 is not JSON")
+    assert results.count_result(results.jsonl([failed])) == (0, 1, True)
 
 
 def test_a_batch_file_line_is_written_in_the_openai_batch_output_format():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocr_batch_worker.s3 import (BucketNotFound, CredentialsRejected, InvalidS3Location, ObjectNotFound, S3Error,
+from ocr_batch_worker.s3 import (BucketNotFound, CredentialsRejected, InvalidS3Location, ObjectNotFound, S3Error, S3Unavailable,
                                    S3Location, check_endpoint, error_type, full_key, parse_s3_url, total_size)
 from ocr_batch_worker.storage import StoreError
 
@@ -69,7 +69,9 @@ def test_object_size_comes_from_the_ranged_gets_headers(content_range, length, s
     ("XAdminUserNotFound", 404, CredentialsRejected),  # versitygw's answer to an unknown access key
     ("", 403, CredentialsRejected),
     ("NoSuchKey", 404, ObjectNotFound),
-    ("InternalError", 500, S3Error),
+    ("InternalError", 500, S3Unavailable),  # transient: waited out (patience.py)
+    ("SlowDown", 503, S3Unavailable),
+    ("WeirdCode", 409, S3Error),
 ])
 def test_s3_error_answer_maps_to_an_error_type_naming_what_is_wrong(code, status, kind):
     assert error_type(code, status) is kind

@@ -1,0 +1,109 @@
+"""Storage outages waited out, within a budget: a Store whose transient failures are retried.
+
+Every operation of the input and output stores goes through a PatientStore. A transient failure
+(storage.TransientStoreError: an S3 5xx, throttling, a timeout or reset connection; ENOSPC, EIO
+on a volume) is tried again after an exponential backoff with jitter, for as long as the current
+outage has lasted less than the budget (spec.limits.storageRetrySeconds). The outage is the
+worker's, not the operation's: it starts at the first failure after a success and ends at the
+next success of any operation, so concurrent operations share one clock and a long batch with a
+few short outages never runs out. Past the budget, the operation raises StorageUnavailable and
+the worker exits with contract.EXIT_STORAGE: its pod fails, and the Job starts another
+(backoffLimitPerIndex), which skips every document already done.
+
+Any other StoreError (a missing object, credentials refused, a key too long) is raised at once:
+waiting would not change it. stop() (SIGTERM) ends every wait at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from .storage import Store, TransientStoreError
+
+log = logging.getLogger("ocr_batch_worker")
+T = TypeVar("T")
+
+
+class StorageUnavailable(Exception):
+    """The storage failed for longer than the budget: this pod stops, a new one tries again."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base_seconds: float = 0.5
+    cap_seconds: float = 30.0
+
+    def delay(self, attempt: int, jitter: float) -> float:
+        """Exponential in the attempt (0-based), capped, scaled by jitter in [0.5, 1]: concurrent
+        operations retrying together spread out."""
+        return min(self.cap_seconds, self.base_seconds * 2 ** min(attempt, 30)) * (0.5 + 0.5 * jitter)
+
+
+class Outage:
+    """The storage's current outage, shared by every operation of a worker (thread-safe)."""
+
+    def __init__(self, budget_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.budget = budget_seconds
+        self.clock = clock
+        self.since: float | None = None
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+
+    def failed(self) -> float:
+        """Record a transient failure; the seconds of budget left (<= 0: spent)."""
+        with self._lock:
+            now = self.clock()
+            if self.since is None:
+                self.since = now
+            return self.budget - (now - self.since)
+
+    def ok(self) -> None:
+        with self._lock:
+            self.since = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class PatientStore:
+    """A Store whose transient failures are retried while the outage is within its budget."""
+
+    def __init__(self, store: Store, outage: Outage, backoff: Backoff = Backoff(),
+                 rng: Callable[[], float] = random.random) -> None:
+        self.store, self.outage, self.backoff, self.rng = store, outage, backoff, rng
+
+    def _call(self, what: str, op: Callable[[], T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                result = op()
+            except TransientStoreError as exc:
+                left = self.outage.failed()
+                if left <= 0 or self.outage.stopping.is_set():
+                    raise StorageUnavailable(f"the storage failed for more than {self.outage.budget:g} s "
+                                             f"(spec.limits.storageRetrySeconds); last: {exc}") from None
+                delay = min(self.backoff.delay(attempt, self.rng()), left)
+                log.warning("%s failed (%s); again in %.1f s", what, exc, delay)
+                attempt += 1
+                if self.outage.stopping.wait(delay):
+                    raise StorageUnavailable(f"stopped while waiting for the storage: {exc}") from None
+                continue
+            self.outage.ok()
+            return result
+
+    def list(self, limit: int) -> list[tuple[str, int]]:
+        return self._call("listing", lambda: self.store.list(limit))
+
+    def get(self, key: str, max_bytes: int) -> bytes:
+        return self._call(f"reading {key!r}", lambda: self.store.get(key, max_bytes))
+
+    def put(self, key: str, data: bytes) -> None:
+        self._call(f"writing {key!r}", lambda: self.store.put(key, data))
+
+    def exists(self, key: str) -> bool:
+        return self._call(f"looking up {key!r}", lambda: self.store.exists(key))
