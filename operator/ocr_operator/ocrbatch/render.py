@@ -2,10 +2,13 @@
 Job of the worker program (ocr_batch_worker, contract.COMMAND) in the operator's own image.
 
 - One index per shard: completions = parallelism = spec.parallelism, completionMode Indexed; each
-  index is retried alone (backoffLimitPerIndex), and an index whose worker exits 1 (a fatal error:
-  configuration, input unreadable, credentials refused) is failed at once (podFailurePolicy
-  FailIndex), since a retry would fail the same way. A pod deleted or evicted (DisruptionTarget)
-  does not count as a failure: its index simply runs again and skips what it finished.
+  index is retried alone (backoffLimitPerIndex), and an index whose worker exits
+  contract.EXIT_FATAL (78: configuration, input unlistable, credentials refused, output unwritable)
+  is failed at once (podFailurePolicy FailIndex), since a retry would fail the same way. Every
+  other failed exit is retried: contract.EXIT_STORAGE (storage unavailable past
+  limits.storageRetrySeconds), 1 (an uncaught exception), 137 (killed, e.g. out of memory). A pod
+  deleted or evicted (DisruptionTarget) does not count as a failure: its index simply runs again
+  and skips what it finished.
 - spec.deadlineSeconds is the Job's activeDeadlineSeconds.
 - The pods are "restricted" like the server's: non-root as the image's uid, no privilege
   escalation, read-only root filesystem (an emptyDir /tmp), no service-account token, and memory
