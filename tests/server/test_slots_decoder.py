@@ -189,18 +189,108 @@ def test_cancelled_and_expired_rows_leave_at_once_with_a_prefix_of_their_tokens(
     assert [f.token_ids for f in rest] == [alone[list(PAGES)[0]]]
 
 
-@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm", "eager"])
-def test_each_experts_implementation_gives_the_same_tokens(engine, alone, experts):
+def decoder(engine, **plan):
+    """Another slots decoder on the engine's model, with plan fields changed."""
     from ocr_server.engines.transformers.slots import SlotDecoder
 
-    decoder = SlotDecoder(engine.model, replace(engine.slots.plan, experts=experts), eos=engine.tokenizer.eos_token_id,
-                          pad=engine.tokenizer.pad_token_id, collate=engine.collate, ngram_for=engine.ngram_settings)
-    got = decoder.run(items(engine))
+    return SlotDecoder(engine.model, replace(engine.slots.plan, **plan), eos=engine.tokenizer.eos_token_id,
+                       pad=engine.tokenizer.pad_token_id, pixels=engine._on_device, ngram_for=engine.ngram_settings)
+
+
+@pytest.mark.parametrize("experts", ["grouped_mm", "batched_mm", "eager"])
+def test_each_experts_implementation_gives_the_same_tokens(engine, alone, experts):
+    got = decoder(engine, experts=experts).run(items(engine))
     assert [f.token_ids for f in got] == list(alone.values())
 
 
-def test_the_runner_answers_each_page_when_its_row_ends_while_others_join(engine, alone):
-    """Through the server's runner: a short page joins while a long one decodes, and is answered first."""
+def test_pages_prefilled_together_in_one_vision_pass_get_their_alone_tokens_at_once_and_mid_flight(engine, alone):
+    """Three pages of 0, 2 and 3 crops in one prefill (every global view in one vision forward, the
+    five crops in another, the prompts right-padded in one language-model pass); then the first
+    page alone, and the other two joining it together after three of its steps."""
+    slots = decoder(engine, vision_views=8)
+    assert [f.token_ids for f in slots.run(items(engine))] == list(alone.values())
+    first, second, third = items(engine)
+    slots.admit(first)
+    ended = {}
+    for _ in range(3):
+        ended.update({id(f.item): f for f in slots.step()})
+    slots.admit([second, third])
+    assert len(slots.rows) == 3
+    while not slots.idle():
+        ended.update({id(f.item): f for f in slots.step()})
+    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+
+
+def test_attention_over_each_rows_own_length_gets_the_tokens_generate_gives(engine, alone):
+    """FlexAttention with a block mask from the rows' positions (step.py), run eagerly on the CPU:
+    each row reads the key blocks up to its own length over the whole slot, not a shared bucket."""
+    slots = decoder(engine, attention="flex")
+    assert slots.attention == "flex"
+    first, second, third = items(engine)
+    slots.admit(first)
+    ended = {}
+    for _ in range(5):  # rows of different lengths from here on
+        ended.update({id(f.item): f for f in slots.step()})
+    slots.admit([second, third])
+    while not slots.idle():
+        ended.update({id(f.item): f for f in slots.step()})
+    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+
+
+def test_joining_pages_and_decode_steps_wait_for_the_device_at_most_once_each(engine):
+    """Counted as a GPU would wait (bench/dispatch_count.py), on the CPU: a prefill of three pages
+    reads nothing back but its first tokens (one copy for all, read with the next step), and each
+    decode step one copy of its tokens; generate() on one page, counted the same way, waits at
+    every step."""
+    from bench.dispatch_count import HostSyncs
+
+    pages = items(engine, 4)
+    with HostSyncs() as syncs:
+        slots = decoder(engine)  # made inside: its host buffers are known as host memory
+        slots.run([prepare(engine, (300, 300), 9, 2)])  # SAM's position indices are made once per size
+        before = syncs.total
+        slots.admit(pages)
+        joined = syncs.total - before
+        per_step = []
+        while not slots.idle():
+            before = syncs.total
+            slots.step()
+            per_step.append(syncs.total - before)
+    assert joined <= 2 * len(pages), dict(syncs.counts)
+    assert per_step and max(per_step) <= 1, (per_step, dict(syncs.counts))
+    with HostSyncs() as syncs:
+        engine.generate_reference([prepare(engine, (500, 400), 0, 4)])
+    assert syncs.total >= 2 * 4, dict(syncs.counts)  # the counter sees generate()'s waits
+
+
+def test_a_decode_step_runs_as_many_operators_for_three_rows_as_for_one_and_fewer_without_the_guard(engine):
+    """No per-row Python work in the step: the operator count does not grow with the rows. The
+    n-gram guard's operators run only while a live row uses it."""
+    from bench.dispatch_count import Operators
+    from ocr_server.engines.api import NGramSettings
+
+    def operators(pages: list, guard: bool) -> int:
+        for page in pages:
+            page.ngram = None if guard else NGramSettings(size=0)
+        slots = decoder(engine)
+        slots.admit(pages)
+        slots.step()
+        with Operators() as ops:
+            slots.step()
+        slots.cancel_all()
+        while not slots.idle():
+            slots.step()
+        return ops.total
+
+    one, three = operators(items(engine)[:1], True), operators(items(engine), True)
+    assert one == three
+    assert operators(items(engine), False) < three
+
+
+def test_the_runner_keeps_a_decoding_row_streaming_while_a_joining_page_is_prefilled(engine, alone):
+    """Through the server's runner: a page joins while a long one decodes; the long row's tokens keep
+    coming between the short page's arrival and its first token (its prefill ran in chunks between
+    decode steps), and each page gets its alone tokens."""
     from ocr_server.runtime.metrics import Metrics
     from ocr_server.engines.transformers.slot_runner import SlotRunner
 
@@ -208,34 +298,33 @@ def test_the_runner_answers_each_page_when_its_row_ends_while_others_join(engine
         loop = asyncio.get_running_loop()
         runner = SlotRunner(engine, metrics=Metrics(), on_fatal=lambda exc: None)
         runner.start()
-        order: list[int] = []
+        events: list[str] = []
         long_page, short, _ = items(engine)
         short.max_new_tokens = 4
         joined = asyncio.Event()
-        streamed: list[int] = []
 
-        def on_token(tok: int) -> None:  # the engine thread: the long row is decoding
-            streamed.append(tok)
-            if len(streamed) == 2:
+        def on_long(tok: int) -> None:  # the engine thread: the long row is decoding
+            events.append("long")
+            if events.count("long") == 2:
                 loop.call_soon_threadsafe(joined.set)
 
-        long_page.on_token = on_token
+        long_page.on_token = on_long
+        short.on_token = lambda tok: events.append("short")
 
-        async def one(page, after=None):
-            if after is not None:
-                await after.wait()
-            got = await runner.submit(page)
-            order.append(page.max_new_tokens)
-            return got
+        async def later():
+            await joined.wait()
+            events.append("short sent")
+            return await runner.submit(short)
 
-        got = await asyncio.gather(one(long_page), one(short, joined))
+        got = await asyncio.gather(runner.submit(long_page), later())
         await runner.stop()
-        return got, order
+        return got, events
 
-    got, order = asyncio.run(scenario())
+    got, events = asyncio.run(scenario())
     sizes = list(PAGES)
     assert [g.token_ids for g in got] == [alone[sizes[0]], alone[sizes[1]][:4]]
-    assert order == [4, NEW]  # the short page did not wait for the long one
+    sent, first = events.index("short sent"), events.index("short")
+    assert "long" in events[sent:first], events  # the long row streamed during the short page's prefill
 
 
 def test_the_server_reports_its_slots_and_concurrency_does_not_cap_them(tiny_native, tmp_path):

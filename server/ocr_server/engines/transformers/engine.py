@@ -224,8 +224,11 @@ class Engine:
         slots = r.decode_slots or (DEFAULT_GPU_SLOTS if device.type == "cuda" else r.batch_size)
         kv_buckets = (parse_buckets(r.decode_kv_buckets, max_len, "DECODE_KV_BUCKETS") if r.decode_kv_buckets
                       else buckets(max_len, first=512))
+        # Views per vision forward: 8 on a GPU (batched kernels); 2 on a CPU, where a bigger batch is no
+        # faster and each layer of the forward is a chunk the decoding rows wait for (slot_runner.py)
         plan = SlotPlan(slots=slots, max_len=max_len, slot_buckets=buckets(slots, first=1), kv_buckets=kv_buckets,
-                        guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs)
+                        guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs,
+                        vision_views=8 if device.type == "cuda" else 2)
         per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim(text), max_len, self.model.dtype)
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
@@ -235,9 +238,10 @@ class Engine:
                     f"({per_slot / 2**20:.0f} MiB per slot of {max_len} tokens) but the GPU has {free / 2**30:.1f} GiB free; "
                     f"lower DECODE_SLOTS or MAX_NEW_TOKENS")
         decoder = SlotDecoder(self.model, plan, eos=self.tokenizer.eos_token_id, pad=self.tokenizer.pad_token_id,
-                              collate=self.collate, ngram_for=self.ngram_settings)
-        log.info("slots decoder: %d slots of %d tokens, %.1f MiB of KV per slot, KV buckets %s, experts %s, CUDA graphs %s",
-                 slots, max_len, per_slot / 2**20, list(kv_buckets), r.experts, r.cuda_graphs and device.type == "cuda")
+                              pixels=self._on_device, ngram_for=self.ngram_settings)
+        log.info("slots decoder: %d slots of %d tokens, %.1f MiB of KV per slot, KV buckets %s, experts %s, "
+                 "attention %s, CUDA graphs %s", slots, max_len, per_slot / 2**20, list(kv_buckets),
+                 decoder.experts_name, decoder.attention, r.cuda_graphs and device.type == "cuda")
         return decoder
 
     def decoder_report(self) -> DecoderReport:

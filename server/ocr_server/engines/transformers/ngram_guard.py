@@ -52,7 +52,11 @@ class WindowedNoRepeatNGram:
 
 
 class TensorNGramGuard:
-    """Per-slot guard state on one device: the ring of generated tokens, suffix matches, settings."""
+    """Per-slot guard state on one device: the ring of generated tokens, suffix matches, settings.
+
+    The bans are applied where they land: `apply` gathers each row's `capacity` candidate tokens and
+    sets the banned ones to -inf in the scores (a scatter of `capacity` values per row), instead of
+    building a [rows, vocab] mask; the work per step is O(rows x capacity), not O(rows x vocab)."""
 
     def __init__(self, slots: int, capacity: int, vocab: int, device: torch.device | str) -> None:
         if capacity < 1:
@@ -63,45 +67,78 @@ class TensorNGramGuard:
         self.count = torch.zeros(slots, dtype=torch.long, device=device)  # tokens generated
         self.n = torch.zeros(slots, dtype=torch.long, device=device)  # 0: guard off for the slot
         self.window = torch.zeros(slots, dtype=torch.long, device=device)
-        self.whitelist = torch.zeros(slots, vocab, dtype=torch.bool, device=device)
+        self.whitelist = torch.zeros(slots, vocab + 1, dtype=torch.bool, device=device)  # column vocab: padding
         self.shifts = torch.arange(1, capacity + 1, device=device)
 
     def reset(self, slot: int, n: int, window: int, whitelist: Iterable[int]) -> None:
-        """A new row in `slot`: nothing generated yet, its own settings. Device writes only."""
-        self.ring[slot].zero_()
-        self.match[slot].zero_()
-        self.count[slot] = 0
-        self.n[slot] = max(int(n), 0)
-        self.window[slot] = max(int(window), 0)
-        self.whitelist[slot].zero_()
-        ids = sorted({int(i) for i in whitelist if 0 <= int(i) < self.vocab})
-        if ids:
-            self.whitelist[slot, torch.tensor(ids, dtype=torch.long).to(self.whitelist.device)] = True
+        """A new row in `slot`: nothing generated yet, its own settings (tests; the decoder resets
+        the rows of a prefill at once with `reset_rows`)."""
+        ids = sorted({int(i) for i in whitelist if 0 <= int(i) < self.vocab}) or [self.vocab]
+        self.reset_rows(torch.tensor([slot], device=self.ring.device),
+                        torch.tensor([max(int(n), 0)], device=self.ring.device),
+                        torch.tensor([max(int(window), 0)], device=self.ring.device),
+                        torch.tensor([ids], device=self.ring.device))
 
-    def bans(self, rows: int) -> torch.Tensor:
-        """[rows, vocab] bool: the tokens each of slots 0..rows-1 may not generate next."""
+    def reset_rows(self, slots: torch.Tensor, n: torch.Tensor, window: torch.Tensor, white: torch.Tensor) -> None:
+        """New rows in `slots` [k] with their settings n, window [k] and whitelisted ids [k, m] (padded
+        with `vocab`); device ops only."""
+        k = slots.shape[0]
+        self.ring.index_fill_(0, slots, 0)
+        self.match.index_fill_(0, slots, 0)
+        self.count.index_fill_(0, slots, 0)
+        self.n.index_copy_(0, slots, n)
+        self.window.index_copy_(0, slots, window)
+        rows = torch.zeros(k, self.vocab + 1, dtype=torch.bool, device=self.ring.device)
+        rows.scatter_(1, white.clamp(0, self.vocab), True)
+        rows[:, self.vocab] = False
+        self.whitelist.index_copy_(0, slots, rows)
+
+    def _candidates(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The token each shift would complete [rows, capacity], and whether it is banned."""
         t = self.count[:rows, None]
         n = self.n[:rows, None]
         reach = torch.minimum(t, self.window[:rows, None]) - n + 1
         valid = (n > 0) & (self.shifts[None, :] <= reach) & (self.match[:rows] >= n - 1)
         positions = torch.remainder(t - self.shifts[None, :], self.capacity)
         candidates = self.ring[:rows].gather(1, positions)
-        target = torch.where(valid, candidates, torch.full_like(candidates, self.vocab))
-        banned = torch.zeros(rows, self.vocab + 1, dtype=torch.bool, device=self.ring.device)
-        banned.scatter_(1, target, True)
-        return banned[:, : self.vocab] & ~self.whitelist[:rows]
+        white = self.whitelist[:rows].gather(1, candidates)
+        return candidates, valid & ~white
+
+    def apply(self, scores: torch.Tensor) -> torch.Tensor:
+        """Set the tokens each of slots 0..rows-1 may not generate next to -inf in scores [rows, vocab], in place."""
+        candidates, banned = self._candidates(scores.shape[0])
+        bound = torch.where(banned, -math.inf, math.inf).to(scores.dtype)
+        return scores.scatter_reduce_(1, candidates, bound, reduce="amin")  # min(x, +inf) = x: untouched
+
+    def bans(self, rows: int) -> torch.Tensor:
+        """[rows, vocab] bool: the tokens each of slots 0..rows-1 may not generate next (tests, tools)."""
+        return torch.isneginf(self.apply(torch.zeros(rows, self.vocab, device=self.ring.device)))
 
     def append(self, tokens: torch.Tensor, live: torch.Tensor, start: int = 0) -> None:
         """Record one generated token for each slot start..start+len(tokens)-1; slots where `live` is
         False keep their state."""
         rows = slice(start, start + tokens.shape[0])
-        t = self.count[rows, None]
+        ring, match, count = self.ring[rows], self.match[rows], self.count[rows]
+        match_new, at, kept = self._appended(ring, match, count, tokens, live)
+        match.copy_(match_new)
+        ring.scatter_(1, at, kept)
+        count.add_(live.long())
+
+    def append_rows(self, slots: torch.Tensor, tokens: torch.Tensor, live: torch.Tensor) -> None:
+        """`append` for the rows in `slots` [k] (a prefill's first tokens)."""
+        ring, match, count = self.ring[slots], self.match[slots], self.count[slots]
+        match_new, at, kept = self._appended(ring, match, count, tokens, live)
+        self.match.index_copy_(0, slots, match_new)
+        self.ring.index_copy_(0, slots, ring.scatter(1, at, kept))
+        self.count.index_copy_(0, slots, count + live.long())
+
+    def _appended(self, ring: torch.Tensor, match: torch.Tensor, count: torch.Tensor, tokens: torch.Tensor,
+                  live: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows' new suffix matches, the ring position of the new token and what goes there."""
+        t = count[:, None]
         positions = torch.remainder(t - self.shifts[None, :], self.capacity)
-        previous = self.ring[rows].gather(1, positions)
+        previous = ring.gather(1, positions)
         same = (previous == tokens[:, None]) & (self.shifts[None, :] <= t)
-        grown = torch.where(same, self.match[rows] + 1, torch.zeros_like(self.match[rows]))
-        self.match[rows] = torch.where(live[:, None], grown, self.match[rows])
+        grown = torch.where(same, match + 1, 0).to(match.dtype)
         at = torch.remainder(t, self.capacity)
-        kept = self.ring[rows].gather(1, at)
-        self.ring[rows].scatter_(1, at, torch.where(live[:, None], tokens[:, None], kept))
-        self.count[rows] += live.long()
+        return torch.where(live[:, None], grown, match), at, torch.where(live[:, None], tokens[:, None], ring.gather(1, at))

@@ -1,8 +1,10 @@
 """The runner for DECODER=slots: continuous batching on the one engine thread.
 
 Pages join the slots decoder (slots.py) between decode steps, as soon as a slot is free, interactive
-pages before batch ones (engines/scheduling.py); each page's future is answered the moment its row ends (EOS,
-its own budget, its deadline, cancellation), not when a batch ends. While an interactive request is
+pages before batch ones (engines/scheduling.py): the waiting interactive pages are prefilled
+together (up to the plan's prefill_pages), and the prefill's chunks alternate with decode steps
+while rows are decoding, so those rows keep streaming. Each page's future is answered the moment
+its row ends (EOS, its own budget, its deadline, cancellation), not when a batch ends. While an interactive request is
 inside the server (`hold_batch`, from admission), no new batch page joins: the rows already decoding
 go on, and the pages of a batch wait until the person's request is answered. The engine thread runs while
 there is work and returns when there is none, so the warm-up (which runs on the same thread, before
@@ -17,7 +19,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
 from ocr_limits.request_classes import INTERACTIVE
 
@@ -112,16 +114,26 @@ class SlotRunner:
 
     # ---------- the engine thread ----------
     def _drive(self) -> None:
+        end = object()
+        filling: Iterator[None] | None = None  # the prefill in progress, chunk by chunk
+        credit = 0.0  # decode time owed to the rows after the last prefill chunk (fair_share)
         try:
             while not self._closing:
-                joining = self._take_joining()
-                if joining:
-                    for pending, ended in zip(joining, self._admit([p.item for p in joining])):
-                        self._open[id(pending.item)] = pending
-                        if ended is not None:
-                            self._answer(ended)
-                    if self.inbox and self.slots.free_slots():
-                        continue  # the next page joins before the step, unless it is a batch page held back
+                joining: list[_Pending] = []
+                if filling is None:
+                    joining = self._take_joining()
+                    if joining:
+                        self.hooks.run_before_work()
+                        for pending in joining:
+                            self._open[id(pending.item)] = pending
+                        filling = self.slots.prefill([p.item for p in joining])
+                if filling is not None and (credit <= 0 or not self.slots.rows):
+                    t0 = time.perf_counter()
+                    if next(filling, end) is end:
+                        filling = None  # its rows decode from the next step
+                    credit = fair_share(time.perf_counter() - t0) if self.slots.rows and filling is not None else 0.0
+                    if filling is not None and not self.slots.rows:
+                        continue  # nothing decodes meanwhile: the next chunk at once
                 if self.slots.idle():
                     with self._lock:
                         if not self.inbox:
@@ -132,26 +144,34 @@ class SlotRunner:
                         time.sleep(HOLD_POLL_S)
                     continue
                 rows = len(self.slots.rows)
+                t0 = time.perf_counter()
                 for ended in self.slots.step():
                     self._answer(ended)
+                credit -= time.perf_counter() - t0
                 self.progress.advanced()
-                self.metrics.batch_size.observe(rows)
+                if rows:
+                    self.metrics.batch_size.observe(rows)
         except Exception as exc:  # noqa: BLE001 - a failing engine fails its pages, then the process
             log.exception("the slots decoder failed; the engine is considered dead")
             self._fail_all()
             with self._lock:
                 self._driving = False
             self._call(self.on_fatal, exc)
+        finally:
+            if filling is not None:
+                filling.close()  # its slots go back
         self._call(self.progress.batch_ended)
 
     def _take_joining(self) -> list[_Pending]:
-        """Pages that get a free slot now; those already past their deadline or cancelled are dropped.
-        Interactive pages all join at once; batch pages join one at a time (the hold is looked at
-        again before each one's prefill), and none while an interactive request is inside: an
-        interactive page arriving waits for at most one batch page's prefill (a batch page is held back BATCH_HOLD_MAX_S at most)."""
+        """Pages that get a free slot now, prefilled together; those already past their deadline or
+        cancelled are dropped. Interactive pages join together (up to the plan's prefill_pages);
+        batch pages join one at a time (the hold is looked at again before each one's prefill), and
+        none while an interactive request is inside: an interactive page arriving waits for at most
+        one batch page's prefill (a batch page is held back BATCH_HOLD_MAX_S at most)."""
         joining: list[_Pending] = []
         now = time.monotonic()
-        while self.inbox and self.slots.free_slots() > len(joining):
+        room = min(self.slots.free_slots(), self.slots.plan.prefill_pages)
+        while self.inbox and room > len(joining):
             if not self.inbox.count(INTERACTIVE) and (joining or self._held(now)):
                 break
             pending = self.inbox.popleft()
@@ -168,10 +188,6 @@ class SlotRunner:
         not been held BATCH_HOLD_MAX_S yet."""
         return self.hold_batch() and now - self.inbox.first().queued_at < BATCH_HOLD_MAX_S
 
-    def _admit(self, items: list[TensorPage]) -> list[Finished | None]:
-        self.hooks.run_before_work()
-        return [self.slots.admit(item) for item in items]
-
     def _answer(self, ended: Finished) -> None:
         pending = self._open.pop(id(ended.item))
         self._call(_succeed, pending.future, self.engine.generated(ended))
@@ -187,6 +203,13 @@ class SlotRunner:
     def _call(self, fn: Callable[..., Any], *args: Any) -> None:
         if self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(fn, *args)
+
+
+def fair_share(chunk_seconds: float) -> float:
+    """Decode time the rows get after a prefill chunk of `chunk_seconds` (pure): as much again, so a
+    prefill takes at most half the engine's time while rows decode. The rows then stream at a step
+    per (step + chunk / steps), and a page's prefill runs at full speed once they have ended."""
+    return chunk_seconds
 
 
 def _succeed(fut: asyncio.Future[Generated], value: Generated) -> None:

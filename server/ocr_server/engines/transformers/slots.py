@@ -2,17 +2,18 @@
 
 Why: generate() decodes a static batch (new pages wait for the longest page), launches many small
 kernels per step from Python and waits for the GPU several times per step. Here:
-- each new page is prefilled alone (vision encoder and language-model prefill, the same forward
-  generate() runs for a batch of one) into its own cache; its keys and values are then copied into
-  a free slot of per-layer buffers [slots, kv_heads, max_len, head_dim], with a length per slot;
-- one step function decodes every slot of a slot bucket at once: embed, language model (attention
-  over a KV-length bucket, masked by the slots' lengths), output head, n-gram guard (tensor ops,
-  ngram_guard.py), argmax, EOS and per-row budget bookkeeping. No host sync inside: on a GPU it is
-  captured as one CUDA graph per (slot bucket x KV-length bucket) and replayed;
+- waiting pages are prefilled together, up to `prefill_pages` at once (prefill.py: one vision pass
+  and one language-model pass, keys and values written straight into per-layer slot buffers
+  [slots, kv_heads, max_len, head_dim]); the prefill is a generator of chunks, so decode steps can
+  run between them (slot_runner.py) and the rows already decoding keep streaming;
+- one step function (step.py) decodes every slot of a slot bucket at once: embed, language model,
+  output head, n-gram guard (only while a live row uses it), argmax, EOS and per-row budget
+  bookkeeping. No host sync inside: on a GPU it is captured as one CUDA graph per shape and replayed;
 - positions are each row's own (0..prompt-1, then one more per token), the positions generate()
-  gives a left-padded row, so the tokens are the same;
-- the host learns each step's tokens from a copy to pinned memory, one step behind on a GPU (the
-  next step is already queued), and frees a finished, cancelled or expired row's slot at once.
+  gives the row alone, so the tokens are the same;
+- the host learns tokens, a prefill's first tokens as each step's, from a copy to pinned memory
+  read one step behind on a GPU (the next step is already queued): the join path reads nothing
+  back itself. A finished, cancelled or expired row's slot is freed at once.
 
 The step writes only device state; the host mirrors lengths (an upper bound) to pick buckets.
 """
@@ -21,22 +22,26 @@ from __future__ import annotations
 
 import heapq
 import logging
-import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
+from . import prefill as prefill_pass
+from . import sam_positions
 from .experts import choose as choose_experts
-from .experts import experts_function, moe_forward
+from .experts import choose_prefill, experts_function, hardware, moe_forward
 from .ngram_guard import TensorNGramGuard
+from .step import choose_attention, decode_step
 
 if TYPE_CHECKING:
     from .engine import TensorPage
 
 log = logging.getLogger("ocr_server.slots")
+STEP_TIMES_KEPT = 1024  # host time of the last steps per slot bucket (benches); older ones are dropped
+READBACK_BUFFERS = 4  # pinned host buffers the steps' tokens are copied into, in turn
 
 
 # ---------- sizing: pure decisions ----------
@@ -91,6 +96,9 @@ class SlotPlan:
     guard_capacity: int  # shifts the n-gram guard can see: the most tokens a row generates
     experts: str  # auto | grouped_mm | batched_mm | eager
     graphs: bool  # capture CUDA graphs (GPU only)
+    prefill_pages: int = 8  # waiting pages prefilled together
+    vision_views: int = 8  # views per vision forward (bounds SAM's attention biases: ~0.4 GB per 1024 view in bf16)
+    attention: str = "auto"  # auto | bucket | flex (step.py)
 
 
 # ---------- host-side row bookkeeping ----------
@@ -100,6 +108,7 @@ class _Row:
     item: TensorPage
     slot: int
     next_pos: int  # position of the token the next step feeds (an upper bound once the device stops it)
+    guarded: bool  # the n-gram guard is on for this row
     tokens: list[int] = field(default_factory=list)
     count: int = 0  # tokens generated, EOS included
     held: int = 0  # pad tokens not yet known to be non-trailing
@@ -118,11 +127,11 @@ class SlotDecoder:
     """Owns the slot KV cache and the step; every method runs on the one engine thread."""
 
     def __init__(self, model: Any, plan: SlotPlan, *, eos: int, pad: int,
-                 collate: Callable[[list[TensorPage]], dict[str, Any]],
+                 pixels: Callable[[torch.Tensor], torch.Tensor],
                  ngram_for: Callable[[TensorPage], tuple[int, int, set[int]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.model, self.plan, self.eos, self.pad = model, plan, eos, pad
-        self.collate, self.ngram_for, self.clock = collate, ngram_for, clock
+        self.pixels, self.ngram_for, self.clock = pixels, ngram_for, clock
         text = model.config.text_config
         lm = model.model.language_model
         self.lm, self.layers, self.head = lm, list(lm.layers), model.lm_head
@@ -130,7 +139,9 @@ class SlotDecoder:
         from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2TextMoe
 
         self.moe = [isinstance(block.mlp, DeepseekOcr2TextMoe) for block in self.layers]
+        self.moe_forward = moe_forward
         self.device, self.dtype = model.device, model.dtype
+        self.image_token = model.config.image_token_id
         self.heads = text.num_attention_heads
         self.kv_heads = text.num_key_value_heads
         self.head_dim = head_dim(text)
@@ -150,62 +161,122 @@ class SlotDecoder:
         self.slot_index = torch.arange(s, device=dev)
         self.key_index = torch.arange(n, device=dev)
         self.gpu = dev.type == "cuda"
-        self.experts = {b: experts_function(choose_experts(plan.experts, b, dev.type, plan.graphs and self.gpu))
-                        for b in plan.slot_buckets}
-        self.graphs: dict[tuple[int, int], Any] = {}
+        hw = hardware(dev, self.dtype)
+        self.experts_name = choose_experts(plan.experts, hw, plan.graphs and self.gpu)
+        self.experts = {b: experts_function(self.experts_name) for b in plan.slot_buckets}
+        self.prefill_experts = experts_function(choose_prefill(hw) if plan.experts == "auto" else self.experts_name)
+        self.attention = choose_attention(plan.attention, dev.type, compiled=self.gpu)
+        self.flex = self._flex_function() if self.attention == "flex" else None
+        self.upload = prefill_pass.Uploader(dev)
+        sam_positions.install(model)
+        self.graphs: dict[tuple[int, int, bool], Any] = {}
         self.capture_seconds = 0.0
-        host = dict(dtype=torch.long, pin_memory=self.gpu)
-        self._host = [torch.zeros(s, **host) for _ in range(2)]
-        self._events = [torch.cuda.Event() for _ in range(2)] if self.gpu else [None, None]
-        self._flip = 0
+        self._host = [torch.zeros(s, dtype=torch.long, pin_memory=self.gpu) for _ in range(READBACK_BUFFERS)]
+        self._next_host = 0
         self._free = list(range(s))
         heapq.heapify(self._free)
+        self._filling: set[int] = set()  # slots of a prefill in progress
         self.rows: dict[int, _Row] = {}
         self._pending: deque[tuple[list[tuple[int, _Row]], torch.Tensor, Any]] = deque()
         self.lag = 1 if self.gpu else 0  # steps the host reads behind the device
-        self.step_seconds: dict[int, list[float]] = {}  # rows -> host time per step (bench)
+        # rows -> host seconds of the last steps (benches); bounded, the server runs for months
+        self.step_seconds: dict[int, deque[float]] = {}
+
+    def _flex_function(self) -> Callable[..., torch.Tensor]:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return torch.compile(flex_attention, dynamic=False) if self.gpu else flex_attention
 
     # ---------- capacity ----------
     def free_slots(self) -> int:
         return len(self._free)
 
     def idle(self) -> bool:
-        return not self.rows and not self._pending
+        return not self.rows and not self._pending and not self._filling
 
     def kv_bytes_per_slot(self) -> int:
         return kv_bytes_per_slot(len(self.layers), self.kv_heads, self.head_dim, self.plan.max_len, self.dtype)
 
     # ---------- joining ----------
-    @torch.inference_mode()
-    def admit(self, item: TensorPage) -> Finished | None:
-        """Prefill one page into a free slot and take its first token; a row that ends there is returned."""
-        if not self._free:
-            raise RuntimeError("no free slot")
-        prompt = len(item.input_ids)
-        if prompt + item.max_new_tokens > self.plan.max_len:
-            raise ValueError(f"prompt {prompt} + max_new_tokens {item.max_new_tokens} exceeds the slot length {self.plan.max_len}")
-        slot = heapq.heappop(self._free)
-        out = self.model(**self.collate([item]), use_cache=True, logits_to_keep=1)
-        for layer, cached in enumerate(out.cache.layers):
-            self.keys[layer][slot, :, :prompt] = cached.keys[0]
-            self.values[layer][slot, :, :prompt] = cached.values[0]
-        scores = out.logits[:, -1, :].to(copy=True, dtype=torch.float32)
-        n, window, whitelist = self.ngram_for(item)
-        self.guard.reset(slot, n, window, whitelist)  # nothing generated: it bans nothing yet
-        if item.min_new_tokens > 0:
-            scores[:, self.eos] = -math.inf
-        first = scores.argmax(-1)
-        done = (first == self.eos) | (item.max_new_tokens <= 1)
-        self.tok[slot:slot + 1] = first
-        self.pos[slot] = prompt
-        self.count[slot] = 1
-        self.budget[slot] = item.max_new_tokens
-        self.min_new[slot] = item.min_new_tokens
-        self.live[slot:slot + 1] = ~done
-        self.guard.append(first, ~done, start=slot)
-        row = _Row(item, slot, prompt)
-        self.rows[slot] = row
-        return self._take(row, int(first.item()))  # one sync per joining page: its prefill is done
+    def admit(self, items: TensorPage | list[TensorPage]) -> None:
+        """Prefill pages into free slots now (all chunks at once); their first tokens, and rows that
+        end there, come out of the following steps."""
+        for _ in self.prefill(items if isinstance(items, list) else [items]):
+            pass
+
+    def prefill(self, items: list[TensorPage]) -> Iterator[None]:
+        """Reserve a slot for each page now and return the prefill as chunks (prefill.py): each
+        `next()` runs one; the rows decode from the step after the last."""
+        if len(items) > len(self._free):
+            raise RuntimeError(f"{len(items)} pages but {len(self._free)} free slots")
+        for item in items:
+            if len(item.input_ids) + item.max_new_tokens > self.plan.max_len:
+                raise ValueError(f"prompt {len(item.input_ids)} + max_new_tokens {item.max_new_tokens} exceeds "
+                                 f"the slot length {self.plan.max_len}")
+        slots = [heapq.heappop(self._free) for _ in items]
+        self._filling.update(slots)
+        return self._prefill_chunks(items, slots)
+
+    def _prefill_chunks(self, items: list[TensorPage], slots: list[int]) -> Iterator[None]:
+        chunks = prefill_pass.run(
+            self.model, items, slots, keys=self.keys, values=self.values, pixels=self.pixels,
+            experts=self.prefill_experts, moe=self.moe, eos=self.eos, pad=self.pad, image_token=self.image_token,
+            views=self.plan.vision_views, upload=self.upload,
+            on_done=lambda done, meta: self._joined(items, slots, done, meta))
+        end = object()
+        try:
+            while True:
+                with torch.inference_mode():  # per chunk: the caller's steps run between them
+                    if next(chunks, end) is end:
+                        return
+                yield
+        finally:
+            if self._filling.intersection(slots):  # cut short: the slots go back
+                self._filling.difference_update(slots)
+                for slot in slots:
+                    heapq.heappush(self._free, slot)
+
+    def _joined(self, items: list[TensorPage], slots: list[int], pre: prefill_pass.Prefilled, meta: torch.Tensor) -> None:
+        """The prefilled rows' state on the device, their first tokens queued for the host."""
+        index, lengths, budget, min_new = meta.unbind(0)
+        settings = [self.ngram_for(item) for item in items]
+        widest = max(1, max(len(white) for _, _, white in settings))
+        white = torch.full((len(items), widest), self.vocab, dtype=torch.long)
+        for row, (_, _, ids) in enumerate(settings):
+            ids = sorted(i for i in ids if 0 <= i < self.vocab)
+            white[row, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+        guard = torch.tensor([[max(n, 0) for n, _, _ in settings], [max(w, 0) for _, w, _ in settings]], dtype=torch.long)
+        guard, white = self.upload(guard), self.upload(white)
+        live = ~pre.done
+        self.tok.index_copy_(0, index, pre.first)
+        self.pos.index_copy_(0, index, lengths)
+        self.count.index_fill_(0, index, 1)
+        self.budget.index_copy_(0, index, budget)
+        self.min_new.index_copy_(0, index, min_new)
+        self.live.index_copy_(0, index, live)
+        self.guard.reset_rows(index, guard[0], guard[1], white)
+        self.guard.append_rows(index, pre.first, live)
+        joined = []
+        for row, (item, slot, (n, _, _)) in enumerate(zip(items, slots, settings)):
+            r = _Row(item, slot, len(item.input_ids), guarded=n > 0)
+            self.rows[slot] = r
+            joined.append((row, r))
+        self._filling.difference_update(slots)
+        self._pending.append(self._readback(joined, pre.first))
+
+    def _readback(self, launched: list[tuple[int, _Row]], tokens: torch.Tensor) -> tuple[list[tuple[int, _Row]], torch.Tensor, Any]:
+        """Queue a copy of `tokens` to the host; read when the lag allows (one step behind on a GPU)."""
+        if len(tokens) == self.plan.slots:
+            host = self._host[self._next_host]
+            self._next_host = (self._next_host + 1) % READBACK_BUFFERS
+        else:
+            host = torch.empty(len(tokens), dtype=torch.long, pin_memory=self.gpu)
+        host.copy_(tokens, non_blocking=self.gpu)
+        event = None
+        if self.gpu:
+            event = torch.cuda.Event()
+            event.record()
+        return launched, host, event
 
     # ---------- one step ----------
     def step(self) -> list[Finished]:
@@ -214,23 +285,24 @@ class SlotDecoder:
         if self.rows:
             rows = pick(self.plan.slot_buckets, max(self.rows) + 1)
             length = pick(self.plan.kv_buckets, max(r.next_pos for r in self.rows.values()) + 1)
+            if self.attention == "flex":
+                length = self.plan.max_len  # one shape: the block mask bounds what each row reads
+            guard = any(r.guarded for r in self.rows.values())
             t0 = time.perf_counter()
-            graph = self.graphs.get((rows, length))
+            graph = self.graphs.get((rows, length, guard))
             if graph is not None:
                 graph.replay()
             else:
                 with torch.inference_mode():
-                    self._step(rows, length)
+                    decode_step(self, rows, length, guard)
             launched = list(self.rows.items())
             for row in self.rows.values():
                 row.next_pos += 1
-            host, event = self._host[self._flip], self._events[self._flip]
-            self._flip ^= 1
-            host[:rows].copy_(self.out_tok[:rows], non_blocking=self.gpu)
-            if event is not None:
-                event.record()
-            self._pending.append((launched, host, event))
-            self.step_seconds.setdefault(rows, []).append(time.perf_counter() - t0)
+            self._pending.append(self._readback(launched, self.out_tok))
+            times = self.step_seconds.get(rows)
+            if times is None:
+                times = self.step_seconds[rows] = deque(maxlen=STEP_TIMES_KEPT)
+            times.append(time.perf_counter() - t0)
         while self._pending and (len(self._pending) > self.lag or not self.rows):
             done += self._read(*self._pending.popleft())
         return done
@@ -240,9 +312,9 @@ class SlotDecoder:
             event.synchronize()
         tokens = host.tolist()
         out = []
-        for slot, row in launched:
+        for at, row in launched:
             if not row.closed:
-                ended = self._take(row, tokens[slot])
+                ended = self._take(row, tokens[at])
                 if ended is not None:
                     out.append(ended)
         return out
@@ -289,93 +361,65 @@ class SlotDecoder:
     def cancel_all(self) -> list[Finished]:
         return [self._close(r, finished=False, early=True) for r in list(self.rows.values())]
 
-    # ---------- the step on the device ----------
-    def _step(self, rows: int, length: int) -> None:
-        """Every op on device tensors of fixed shape for (rows, length): capturable as one graph."""
-        from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import apply_rotary_pos_emb, repeat_kv
-
-        tok, pos, live = self.tok[:rows], self.pos[:rows], self.live[:rows]
-        hidden = self.lm.embed_tokens(tok)[:, None, :]
-        cos, sin = self.lm.rotary_emb(hidden, pos[:, None])
-        visible = (self.key_index[None, :length] <= pos[:, None])[:, None, None, :]
-        at = pos.clamp(max=self.plan.max_len - 1)
-        index = self.slot_index[:rows]
-        experts = self.experts[rows]
-        groups = self.heads // self.kv_heads
-        for layer, block in enumerate(self.layers):
-            attn = block.self_attn
-            x = block.input_layernorm(hidden)
-            q = attn.q_proj(x).view(rows, 1, -1, self.head_dim).transpose(1, 2)
-            k = attn.k_proj(x).view(rows, 1, -1, self.head_dim).transpose(1, 2)
-            v = attn.v_proj(x).view(rows, 1, -1, self.head_dim).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            cache_k, cache_v = self.keys[layer], self.values[layer]
-            cache_k[index, :, at] = k[:, :, 0]
-            cache_v[index, :, at] = v[:, :, 0]
-            keys, values = cache_k[:rows, :, :length], cache_v[:rows, :, :length]
-            if groups > 1:
-                keys, values = repeat_kv(keys, groups), repeat_kv(values, groups)
-            o = torch.nn.functional.scaled_dot_product_attention(q, keys, values, attn_mask=visible, scale=attn.scaling)
-            hidden = hidden + attn.o_proj(o.transpose(1, 2).reshape(rows, 1, -1))
-            x = block.post_attention_layernorm(hidden)
-            mlp = block.mlp
-            hidden = hidden + (moe_forward(mlp, x, experts) if self.moe[layer] else mlp(x))
-        scores = self.head(self.lm.norm(hidden))[:, 0, :].to(torch.float32)
-        scores = scores.masked_fill(self.guard.bans(rows), -math.inf)
-        count = self.count[:rows]
-        scores[:, self.eos] = scores[:, self.eos].masked_fill(count < self.min_new[:rows], -math.inf)
-        nxt = scores.argmax(-1)
-        count += live.long()
-        ended = live & ((nxt == self.eos) | (count >= self.budget[:rows]))
-        self.guard.append(nxt, live)
-        self.out_tok[:rows] = nxt
-        pos += live.long()
-        self.tok[:rows] = torch.where(live, nxt, tok)
-        self.live[:rows] = live & ~ended
-
     # ---------- CUDA graphs ----------
+    def shapes(self) -> list[tuple[int, int, bool]]:
+        """The step shapes captured: (slot bucket, KV length, guard), largest first."""
+        lengths = (self.plan.max_len,) if self.attention == "flex" else self.plan.kv_buckets
+        return [(rows, length, guard) for rows in reversed(self.plan.slot_buckets)
+                for length in reversed(lengths) for guard in (True, False)]
+
     def capture(self) -> float:
-        """One graph per (slot bucket x KV-length bucket); only while no row is open (the captures
-        run the step on free slots). Returns the seconds it took."""
+        """One graph per step shape; only while no row is open (the captures run the step on free
+        slots). With flex attention, a failure to compile or capture falls back to bucket attention.
+        Returns the seconds it took."""
         if not self.gpu or not self.plan.graphs:
             return 0.0
-        if self.rows:
+        if self.rows or self._filling:
             raise RuntimeError("graphs are captured before any row joins")
         t0 = time.monotonic()
+        try:
+            self._capture()
+        except Exception:  # noqa: BLE001 - flex's compile is the part that may not build here
+            if self.attention != "flex":
+                raise
+            log.exception("capturing the decode step with flex attention failed; falling back to bucket attention")
+            self.attention, self.graphs = "bucket", {}
+            torch.cuda.synchronize()
+            self._capture()
+        self.live.zero_()
+        self.capture_seconds = time.monotonic() - t0
+        log.info("captured %d decode graphs (%s attention) in %.2fs", len(self.graphs), self.attention, self.capture_seconds)
+        return self.capture_seconds
+
+    def _capture(self) -> None:
         pool = torch.cuda.graph_pool_handle()
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode(), torch.cuda.stream(stream):
-            for rows in self.plan.slot_buckets:
-                for length in self.plan.kv_buckets:
-                    self._step(rows, length)  # warms the kernels and allocations of this shape
+            for shape in self.shapes():
+                decode_step(self, *shape)  # warms the kernels (and compiles) of this shape
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         with torch.inference_mode():
-            for rows in reversed(self.plan.slot_buckets):  # largest first: later graphs reuse its pool
-                for length in reversed(self.plan.kv_buckets):
-                    graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph, pool=pool):
-                        self._step(rows, length)
-                    self.graphs[(rows, length)] = graph
+            for shape in self.shapes():  # largest first: later graphs reuse its pool
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    decode_step(self, *shape)
+                self.graphs[shape] = graph
         torch.cuda.synchronize()
-        self.live.zero_()
-        self.capture_seconds = time.monotonic() - t0
-        log.info("captured %d decode graphs (%d slot buckets x %d KV buckets) in %.2fs", len(self.graphs),
-                 len(self.plan.slot_buckets), len(self.plan.kv_buckets), self.capture_seconds)
-        return self.capture_seconds
 
     # ---------- a whole batch, synchronously ----------
     def run(self, items: list[TensorPage]) -> list[Finished]:
-        """Every item to its end, joining as slots free up (warm-up, benches, generate_batch)."""
+        """Every item to its end, joining as slots free up, up to `prefill_pages` per prefill
+        (warm-up, benches, generate_batch)."""
         waiting = deque(items)
         results: dict[int, Finished] = {}
         while waiting or not self.idle():
-            while waiting and self._free:
-                item = waiting.popleft()
-                ended = self.admit(item)
-                if ended is not None:
-                    results[id(item)] = ended
+            joining = []
+            while waiting and len(joining) < min(self.plan.prefill_pages, len(self._free)):
+                joining.append(waiting.popleft())
+            if joining:
+                self.admit(joining)
             for ended in self.step():
                 results[id(ended.item)] = ended
         return [results[id(item)] for item in items]
