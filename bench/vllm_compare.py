@@ -1,9 +1,15 @@
-"""This server with ENGINE=vllm against vLLM's own OpenAI server, both measured by vLLM's own bench
+"""Either engine of this server against vLLM's own OpenAI server, both measured by vLLM's own bench
 client (`vllm bench serve --backend openai-chat --dataset-name random-mm`, unpatched), in one run
 that alternates the two (A/B/A/B...) so that a busy machine's noise falls on both.
 
-    .venv/bin/python bench/vllm_compare.py --json out.json
+    .venv/bin/python bench/vllm_compare.py --json out.json                # ENGINE=vllm (in .venv-vllm)
+    .venv/bin/python bench/vllm_compare.py --engine transformers --dtype bfloat16 --rounds 1 \
+        --num-prompts 32 --concurrency 8 --output-len 64                 # ENGINE=transformers DECODER=slots (.venv)
     .venv/bin/python bench/vllm_compare.py --rounds 3 --num-prompts 8 --concurrency 4 --output-len 16
+
+--engine vllm runs this server in .venv-vllm with ENGINE=vllm; --engine transformers runs it in this
+repository's .venv with ENGINE=transformers DECODER=slots and DECODE_SLOTS = --max-num-seqs (the
+rows it decodes at once, as vLLM's max_num_seqs).
 
 Both servers load the same weights (the `--for-vllm` tiny model: the real vision tower, a tiny
 language model; --model-path for another official-layout checkpoint) with the same engine settings:
@@ -39,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+OURS_PYTHON = ROOT / ".venv" / "bin" / "python"  # ENGINE=transformers: the server's own environment
 VLLM_CLI = ROOT / ".venv-vllm" / "bin" / "vllm"
 NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
 RECIPE_XARGS = {"vllm_xargs": {"ngram_size": 20, "window_size": 90, "whitelist_token_ids": [128821, 128822]}}
@@ -70,11 +77,14 @@ def common_env(args) -> dict[str, str]:
 
 
 def ours(model: Path, port: int, args) -> tuple[list[str], dict[str, str]]:
-    env = {**common_env(args), "ENGINE": "vllm", "MODEL_PATH": str(model), "DEVICE": "cpu", "HOST": "127.0.0.1",
+    env = {**common_env(args), "ENGINE": args.engine, "MODEL_PATH": str(model), "DEVICE": "cpu", "HOST": "127.0.0.1",
            "PORT": str(port), "CACHE_ENTRIES": "0", "WARMUP": "0", "TIMEOUT_SEC": "3600",
            "BATCH_SIZE": str(args.max_num_seqs), "CONCURRENCY": str(args.server_concurrency),
            "MAX_NEW_TOKENS": str(args.max_new_tokens), "DTYPE": args.dtype}
     env.pop("API_KEYS", None)
+    if args.engine == "transformers":
+        env.update({"DECODER": "slots", "DECODE_SLOTS": str(args.max_num_seqs)})
+        return [str(OURS_PYTHON), "-m", "ocr_server"], env
     return [str(VLLM_PYTHON), "-m", "ocr_server"], env
 
 
@@ -172,16 +182,18 @@ def run_client(name: str, proc: subprocess.Popen, url: str, model_id: str, model
             "server_cpu_s_per_request": round(cpu / (r["completed"] + 1), 2)}
 
 
-def summarise(runs: list[dict], min_ratio: float) -> dict:
+def summarise(runs: list[dict], min_ratio: float, max_tpot_ratio: float | None = None) -> dict:
     """Ours against vLLM's server from both servers' runs (pure): output tokens/s overall and per
-    round, CPU seconds per request, median TTFT, and the verdict: at least min_ratio of vLLM's
-    throughput, no failed request, and a TTFT that means the first token (at least half of vLLM's:
-    a first chunk sent before any token exists would read near zero)."""
+    round, CPU seconds per request, median TTFT, mean time per output token, and the verdict: at
+    least min_ratio of vLLM's throughput, no failed request, a TTFT that means the first token (at
+    least half of vLLM's: a first chunk sent before any token exists would read near zero) and,
+    with max_tpot_ratio, a time per output token at most that many times vLLM's."""
     by = {name: [r for r in runs if r["server"] == name] for name in ("ours", "vllm")}
     total = {name: sum(r["total_output_tokens"] for r in rs) / sum(r["duration_s"] for r in rs) for name, rs in by.items()}
     pairs = [a["output_throughput"] / b["output_throughput"] for a, b in zip(by["ours"], by["vllm"])]
     cpu = {name: statistics.mean(r["server_cpu_s_per_request"] for r in rs) for name, rs in by.items()}
     ttft = {name: statistics.median(r["median_ttft_ms"] for r in rs) for name, rs in by.items()}
+    tpot = {name: statistics.median(r["mean_tpot_ms"] for r in rs) for name, rs in by.items()}
     overall = total["ours"] / total["vllm"]
     why = []
     if overall < min_ratio:
@@ -189,14 +201,19 @@ def summarise(runs: list[dict], min_ratio: float) -> dict:
     why += [f"{r['server']} round {r['round']}: {r['failed']} failed requests" for r in runs if r["failed"]]
     if ttft["ours"] < ttft["vllm"] / 2:
         why.append(f"median TTFT {ttft['ours']:.0f} ms against vLLM's {ttft['vllm']:.0f} ms: not the first token")
+    if max_tpot_ratio is not None and tpot["ours"] > max_tpot_ratio * tpot["vllm"]:
+        why.append(f"time per output token {tpot['ours']:.0f} ms against vLLM's {tpot['vllm']:.0f} ms "
+                   f"(> {max_tpot_ratio}x)")
     return {"overall": round(overall, 3), "per_round": [round(x, 3) for x in pairs],
-            "cpu_per_request": round(cpu["vllm"] / cpu["ours"], 3), "median_ttft_ms": ttft,
+            "cpu_per_request": round(cpu["vllm"] / cpu["ours"], 3), "median_ttft_ms": ttft, "mean_tpot_ms": tpot,
             "passed": not why, "why_failed": why}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-path", help="an official-layout checkpoint (default: the --for-vllm tiny model)")
+    p.add_argument("--engine", choices=("vllm", "transformers"), default="vllm",
+                   help="this server's ENGINE (transformers: DECODER=slots, in .venv)")
     p.add_argument("--rounds", type=int, default=2, help="A/B pairs, alternating which server goes first")
     p.add_argument("--num-prompts", type=int, default=8)
     p.add_argument("--concurrency", type=int, default=4, help="the client's --max-concurrency")
@@ -215,6 +232,8 @@ def main() -> int:
     p.add_argument("--vllm-dtype", help="vLLM's server's --dtype alone, e.g. `auto`, its default (bfloat16 on a CPU "
                                         "with AVX512-BF16: then the two servers run different models)")
     p.add_argument("--min-ratio", type=float, default=0.95, help="exit 1 below this share of vLLM's output tokens/s")
+    p.add_argument("--max-tpot-ratio", type=float, default=1.5,
+                   help="exit 1 when the mean time per output token is above this many times vLLM's (0: not checked)")
     p.add_argument("--json", help="write the figures here")
     args = p.parse_args()
     if not VLLM_CLI.is_file():
@@ -244,17 +263,18 @@ def main() -> int:
         for proc in procs.values():
             stop(proc)
     figures = {"model": str(model), "logs": str(logs), "load": {k: getattr(args, k) for k in (
-        "num_prompts", "concurrency", "size", "input_len", "output_len", "max_num_seqs", "server_concurrency",
+        "engine", "num_prompts", "concurrency", "size", "input_len", "output_len", "max_num_seqs", "server_concurrency",
         "dtype", "vllm_dtype")},
         "client": "vllm bench serve --backend openai-chat --dataset-name random-mm",
         "runs": runs}
     passed = True
     if len(servers) == 2:
-        figures["ratio"] = summarise(runs, args.min_ratio)
+        figures["ratio"] = summarise(runs, args.min_ratio, args.max_tpot_ratio or None)
         passed = figures["ratio"]["passed"]
-        print(f"ours / vLLM's server, output tokens/s: overall {figures['ratio']['overall']}x, "
+        print(f"ours (ENGINE={args.engine}) / vLLM's server, output tokens/s: overall {figures['ratio']['overall']}x, "
               f"per round {figures['ratio']['per_round']}; vLLM's server's CPU seconds per request over ours: "
-              f"{figures['ratio']['cpu_per_request']}x; median TTFT ms {figures['ratio']['median_ttft_ms']}")
+              f"{figures['ratio']['cpu_per_request']}x; median TTFT ms {figures['ratio']['median_ttft_ms']}; "
+              f"mean TPOT ms {figures['ratio']['mean_tpot_ms']}")
         print("passed" if passed else "FAILED: " + "; ".join(figures["ratio"]["why_failed"]))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

@@ -5,9 +5,11 @@ from __future__ import annotations
 from bench.vllm_compare import summarise
 
 
-def run(server: str, k: int, duration: float, ttft_ms: float = 30_000, failed: int = 0, tokens: int = 128) -> dict:
+def run(server: str, k: int, duration: float, ttft_ms: float = 30_000, failed: int = 0, tokens: int = 128,
+        tpot_ms: float = 80) -> dict:
     return {"server": server, "round": k, "failed": failed, "duration_s": duration, "total_output_tokens": tokens,
-            "output_throughput": tokens / duration, "median_ttft_ms": ttft_ms, "server_cpu_s_per_request": duration / 5}
+            "output_throughput": tokens / duration, "median_ttft_ms": ttft_ms, "server_cpu_s_per_request": duration / 5,
+            "mean_tpot_ms": tpot_ms}
 
 
 def test_as_fast_as_vllm_with_a_ttft_of_the_same_order_passes():
@@ -28,3 +30,9 @@ def test_failed_requests_fail_the_comparison_even_when_it_is_fast():
 def test_a_first_chunk_sent_before_any_token_fails_as_a_ttft_that_is_not_the_first_token():
     s = summarise([run("ours", 0, 80, ttft_ms=100), run("vllm", 0, 80, ttft_ms=30_000)], min_ratio=0.95)
     assert s["why_failed"] == ["median TTFT 100 ms against vLLM's 30000 ms: not the first token"]
+
+
+def test_a_time_per_output_token_above_the_bound_fails_naming_both_servers_figures():
+    s = summarise([run("ours", 0, 80, tpot_ms=130), run("vllm", 0, 80, tpot_ms=80)], min_ratio=0.95, max_tpot_ratio=1.5)
+    assert s["why_failed"] == ["time per output token 130 ms against vLLM's 80 ms (> 1.5x)"]
+    assert summarise([run("ours", 0, 80, tpot_ms=110), run("vllm", 0, 80, tpot_ms=80)], 0.95, 1.5)["passed"]
