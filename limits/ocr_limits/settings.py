@@ -7,7 +7,8 @@ OcrService field that sets a setting names it (ocr_operator.api), and from that 
 the CRD's `default`, `minimum`, `maximum` and `enum`, the operator's checks, the config.yaml it
 renders (under `key`) and the spec.env names it refuses (an env value would silently override the
 field, since the server lets the environment win over its file). `SERVER_SETTINGS` are the server's
-own (its queue), with no OcrService field: spec.env sets them.
+own (its queue, its body budget, its TLS handshake bound), with no OcrService field: spec.env
+sets them.
 """
 
 from __future__ import annotations
@@ -90,6 +91,12 @@ SERVER_SETTINGS: tuple[Setting, ...] = (
             follows="three quarters of the requests run at once",
             bounds="batch requests (X-Request-Class: batch) run at once; the other slots are kept for interactive "
                    "requests (at most the requests run at once)"),
+    Setting("MAX_INFLIGHT_BODY_BYTES", "service.max_inflight_body_bytes", 256 * 1024 * 1024, 1024 * 1024, 64 * 1024 ** 3,
+            bounds="request body bytes held at once by all requests, reserved before a body is read; a request "
+                   "beyond it is answered 503 with Retry-After (at least the largest body MAX_BODY_BYTES allows)"),
+    Setting("TLS_HANDSHAKE_TIMEOUT_SEC", "service.tls_handshake_timeout_sec", 10, 1, 300,
+            bounds="seconds a client has to finish its TLS handshake from its connection's accept (counted in "
+                   "MAX_CONNECTIONS meanwhile); then the connection is closed"),
 )
 SETTING = {s.env: s for s in SETTINGS + SERVER_SETTINGS if s.env}
 

@@ -66,6 +66,12 @@ MAX_HEADER_TIMEOUT_SEC = 300
 MAX_CONNECTIONS = 65536
 
 
+def largest_body_bytes(max_body_bytes: int) -> int:
+    """The largest request body MAX_BODY_BYTES lets in: a JSON body carries the document in base64
+    (4/3 of it) plus up to 64 KiB of other fields (http/routes.py, http/openai_routes.py)."""
+    return max_body_bytes * 4 // 3 + 64 * 1024
+
+
 def resolve_dtype(setting: str, device_type: str) -> str:
     """DTYPE=auto: bfloat16 on a GPU (the checkpoint's own precision), float32 on a CPU, so that
     the two engines and the tests' references give the same tokens there. bfloat16 on a CPU is
@@ -97,6 +103,11 @@ class ServiceConfig:
     # Open connections at most; one past it is closed at once, unread (http/connections.py). With the head
     # timeout this bounds what idle or slow connections hold: at most 64 KiB of head each.
     max_connections: int = 1024
+    # Body bytes all requests hold at once, reserved before a body is read (http/budget.py); past it
+    # a 503, unread: N connections cannot make the server buffer N x MAX_BODY_BYTES.
+    max_inflight_body_bytes: int = _default("MAX_INFLIGHT_BODY_BYTES")
+    # With TLS: seconds from a connection's accept to its handshake's end (http/tls.py), counted in MAX_CONNECTIONS.
+    tls_handshake_timeout_sec: float = float(_default("TLS_HANDSHAKE_TIMEOUT_SEC"))
     max_pages: int = 8
     pdf_dpi: int = 144
     max_image_pixels: int = 64_000_000
@@ -349,6 +360,11 @@ def validate(cfg: ServerConfig) -> None:
         _fail("HEADER_TIMEOUT_SEC", s.header_timeout_sec, f"1..{MAX_HEADER_TIMEOUT_SEC} seconds")
     if not 1 <= s.max_connections <= MAX_CONNECTIONS:
         _fail("MAX_CONNECTIONS", s.max_connections, f"1..{MAX_CONNECTIONS}")
+    _in_range("MAX_INFLIGHT_BODY_BYTES", s.max_inflight_body_bytes)
+    if s.max_inflight_body_bytes < largest_body_bytes(s.max_body_bytes):
+        _fail("MAX_INFLIGHT_BODY_BYTES", s.max_inflight_body_bytes, f">= {largest_body_bytes(s.max_body_bytes)}, the "
+              f"largest body MAX_BODY_BYTES={s.max_body_bytes} allows (a base64 JSON body), or it could never be read")
+    _in_range("TLS_HANDSHAKE_TIMEOUT_SEC", s.tls_handshake_timeout_sec)
     # Crop sizes must be multiples of patch*downsample (64) to give a square token grid; the
     # model-specific check (query embeddings 144/256) comes in validate_against_model.
     for key, value in (("INPUT_SIZE", m.input_size), ("BASE_SIZE", m.base_size)):

@@ -190,6 +190,7 @@ def test_the_batch_threshold_defaults_to_half_the_queue_and_is_bounded_by_it():
         load_config(env={"QUEUE_SIZE": "5000"})
 
 
-def test_the_queue_settings_are_left_to_spec_env():
-    assert {s.env for s in SERVER_SETTINGS} == {"QUEUE_SIZE", "BATCH_QUEUE_THRESHOLD", "BATCH_MAX_RUNNING"}
+def test_the_queue_and_connection_settings_are_left_to_spec_env():
+    assert {s.env for s in SERVER_SETTINGS} == {"QUEUE_SIZE", "BATCH_QUEUE_THRESHOLD", "BATCH_MAX_RUNNING",
+                                                "MAX_INFLIGHT_BODY_BYTES", "TLS_HANDSHAKE_TIMEOUT_SEC"}
     assert not {s.env for s in SERVER_SETTINGS} & set(FIELD_FOR_ENV)
