@@ -28,6 +28,7 @@ from ..runtime.config import ServerConfig
 from ..runtime.metrics import Metrics
 from ..runtime.plugins import EngineHooks
 from ..serving.service import OcrServing
+from .budget import BodyBudget, BodyBudgetMiddleware
 from .golden_routes import router as golden_router
 from .openai_routes import router as openai_router
 from .routes import router
@@ -119,4 +120,6 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
     app.include_router(openai_router)
     app.state.golden_dir = os.environ.get(GOLDEN_DIR_ENV) or None  # the quality gate's pages (serving/golden.py)
     app.include_router(golden_router)
+    # Request bodies are reserved in one budget before they are read (budget.py, routes.read_body).
+    app.add_middleware(BodyBudgetMiddleware, budget=BodyBudget(s.max_inflight_body_bytes))
     return app

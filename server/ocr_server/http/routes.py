@@ -24,6 +24,7 @@ from ..serving.events import Delta, Done, Event
 from ..serving.schema import OcrOptions, OcrResponse
 from ..serving.service import decode_base64
 from .bodies import parse_json, single_options
+from .budget import LEASE_KEY, BodyLease
 from .errors import error_response
 from .models import ErrorOut, OcrJsonRequest
 from .request_class import OPENAPI_PARAMETERS, read_request_class
@@ -53,12 +54,26 @@ def check_api_key(request: Request) -> str:
     return tenant_id(given)
 
 
+def _retry_after(request: Request) -> int:
+    """Seconds a client refused for the body budget should wait: about as long as the requests
+    ahead of it take to finish (the admission's estimate), 1 before the model is up."""
+    service = request.app.state.service
+    return service.admission.retry_after() if service.ready else 1
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, refusing as soon as it exceeds `limit` (not after buffering it all) or takes
-    longer than BODY_TIMEOUT_SEC to arrive (408: uvicorn bounds no body in time)."""
+    longer than BODY_TIMEOUT_SEC to arrive (408: uvicorn bounds no body in time). Its bytes are
+    reserved in the server's body budget (budget.py) before they are read: a declared length at
+    once, else chunk by chunk; past the budget, a 503 with Retry-After."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
+    lease: BodyLease = getattr(request.state, LEASE_KEY)
+    reserved = 0
+    if declared and declared.isdigit():
+        if int(declared) > limit:
+            raise PayloadTooLarge(f"the body is {declared} bytes; the limit is {limit}")
+        reserved = int(declared)
+        lease.reserve(reserved, _retry_after(request))
     timeout = request.app.state.config.service.body_timeout_sec
     chunks, size = [], 0
     try:
@@ -67,6 +82,9 @@ async def read_body(request: Request, limit: int) -> bytes:
                 size += len(chunk)
                 if size > limit:
                     raise PayloadTooLarge(f"the body exceeds the limit of {limit} bytes")
+                if size > reserved:  # no Content-Length: each chunk as it comes
+                    lease.reserve(size - reserved, _retry_after(request))
+                    reserved = size
                 chunks.append(chunk)
     except TimeoutError:
         raise BodyTimeout(f"the body did not arrive within {timeout:g} s (BODY_TIMEOUT_SEC); "

@@ -71,6 +71,12 @@ class ModelLoading(OcrError):
     status, type = 503, "model_loading"
 
 
+class BodyBudgetFull(OcrError):
+    """The bodies of the requests in flight hold MAX_INFLIGHT_BODY_BYTES: this one is not read (http/budget.py)."""
+
+    status, type = 503, "server_busy"
+
+
 class DeadlineExceeded(OcrError):
     status, type = 504, "deadline_exceeded"
 
