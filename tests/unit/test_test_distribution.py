@@ -5,9 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, start_order, work_unit
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, MAIN_SERVER, main_server_modules, start_order,
+                            takes_main_server, work_unit)
 
-E2E = Path(__file__).resolve().parents[1] / "e2e"
+TESTS = Path(__file__).resolve().parents[1]
+E2E = TESTS / "e2e"
 
 
 def marks_realnode(module: Path) -> bool:
@@ -31,6 +33,29 @@ def test_every_module_marked_realnode_is_named_so_its_tests_go_to_the_real_node_
     assert modules
     for module in modules:
         assert marks_realnode(module) == module.name.startswith("test_realnode"), module.name
+
+
+def test_a_module_takes_the_main_server_by_a_test_or_fixture_argument_unless_it_defines_its_own():
+    assert takes_main_server("def test_a(server):\n    pass\n")
+    assert takes_main_server("async def test_a(tmp_path, main_server):\n    pass\n")
+    assert takes_main_server("import pytest\n@pytest.fixture\ndef client(server):\n    pass\n")
+    assert not takes_main_server("def test_a(tiny_native, tmp_path):\n    server = 1\n")
+    assert not takes_main_server("def helper(server):\n    pass\n")  # a plain function: no fixture request
+    assert not takes_main_server("import pytest\n@pytest.fixture(scope='module')\ndef server(tmp_path):\n    pass\n"
+                                 "def test_a(server):\n    pass\n")  # its own `server` shadows the session's
+
+
+def test_every_server_module_that_takes_the_main_server_is_in_its_unit_and_no_other_module_is():
+    """A module left out would start a second main server on another worker; one put in for nothing
+    would only lengthen the unit."""
+    modules = sorted((TESTS / "server").glob("test_*.py"))
+    using = main_server_modules()
+    assert "tests/server/test_http_ocr.py" in using  # its first test reads the server's loading state
+    for module in modules:
+        name = str(module.relative_to(TESTS.parent))
+        takes = takes_main_server(module.read_text())
+        assert (name in using) == takes, name
+        assert work_unit(f"{name}::test_x[a]") == (MAIN_SERVER if takes else name), name
 
 
 def test_other_tests_go_with_their_module():
