@@ -6,6 +6,8 @@ One mapping for plain answers and for errors inside a stream (sse.py); unknown e
 
 from __future__ import annotations
 
+import json
+from http import HTTPStatus
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -31,3 +33,14 @@ def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, BodyTimeout):  # the rest of the body may still come: never parse it as a request
         headers["Connection"] = "close"
     return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def raw_answer(exc: OcrError) -> bytes:
+    """The whole HTTP/1.1 answer to `exc`, with `connection: close`, for the protocol to write itself
+    (http/connections.py) where no request was parsed for the app to answer: a head too slow, too
+    large or not HTTP. The body is error_body's, as every other error."""
+    status, body = error_body(exc)
+    data = json.dumps(body, separators=(",", ":")).encode()
+    head = (f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\ncontent-type: application/json\r\n"
+            f"connection: close\r\ncontent-length: {len(data)}\r\n\r\n")
+    return head.encode() + data

@@ -51,8 +51,20 @@ class BodyTimeout(OcrError):
     status, type = 408, "body_timeout"
 
 
+class HeaderTimeout(OcrError):
+    """The request line and headers did not arrive within HEADER_TIMEOUT_SEC (http/connections.py)."""
+
+    status, type = 408, "header_timeout"
+
+
 class PayloadTooLarge(OcrError):
     status, type = 413, "payload_too_large"
+
+
+class HeadersTooLarge(OcrError):
+    """The request line and headers exceed what the server reads of them (http/server.MAX_HEADER_BYTES)."""
+
+    status, type = 431, "headers_too_large"
 
 
 class UnsupportedMedia(OcrError):
