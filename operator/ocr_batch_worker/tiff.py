@@ -25,6 +25,7 @@ from .failures import DocumentError
 # Pillow decodes one page at a time in the worker: its memory is bounded by one page, not by
 # concurrencyPerWorker pages.
 _DECODE = threading.Lock()
+ORIENTATION = 0x0112  # the EXIF/TIFF Orientation tag
 
 
 def _open(data: bytes):
@@ -89,7 +90,9 @@ class TiffPages:
                 self._img.seek(number - 1)
                 check_size(number, self._img.size, max_pixels)
                 self._img.load()
-                upright = ImageOps.exif_transpose(self._img)
+                # exif_transpose copies a page even when it needs no turn: only a turned page is copied.
+                turned = self._img.getexif().get(ORIENTATION, 1) not in (None, 1)
+                upright = ImageOps.exif_transpose(self._img) if turned else self._img
                 buf = io.BytesIO()
                 compression = "group4" if upright.mode == "1" else "tiff_adobe_deflate"
                 upright.save(buf, "TIFF", compression=compression)

@@ -100,3 +100,20 @@ def test_a_one_bit_scan_page_is_cut_out_losslessly():
 def test_the_custom_ids_of_good_lines_are_not_in_error_ids():
     doc = split("in.jsonl", (chat_line("x") + "\n").encode(), max_pages=10)
     assert doc.error_ids == {} and json.loads(doc.parts[0].body)["model"] == "m"
+
+
+def test_a_tiff_page_is_turned_upright_by_its_own_orientation_tag_and_the_others_are_not():
+    from PIL import TiffImagePlugin
+
+    buf = io.BytesIO()
+    with TiffImagePlugin.AppendingTiffWriter(buf, True) as tf:
+        Image.new("RGB", (40, 20), (255, 0, 0)).save(tf, "TIFF")
+        tf.newFrame()
+        turned = TiffImagePlugin.ImageFileDirectory_v2()
+        turned[274] = 6  # Orientation: rotate 90 degrees clockwise to view
+        Image.new("RGB", (40, 20), (0, 255, 0)).save(tf, "TIFF", tiffinfo=turned)
+        tf.newFrame()
+    doc = split("scan.tif", buf.getvalue(), max_pages=10)
+    sizes = [Image.open(io.BytesIO(doc.body(p))).size for p in doc.parts]
+    doc.close()
+    assert sizes == [(40, 20), (20, 40)]
