@@ -44,3 +44,16 @@ def test_the_bytes_written_for_failed_documents_grow_linearly_with_their_number(
     assert large.written / small.written < 4.4, (small.written, large.written)
     assert large.puts / small.puts < 4.4
     assert len(list((tmp_path / "b" / "out" / "errors").iterdir())) == 800
+
+
+def test_the_errors_bench_reports_time_and_bytes_linear_in_the_failures(tmp_path):
+    import json
+
+    from bench import batch_errors_bench
+
+    out = tmp_path / "figures.json"
+    assert batch_errors_bench.main(["--documents", "40", "--dir", str(tmp_path), "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert (figures["failed"], figures["errors_objects"]) == (40, 40)
+    assert figures["bytes_written"] * 5 < figures["rewritten_file_bytes_estimate"]  # 40 failures: linear vs 20x
+    assert figures["wall_seconds"] > 0 and figures["bytes_per_failure"] > 0
