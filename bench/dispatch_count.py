@@ -21,12 +21,28 @@ under test reads back with copy_ into a host buffer or `.cpu()`, which are count
 
 `Operators` counts the operators (aten calls, views and other metadata-only ones left out) that a
 piece of code dispatches: on a GPU, the kernels it launches.
+
+Run as a script, it measures the slots decoder with them and writes the figures as JSON: operators
+per decode step at 1 and 64 rows (with and without the n-gram guard), host waits per admitted page
+and per decode step, and prefill milliseconds per page with k pages prefilled together:
+
+    .venv/bin/python bench/dispatch_count.py --json counts.json                         # tiny model, CPU
+    .venv/bin/python bench/dispatch_count.py --model for-vllm --dtype bfloat16 --figures prefill --json p.json
+
+With PYTHONPATH naming another checkout's server/ (e.g. an older commit's, unpacked with git
+archive), the same script counts that code's steps (`--figures operators`): the "before" figures.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import statistics
+import sys
+import time
 import weakref
 from collections import Counter
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -179,3 +195,166 @@ class Operators(TorchDispatchMode):
         if name not in METADATA and not func.is_view:
             self.by_name[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+# ---------- the slots decoder measured with them (the script) ----------
+
+def _page(size: int, seed: int) -> Any:
+    """A white page with dark bars of random lengths (the same seed, the same page)."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    arr = np.full((size, size, 3), 255, dtype=np.uint8)
+    for y in range(16, size - 16, 28):
+        arr[y:y + 10, 16:int(rng.integers(size // 3, size - 16))] = 20
+    return Image.fromarray(arr)
+
+
+def load_engine(model_dir: Path, device: str, dtype: str, slots: int, new_tokens: int) -> Any:
+    """The transformers engine with DECODER=slots and `slots` rows."""
+    from ocr_server.engines.transformers.engine import Engine
+    from ocr_server.runtime.config import load_config
+
+    engine = Engine(load_config(env={"MODEL_PATH": str(model_dir), "DEVICE": device, "DTYPE": dtype,
+                                     "MAX_NEW_TOKENS": str(new_tokens), "DECODER": "slots", "DECODE_SLOTS": str(slots),
+                                     "CACHE_ENTRIES": "0"}))
+    engine.load()
+    return engine
+
+
+def pages_for(engine: Any, n: int, size: int, new_tokens: int, guard: bool = True) -> list[Any]:
+    """n prepared pages of exactly new_tokens tokens (EOS held back); guard False: the n-gram guard off."""
+    from ocr_server.engines.api import NGramSettings
+
+    out = []
+    for i in range(n):
+        item = engine.prepare(_page(size, i), prompt_mode="free", max_visual_tokens=None, max_new_tokens=new_tokens)
+        item.min_new_tokens = new_tokens
+        if not guard:
+            item.ngram = NGramSettings(size=0)
+        out.append(item)
+    return out
+
+
+def _drain(slots: Any) -> None:
+    slots.cancel_all()
+    while not slots.idle():
+        slots.step()
+
+
+def step_operators(engine: Any, rows: int, size: int, guard: bool = True) -> int:
+    """Operators of one decode step with `rows` rows open (the second step after they joined).
+    Pages join one admit call each, which both this decoder and older ones take."""
+    slots = engine.slots
+    for item in pages_for(engine, rows, size, 8, guard):
+        slots.admit(item)
+    slots.step()
+    with Operators() as ops:
+        slots.step()
+    _drain(slots)
+    return ops.total
+
+
+def host_waits(engine: Any, pages: int, size: int) -> dict[str, Any]:
+    """Host waits of admitting `pages` pages in one prefill and of each decode step until they end, on a
+    decoder made inside the counter (its host buffers are known as host memory)."""
+    from dataclasses import replace
+
+    from ocr_server.engines.transformers.slots import SlotDecoder
+
+    items = pages_for(engine, pages + 1, size, 8)
+    device = engine.model.device
+    with HostSyncs(device) as syncs:
+        slots = SlotDecoder(engine.model, replace(engine.slots.plan), eos=engine.tokenizer.eos_token_id,
+                            pad=engine.tokenizer.pad_token_id, pixels=engine._on_device, ngram_for=engine.ngram_settings)
+        slots.run(items[:1])  # SAM's position indices are made once per size
+        before = Counter(syncs.counts)
+        slots.admit(items[1:])
+        joining = syncs.counts - before
+        per_step = []
+        while not slots.idle():
+            before = syncs.total
+            slots.step()
+            per_step.append(syncs.total - before)
+    return {"per_admitted_page": sum(joining.values()) / pages, "pages_admitted_together": pages,
+            "admit_causes": dict(joining), "per_step_max": max(per_step), "steps": len(per_step)}
+
+
+def prefill_ms_per_page(engine: Any, k: int, size: int, repeats: int) -> dict[str, float]:
+    """Milliseconds per page of admitting k pages in one prefill (vision, language model, slot writes)."""
+    import torch
+
+    slots = engine.slots
+    slots.run(pages_for(engine, 1, size, 2))  # warm-up
+    times = []
+    for r in range(repeats):
+        items = pages_for(engine, k, size, 2)
+        for item in items:  # other pages each time: nothing cached
+            item.input_ids = list(item.input_ids)
+        if engine.model.device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        slots.admit(items)
+        if engine.model.device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1000 / k)
+        _drain(slots)
+    return {"median": round(statistics.median(times), 1), "min": round(min(times), 1), "runs": len(times)}
+
+
+def model_path(name: str) -> Path:
+    """tiny (the tests' tiny model), for-vllm (the real vision tower, a tiny language model), or a directory."""
+    import tempfile
+
+    from ocr_server_testing.tiny_model import write_tiny_model
+
+    if name not in ("tiny", "for-vllm"):
+        return Path(name)
+    return write_tiny_model(Path(tempfile.mkdtemp(prefix=f"dispatch-{name}-")), for_vllm=name == "for-vllm")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="tiny", help="tiny, for-vllm or a model directory")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--size", type=int, default=640, help="pages of size x size px")
+    p.add_argument("--rows", default="1,64", help="decode-step rows to count operators at")
+    p.add_argument("--prefill-k", default="1,8", help="pages per prefill to time")
+    p.add_argument("--repeats", type=int, default=3, help="timed prefills per k")
+    p.add_argument("--figures", default="operators,syncs,prefill")
+    p.add_argument("--json", help="write the figures here (rewritten after each one)")
+    args = p.parse_args()
+    rows = [int(r) for r in args.rows.split(",")]
+    ks = [int(k) for k in args.prefill_k.split(",")]
+    wanted = set(args.figures.split(","))
+    import ocr_server
+
+    engine = load_engine(model_path(args.model), args.device, args.dtype, max(rows + ks), 8)
+    out: dict[str, Any] = {"code": str(Path(ocr_server.__file__).parent), "model": args.model, "device": args.device,
+                           "dtype": str(engine.model.dtype).replace("torch.", "")}
+
+    def save() -> None:
+        print(json.dumps(out), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=2))
+
+    if "operators" in wanted:
+        out["operators_per_step"] = {"guard": {r: step_operators(engine, r, args.size) for r in rows}}
+        save()
+        out["operators_per_step"]["no_guard"] = {r: step_operators(engine, r, args.size, guard=False) for r in rows}
+        save()
+    if "syncs" in wanted:
+        out["host_waits"] = host_waits(engine, min(8, max(rows)), args.size)
+        save()
+    if "prefill" in wanted:
+        out["prefill_ms_per_page"] = {k: prefill_ms_per_page(engine, k, args.size, args.repeats if k == 1 else 1)
+                                      for k in ks}
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    raise SystemExit(main())
