@@ -29,6 +29,8 @@ writes the same files as on the GPU machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import glob
 import hashlib
 import json
@@ -135,7 +137,22 @@ def prune(parent: Path, prefix: str, keep: str) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def exclusive(lock: Path):
+    """One build of the cache at a time: two at once (a set-up and a test, say) install into the
+    same venv and one of them fails half-way on files the other moved."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def build() -> Replica:
+    with exclusive(CACHE / ".lock"):
+        return _build()
+
+
+def _build() -> Replica:
     base = find_python312()
     if base is None:
         print("gpu-replica: no Python 3.12 here; the replica uses this python3 "

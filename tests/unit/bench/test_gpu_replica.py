@@ -92,3 +92,17 @@ def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary
     log = (run["out"] / "gpu_check.log").read_text()
     assert log.index("== install") < log.index("== raw") < log.index("== server") < log.index("== summary")
     assert "server clients_1:" in log.split("== summary")[1]
+
+
+def test_a_second_build_waits_for_the_first_instead_of_installing_into_the_same_venv(tmp_path):
+    """`make setup` and a test may both build the replica; the second must not race the first."""
+    import subprocess
+    import sys
+
+    lock = tmp_path / ".lock"
+    probe = ("import fcntl, sys; f = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
+    with gpu_replica.exclusive(lock):
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)]).returncode
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)]).returncode
+    assert (held, free) == (3, 0)
