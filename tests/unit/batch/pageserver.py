@@ -1,13 +1,15 @@
 """A small HTTP server in a thread that answers the worker's requests the way the OcrService's
 /v1/ocr and /v1/chat/completions do (one page per request), for the worker's own tests: a page
 whose body holds b"HANG" is never answered (the worker holds its document until it is killed),
-one holding b"REFUSE" gets the server's 413. The runs against the real server and model are in
+one holding b"REFUSE" gets the server's 413; every answer may wait `delay` seconds (a batch that
+lasts long enough to lose its storage mid-way). The runs against the real server and model are in
 tests/server/test_batch_worker.py."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -20,6 +22,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self.server.bodies.append(body)  # type: ignore[attr-defined]
+        time.sleep(self.server.delay)  # type: ignore[attr-defined]
         if b"HANG" in body:
             self.server.hung.wait()  # type: ignore[attr-defined]
             return
@@ -38,8 +41,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class PageServer:
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.delay = delay  # type: ignore[attr-defined]  # seconds before each answer
         self.httpd.daemon_threads = True
         self.httpd.bodies = []  # type: ignore[attr-defined]
         self.httpd.hung = threading.Event()  # type: ignore[attr-defined]
