@@ -1,6 +1,6 @@
 """Requests a reconcile makes with the watch-fed cache: no GET for what the watches delivered (the
 ownership checks included), zero requests when nothing changed, the echo of its own writes is no
-news."""
+news, and a new object's whole bill from create to settled (the operator bench's bar, 12 a object)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import itertools
 
 from ocr_operator import wiring
 from ocr_operator.labels import IDENTITY
-from ocr_operator.ocrservice import children
+from ocr_operator.ocrservice import children, naming
 from ocr_operator.runtime.cache import Store
 
-from .helpers import owner, reconcile
+from .helpers import owner, parsed, reconcile
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
 RV = itertools.count(100)
@@ -165,3 +165,59 @@ def test_a_held_transition_tells_its_event_once_when_it_is_written():
     assert held.status_held and held.events == []
     written = run(reconcile(kube, body, now=NOW, store=store, status_hold=0.0))
     assert [e[1] for e in written.events] == ["FailedGetPodsMetric"]
+
+
+def _pod(body, revision: str, *, ready: bool) -> dict:
+    return {"kind": "Pod", "metadata": {
+        "name": "ocr-1", "namespace": "team-a", "resourceVersion": f"rv-{next(RV)}",
+        "creationTimestamp": "2026-03-01T12:00:00Z",
+        "labels": {**naming.selector_labels(body["metadata"]["name"]), naming.REVISION_KEY: revision}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def test_a_new_object_from_create_to_settled_costs_six_applies_three_status_patches_and_two_events():
+    """The operator's API bill for one new OcrService (bench/operator_bench.py counts it at scale,
+    bar 12 requests per object): its six children applied once, a status patch when the rollout
+    starts, when it turns Ready and when it settles, RolloutStarted and RolloutSucceeded; the
+    Deployment's intermediate report (pods created, none Ready) waits for the hold and is
+    written with the Ready patch; no GET, and nothing once settled."""
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 2}})
+    events = []
+
+    def step(at: float, hold: float = 0.0):
+        nonlocal body
+        result = run(reconcile(kube, body, now=NOW + dt.timedelta(seconds=at), store=store, status_hold=hold))
+        events.extend(e[1] for e in result.events)
+        if result.status is not None:
+            body = {**body, "status": {**(body.get("status") or {}), **result.status["status"]}}
+            body["status"] = {k: v for k, v in body["status"].items() if v is not None}
+        return result
+
+    step(0)
+    dep_key = ("Deployment", "team-a", "ocr")
+    revision = store.objects[dep_key]["metadata"]["annotations"][naming.REVISION_KEY]
+
+    def deployment_reports(ready: int) -> None:
+        dep = copy.deepcopy(store.objects[dep_key])
+        dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
+        dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": ready}
+        assert store.apply_event("MODIFIED", dep)
+        assert store.apply_event("MODIFIED", _pod(body, revision, ready=bool(ready)))
+
+    deployment_reports(ready=0)
+    assert step(0.5, hold=1.5).status_held  # counts and messages only: held
+    deployment_reports(ready=1)
+    step(1.0, hold=1.0)  # Ready: written at once, with the held counts
+    settle = parsed(body).rollout.settle_seconds
+    step(1.0 + settle + 1)  # settled
+    calls_before = list(kube.calls)
+    step(1.0 + settle + 5)
+    assert kube.calls == calls_before  # nothing more to say
+    applies = [kind for verb, kind in kube.calls if verb == "apply"]
+    assert sorted(applies) == sorted(["ConfigMap", "ConfigMap", "HorizontalPodAutoscaler", "Deployment", "Service",
+                                      "PodDisruptionBudget"])
+    assert [c for c in kube.calls if c[0] == "patch"] == [("patch", "OcrService/status")] * 3
+    assert events == ["RolloutStarted", "RolloutSucceeded"]
+    assert body["status"]["rollout"]["phase"] == "Healthy" and body["status"]["replicas"] == 1
+    assert len(kube.calls) + len(events) <= 12
