@@ -43,6 +43,42 @@ TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "R
                              "ServiceUnavailable", "503", "500", "502", "504"})
 # botocore's own retries, before patience.py's: a few quick ones, with its jittered backoff.
 BOTO_RETRIES = {"max_attempts": 4, "mode": "standard"}
+# The most of one answer read whole (a listing page, an error): a ListObjectsV2 page of 1,000 keys
+# of 1,024 bytes each, escaped, is well under it; an endpoint that sends more is not read further.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+
+
+class AnswerTooLarge(botocore.exceptions.BotoCoreError):
+    fmt = "an answer of more than {limit} bytes from {url} (not read further)"
+
+
+def bound_answers(client, limit: int | None = None) -> None:
+    """Make `client` read at most `limit` bytes of any answer it reads whole (every operation but
+    a streamed GET, whose reader bounds it): botocore otherwise reads an answer to its end, so an
+    endpoint could fill the reader's memory with one listing page. The answer is read here, in
+    the client's own HTTP session, in place of botocore's unbounded read."""
+    limit = MAX_ANSWER_BYTES if limit is None else limit
+    http = client._endpoint.http_session  # the session the client sends with (its proxies, TLS)
+
+    def send(request, **_):
+        if request.stream_output:
+            return None  # botocore sends it; the body is read by the caller, bounded there
+        request.stream_output = True
+        try:
+            response = http.send(request)
+        finally:
+            request.stream_output = False
+        chunks, size = [], 0
+        for chunk in response.raw.stream(65536, decode_content=False):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                response.raw.close()
+                raise AnswerTooLarge(limit=limit, url=request.url.split("?", 1)[0])
+        response._content = b"".join(chunks)
+        return response
+
+    client.meta.events.register("before-send.s3", send)
 
 
 class S3Error(StoreError):
@@ -195,7 +231,10 @@ class S3Store:
     writes (an S3 PUT is atomic: a reader sees the old object or the new one)."""
 
     def __init__(self, endpoint_url: str, bucket: str, prefix: str, access_key: str, secret_key: str,
-                 region: str = "us-east-1") -> None:
+                 region: str = "us-east-1", *, timeouts: tuple[float, float] = (5, 60),
+                 retries: dict | None = None) -> None:
+        """`timeouts`: connect and read seconds; `retries`: botocore's (BOTO_RETRIES); the operator's
+        preflight asks for short ones (its answer must not wait on a slow endpoint)."""
         self.endpoint_url = check_endpoint(endpoint_url)
         self.bucket = check_bucket(bucket)
         self.prefix = check_prefix(prefix)
@@ -203,17 +242,18 @@ class S3Store:
             raise InvalidS3Location(f"region: {region!r} is not a region name (lowercase letters, digits, '-')")
         self.access_key = check_credential(access_key, "access_key")
         config = botocore.config.Config(
-            connect_timeout=5, read_timeout=60, retries=BOTO_RETRIES,
+            connect_timeout=timeouts[0], read_timeout=timeouts[1], retries=retries or BOTO_RETRIES,
             s3={"addressing_style": "path"}, signature_version="s3v4")
         self.client = _client(
             endpoint_url=self.endpoint_url, region_name=region, config=config,
             aws_access_key_id=self.access_key, aws_secret_access_key=check_credential(secret_key, "secret_key"))
+        bound_answers(self.client)
 
     @classmethod
     def from_url(cls, url: str, endpoint_url: str, access_key: str, secret_key: str,
-                 region: str = "us-east-1") -> S3Store:
+                 region: str = "us-east-1", **options) -> S3Store:
         loc = parse_s3_url(url)
-        return cls(endpoint_url, loc.bucket, loc.prefix, access_key, secret_key, region)
+        return cls(endpoint_url, loc.bucket, loc.prefix, access_key, secret_key, region, **options)
 
     @property
     def url(self) -> str:
@@ -228,8 +268,9 @@ class S3Store:
             if kind is BucketNotFound:
                 return BucketNotFound(f"bucket {self.bucket!r} does not exist on {self.endpoint_url}")
             if kind is CredentialsRejected:
-                return CredentialsRejected(f"{self.endpoint_url} rejected access key {self.access_key!r} "
-                                           f"for {what} ({code or status}): check the credentials Secret")
+                # No key ID in the message: it travels to the batch's status and errors files.
+                return CredentialsRejected(f"{self.endpoint_url} rejected the credentials for {what} "
+                                           f"({code or status}): check the credentials Secret")
             if kind is ObjectNotFound:
                 return ObjectNotFound(f"{what} does not exist")
             if kind is S3Unavailable:

@@ -13,7 +13,7 @@ import errno
 import os
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Any, Mapping, Protocol, runtime_checkable
 
 from .config import ConfigError, Location
 
@@ -163,7 +163,7 @@ class FileStore:
             raise os_error(key, "read", exc) from None
 
 
-def open_store(location: Location, role: str, env: Mapping[str, str] = os.environ) -> Store:
+def open_store(location: Location, role: str, env: Mapping[str, str] = os.environ, **s3_options: Any) -> Store:
     """The Store of the input or output (`role`): a mounted PVC directory, or an S3 prefix whose
     credentials come from <ROLE>_AWS_ACCESS_KEY_ID, <ROLE>_AWS_SECRET_ACCESS_KEY and optionally
     <ROLE>_AWS_ENDPOINT_URL and <ROLE>_AWS_REGION (the operator sets them from the location's
@@ -175,11 +175,13 @@ def open_store(location: Location, role: str, env: Mapping[str, str] = os.enviro
     prefix = f"{role.upper()}_AWS_"
     missing = [k for k in ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY") if not env.get(prefix + k)]
     if missing:
-        raise ConfigError(f"{role}.s3.credentialsSecret: {prefix}{missing[0]} is not set")
+        # Both named whatever is missing: the message must not say which keys a Secret holds.
+        raise ConfigError(f"{role}.s3.credentialsSecret: {prefix}ACCESS_KEY_ID and {prefix}SECRET_ACCESS_KEY "
+                          "must both be set")
     region = env.get(prefix + "REGION") or "us-east-1"
     endpoint = env.get(prefix + "ENDPOINT_URL") or f"https://s3.{region}.amazonaws.com"
     try:
         return S3Store.from_url(location.path, endpoint, env[prefix + "ACCESS_KEY_ID"],
-                                env[prefix + "SECRET_ACCESS_KEY"], region)
+                                env[prefix + "SECRET_ACCESS_KEY"], region, **s3_options)
     except StoreError as exc:
         raise ConfigError(f"{role}.s3: {exc}") from None

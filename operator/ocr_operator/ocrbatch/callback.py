@@ -1,13 +1,23 @@
 """The completion webhook: one signed POST when a batch ends, retried with backoff.
 
 The body is JSON ({"id", "type", "createdAt", "batch": {...}, "phase", "pages", "documents",
-"output", "message"}). With spec.callback.secretRef the request carries
+"output", "message"}). With spec.callback.secretRef (a key of at least decide.MIN_KEY_BYTES) the
+request carries
 
     X-OcrBatch-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(key, "<t>.<body>")>
 
-so a receiver checks the body and refuses old replays by t; `Idempotency-Key` (the same as the
-body's id: the batch's uid and the event) lets it drop a second delivery, which can happen when the
-operator restarts between the receiver's answer and the status that records it.
+The timestamp is inside the signed string, so it cannot be changed without the key: a receiver
+checks the signature and refuses a request whose t is further than a tolerance from its own clock
+(`verify`, 300 s by default), which bounds how long a captured request can be replayed;
+`Idempotency-Key` (the same as the body's id: the batch's uid and the event) lets it drop a second
+delivery, which can happen when the operator restarts between the receiver's answer and the status
+that records it.
+
+Every attempt goes through the egress guard (egress.py): the host is resolved, refused when any
+of its addresses is loopback, link-local, private or the cluster's (unless the chart's allowlist
+names it), and the connection is made to the address checked. No proxy from the environment is
+used (it would connect in the guard's place), no redirect is followed, and at most
+MAX_ANSWER_BYTES of the answer are read. A refused URL is not retried.
 
 408, 429, 5xx and connection errors are retried with exponential backoff (Retry-After honoured,
 bounded); any other answer ends the delivery: 2xx Delivered, else GaveUp with the status.
@@ -28,12 +38,18 @@ import aiohttp
 
 from ocr_limits.timestamps import iso
 
+from ocr_operator.runtime.bounded import Busy, TooLarge, read_limited
+
+from . import egress
+
 SIGNATURE_HEADER = "X-OcrBatch-Signature"
 EVENT_HEADER = "X-OcrBatch-Event"
 MAX_ATTEMPTS = 8
 FIRST_DELAY, MAX_DELAY = 1.0, 60.0
 TIMEOUT_SECONDS = 10.0
 MAX_KEY_BYTES = 4096
+TOLERANCE_SECONDS = 300
+MAX_ANSWER_BYTES = 4096
 RETRYABLE = frozenset({408, 429})
 
 
@@ -68,12 +84,18 @@ def sign(key: bytes, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={mac}"
 
 
-def verify(key: bytes, header: str, body: bytes) -> bool:
-    """What a receiver does (the tests and the docs' example use it)."""
+def verify(key: bytes, header: str, body: bytes, *, now: float | None = None,
+           tolerance: float = TOLERANCE_SECONDS) -> bool:
+    """What a receiver does (the tests and the docs' example use it): the signature over
+    "<t>.<body>" matches, and t is within `tolerance` seconds of `now` (the receiver's clock), so
+    a captured request cannot be replayed later than that."""
     parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
-    if not parts.get("t", "").isdigit():
+    t = parts.get("t", "")
+    if not (t.isascii() and t.isdigit()) or len(t) > 12:
         return False
-    return hmac.compare_digest(sign(key, int(parts["t"]), body), header)
+    if abs((time.time() if now is None else now) - int(t)) > tolerance:
+        return False
+    return hmac.compare_digest(sign(key, int(t), body), header)
 
 
 def retryable(status: int | None) -> bool:
@@ -94,18 +116,32 @@ class Outcome:
     attempts: int
     status: int | None
     error: str = ""
+    refused: bool = False  # the egress guard refused the URL's host (nothing was sent)
 
 
 Post = Callable[[str, bytes, dict[str, str]], Awaitable[tuple[int | None, str | None, str]]]
 
 
-async def http_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int | None, str | None, str]:
-    """(status or None, Retry-After, error) of one POST."""
+async def http_post(url: str, body: bytes, headers: dict[str, str], *, policy: egress.Policy | None = None,
+                    lookup: egress.Lookup = egress.system_lookup) -> tuple[int | None, str | None, str]:
+    """(status or None, Retry-After, error) of one POST to the address the guard checked;
+    egress.Refused when it refuses the host."""
+    try:
+        host, _, address = await egress.pin(url, policy or egress.Policy.from_env(), lookup)
+    except egress.Refused:
+        raise
+    except (OSError, asyncio.TimeoutError, Busy) as exc:  # the name did not resolve (now): retried
+        return None, None, f"resolving the host: {type(exc).__name__}: {exc}"[:300]
     try:
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout, trust_env=True) as session:
+        connector = aiohttp.TCPConnector(resolver=egress.PinnedResolver(host, address), use_dns_cache=False,
+                                         limit=1, force_close=True)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as session:
             async with session.post(url, data=body, headers=headers, allow_redirects=False) as resp:
-                await resp.content.read(4096)
+                try:
+                    await read_limited(resp.content, MAX_ANSWER_BYTES)
+                except TooLarge:
+                    pass  # the answer's status is what counts; the rest is not read
                 return resp.status, resp.headers.get("Retry-After"), ""
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         return None, None, f"{type(exc).__name__}: {exc}"[:300]
@@ -123,7 +159,10 @@ async def deliver(url: str, doc: Mapping[str, Any], key: bytes | None, *, post: 
                    EVENT_HEADER: str(doc["type"]), "User-Agent": "causalflow-ocr-operator"}
         if key is not None:
             headers[SIGNATURE_HEADER] = sign(key, int(clock()), body)
-        status, retry_after, error = await post(url, body, headers)
+        try:
+            status, retry_after, error = await post(url, body, headers)
+        except egress.Refused as exc:
+            return Outcome("GaveUp", attempt, None, f"refused: {exc}"[:300], refused=True)
         if status is not None and 200 <= status < 300:
             return Outcome("Delivered", attempt, status)
         if not retryable(status):

@@ -285,7 +285,10 @@ class OcrBatches:
                 record["error"] = outcome.error
             log.info("OcrBatch %s/%s callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
                      outcome.attempts, outcome.error)
-            await self._write(key, batch, st, {**st, "callback": record}, result)
+            cond = C.Condition(decide.CALLBACK, *decide.callback_condition(
+                outcome.state, outcome.attempts, outcome.status, outcome.error, outcome.refused))
+            await self._write(key, batch, st, {**st, "callback": record,
+                                               "conditions": _conditions(batch, st, [cond], ctx.now)}, result)
             jobs.forget(key, done)
             result.events.append(("Normal" if outcome.state == "Delivered" else "Warning", f"Callback{outcome.state}",
                                   f"{event} to {batch['spec']['callback']['url']}: {outcome.state.lower()} after "
@@ -314,10 +317,12 @@ class OcrBatches:
                 ref = cb["secretRef"]
                 secret = await self.runtime.kube.get("Secret", ns, ref["name"])
                 value = ((secret or {}).get("data") or {}).get(ref.get("key") or "secret")
-                if value is None:
-                    raise ValueError(f"spec.callback.secretRef: Secret {ref['name']} has no key "
+                if value is None:  # the same words whether the Secret or its key is gone (decide.preflight)
+                    raise ValueError(f"spec.callback.secretRef: Secret {ref['name']} does not exist or lacks the key "
                                      f"{ref.get('key') or 'secret'}")
                 hmac_key = base64.b64decode(value)[:callback.MAX_KEY_BYTES]
+                if (problem := decide.key_problem(hmac_key)) is not None:
+                    raise ValueError(f"spec.callback.secretRef: {problem}")
             now = dt.datetime.now(dt.timezone.utc)
             return await callback.deliver(cb["url"], callback.payload(batch, event, now), hmac_key)
         except (ApiError, ValueError) as exc:

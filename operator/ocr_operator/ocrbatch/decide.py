@@ -7,6 +7,7 @@ rule is tested alone (tests/unit/batch/test_decide.py).
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
@@ -16,12 +17,15 @@ from ocr_batch_worker.progress import Summary, duration
 from ocr_operator.spec import Auth
 
 TLS_CERT_KEY, CA_KEY = "tls.crt", "ca.crt"
+CALLBACK_FIELD = "spec.callback.secretRef"
+MIN_KEY_BYTES = 32  # HMAC-SHA256's own output size: a shorter callback key is a guessable one
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 EVENTS = {SUCCEEDED: "batch.completed", FAILED: "batch.failed", CANCELLED: "batch.cancelled"}
 # The terminal condition of each end (the CRD's Complete, Failed and Cancelled conditions).
 END_CONDITION = {SUCCEEDED: "Complete", FAILED: "Failed", CANCELLED: "Cancelled"}
+CALLBACK = "Callback"  # the condition of the completion callback's delivery (callback_condition)
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,7 @@ def needed_secrets(spec: Mapping[str, Any], service: Mapping[str, Any] | None = 
             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")) for role in ("input", "output") if "s3" in spec[role]]
     ref = (spec.get("callback") or {}).get("secretRef")
     if ref:
-        out.append(("spec.callback.secretRef", ref["name"], (ref.get("key") or "secret",)))
+        out.append((CALLBACK_FIELD, ref["name"], (ref.get("key") or "secret",)))
     auth, tls = service_auth(service), service_tls(service)
     if auth:
         out.append((f"spec.service (OcrService {spec['service']}, its spec.auth)", auth[0], (auth[1],)))
@@ -101,14 +105,24 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
             return Missing("ClaimNotFound", f"{field}: PersistentVolumeClaim {claim} does not exist in this namespace")
     for field, secret, keys in needed_secrets(spec, found.service):
         data = found.secrets.get(secret)
-        if data is None:
-            return Missing("SecretNotFound", f"{field}: Secret {secret} does not exist in this namespace")
-        absent = [k for k in keys if k not in data]
-        if absent:
-            return Missing("SecretKeyNotFound", f"{field}: Secret {secret} has no key {absent[0]}")
+        if data is None or any(k not in data for k in keys):
+            # One message whether the Secret is absent or lacks a key, naming every key the field
+            # needs: a batch's creator learns nothing of what a Secret holds (they may not read it).
+            return Missing("SecretNotFound", f"{field}: Secret {secret} does not exist in this namespace or lacks "
+                                             f"a key this field needs ({', '.join(keys)})")
+        if field == CALLBACK_FIELD and (problem := key_problem(_decoded(data[keys[0]]))):
+            return Missing("CallbackKeyTooShort", f"{field}: {problem}; the callback is not sent with a shorter one")
     if found.input_error:
         return Missing("InputNotFound", f"spec.input.s3.url: {found.input_error}")
     return None
+
+
+def _decoded(value: Any) -> bytes:
+    """A Secret's data value (base64) as bytes; b"" when it is not base64."""
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except ValueError:
+        return b""
 
 
 def service_url(endpoint: Mapping[str, Any], https: bool = False) -> str:
@@ -273,3 +287,20 @@ def progress_status(summary: Summary) -> dict[str, Any]:
         "pagesPerSecond": f"{summary.pages_per_second:.2f}",
         "eta": duration(summary.eta_seconds),
     }
+
+
+def key_problem(key: bytes) -> str | None:
+    """Why `key` cannot sign callbacks, or None. The message says nothing of the key but its rule."""
+    if len(key) < MIN_KEY_BYTES:
+        return f"the HMAC key must be at least {MIN_KEY_BYTES} bytes (e.g. `openssl rand -hex 32`)"
+    return None
+
+
+def callback_condition(state: str, attempts: int, status: int | None, error: str,
+                       refused: bool) -> tuple[str, str, str]:
+    """(status, reason, message) of the Callback condition once a delivery (callback.Outcome's
+    fields) ended: Delivered, or why not; CallbackRefused when the egress guard refused the URL's
+    host (nothing was sent)."""
+    if state == "Delivered":
+        return "True", "Delivered", f"answered {status} after {attempts} attempt(s)"
+    return "False", "CallbackRefused" if refused else "CallbackGaveUp", error or f"answered {status}"

@@ -10,26 +10,35 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 from ocr_batch_worker.config import ConfigError, Location
 from ocr_batch_worker.storage import StoreError, TooManyObjects, open_store
+from ocr_operator.runtime.bounded import TENANT_CALLS, Busy
 from ocr_operator.runtime.controller import Controller, Runtime
 
 from . import decide
 
 S3_CHECK_SECONDS = 20.0
+# The listing's own bounds: the thread it holds in the tenant-call pool is free again within
+# about (connect + read) x attempts, whatever the endpoint does; its answers are read up to
+# s3.MAX_ANSWER_BYTES.
+S3_TIMEOUTS = (3.0, 8.0)
+S3_RETRIES = {"max_attempts": 2, "mode": "standard"}
 
 
-async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str]) -> str | None:
+async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str], tenant: Hashable = None) -> str | None:
     """Why the S3 input cannot be listed (no such bucket or prefix, credentials refused, no answer),
-    or None: the workers' own check (storage.open_store, S3Store.list), made once before the Job."""
+    or None: the workers' own check (storage.open_store, S3Store.list), made once before the Job.
+    It runs in the tenant-call pool (runtime.bounded), one at a time per `tenant` (the batch's
+    namespace), never in the event loop's default executor, so a slow endpoint holds neither the
+    batch reconcile workers nor the threads other work uses."""
     env = {f"INPUT_{k}": base64.b64decode(v).decode(errors="replace") for k, v in secret_data.items()
            if k.startswith("AWS_")}
 
     def check() -> str | None:
         try:
-            open_store(Location("s3", s3["url"]), "input", env).list(1)
+            open_store(Location("s3", s3["url"]), "input", env, timeouts=S3_TIMEOUTS, retries=S3_RETRIES).list(1)
         except TooManyObjects:
             return None  # more than one object: it exists
         except (ConfigError, StoreError) as exc:
@@ -37,9 +46,12 @@ async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str]) 
         return None
 
     try:
-        return await asyncio.wait_for(asyncio.to_thread(check), S3_CHECK_SECONDS)
+        return await TENANT_CALLS.run(check, timeout=S3_CHECK_SECONDS, tenant=("s3-preflight", tenant),
+                                      what=f"listing {s3['url']}")
     except asyncio.TimeoutError:
         return f"{s3['url']} did not answer within {S3_CHECK_SECONDS:.0f} s"
+    except Busy:
+        return f"{s3['url']}: an earlier check of this namespace's S3 input has not ended yet; asked again later"
 
 
 async def _lookup(rt: Runtime, services: Controller | None, kind: str, ns: str, name: str) -> dict[str, Any] | None:
@@ -67,6 +79,7 @@ async def preflight(rt: Runtime, services: Controller | None,
     found = decide.Found(service, endpoint, claims, secrets)
     missing = decide.preflight(spec, found)
     if missing is None and "s3" in spec["input"]:
-        error = await s3_input_error(spec["input"]["s3"], secrets.get(spec["input"]["s3"]["credentialsSecret"]) or {})
+        error = await s3_input_error(spec["input"]["s3"], secrets.get(spec["input"]["s3"]["credentialsSecret"]) or {},
+                                     tenant=ns)
         missing = decide.preflight(spec, dataclasses.replace(found, input_error=error))
     return missing, found

@@ -30,6 +30,7 @@ import aiohttp
 
 from ocr_limits.quality import MAX_GOLDEN_BYTES
 from ocr_limits.timestamps import iso
+from ocr_operator.runtime.bounded import TooLarge, read_limited
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError, Kube
 from ocr_operator.spec import OcrServiceSpec
@@ -48,6 +49,9 @@ Key = tuple[str, str]
 RETRY_SECONDS = 1.0
 # A golden pages listing (GET /v1/golden) read at most: names, hashes and expected texts.
 MAX_LISTING_BYTES = 4 * 1024 * 1024
+# A page's answer read at most (its text and usage): a pod's answers are read up to a bound, as
+# every answer of an endpoint the operator does not control.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,9 @@ async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: 
         try:
             async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=left)) as resp:
                 if resp.status == 200:
-                    answer = await resp.json()
+                    answer = _answer(await _bounded(resp, MAX_ANSWER_BYTES))
                     return str(answer.get("text") or ""), int((answer.get("usage") or {}).get("generated_tokens") or 0)
-                text = (await resp.text())[:300]
+                text = (await _head(resp, 300)).decode(errors="replace")
                 if resp.status not in (429, 503):
                     raise RuntimeError(f"HTTP {resp.status}: {text}")
                 last = f"HTTP {resp.status}: {text}"
@@ -101,11 +105,33 @@ def _session(target: Target) -> aiohttp.ClientSession:
 
 
 async def _bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The response's body, at most `limit` bytes (RuntimeError beyond)."""
-    data = await resp.content.read(limit + 1)
-    if len(data) > limit:
-        raise RuntimeError(f"more than {limit} bytes")
+    """The response's body, at most `limit` bytes (RuntimeError beyond: the rest is not read)."""
+    try:
+        return await read_limited(resp.content, limit)
+    except TooLarge as exc:
+        raise RuntimeError(str(exc)) from None
+
+
+async def _head(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The first `limit` bytes of an error answer (the rest is not read)."""
+    data = b""
+    while len(data) < limit:
+        chunk = await resp.content.read(limit - len(data))
+        if not chunk:
+            break
+        data += chunk
     return data
+
+
+def _answer(raw: bytes) -> dict[str, Any]:
+    """A page's JSON answer; RuntimeError when it is not a JSON object."""
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        raise RuntimeError("the answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise RuntimeError("the answer is not a JSON object")
+    return answer
 
 
 async def listing(ip: str, target: Target) -> tuple[int, Any] | None:

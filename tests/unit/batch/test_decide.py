@@ -39,11 +39,13 @@ def test_a_missing_secret_or_key_names_the_field_and_the_secret():
     s3 = spec(input={"s3": {"url": "s3://docs/in/", "credentialsSecret": "s3-creds"}},
               callback={"url": "https://hooks.example/ocr", "secretRef": {"name": "hook", "key": "hmac"}})
     creds = {"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}
-    assert decide.preflight(s3, found(secrets={"hook": {"hmac": "x"}})).message == \
-        "spec.input.s3.credentialsSecret: Secret s3-creds does not exist in this namespace"
-    assert decide.preflight(s3, found(secrets={"s3-creds": creds, "hook": {"secret": "x"}})).message == \
-        "spec.callback.secretRef: Secret hook has no key hmac"
-    assert decide.preflight(s3, found(secrets={"s3-creds": creds, "hook": {"hmac": "x"}})) is None
+    key = "a2V5LW9mLTMyLWJ5dGVzLWF0LWxlYXN0LWZvci1obWFjLXNoYTI1Ng=="  # 40 bytes, base64
+    assert decide.preflight(s3, found(secrets={"hook": {"hmac": key}})).message == \
+        ("spec.input.s3.credentialsSecret: Secret s3-creds does not exist in this namespace or lacks a key this "
+         "field needs (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)")
+    assert decide.preflight(s3, found(secrets={"s3-creds": creds, "hook": {"secret": key}})).message == \
+        "spec.callback.secretRef: Secret hook does not exist in this namespace or lacks a key this field needs (hmac)"
+    assert decide.preflight(s3, found(secrets={"s3-creds": creds, "hook": {"hmac": key}})) is None
 
 
 def test_an_input_that_cannot_be_listed_is_named():
@@ -57,10 +59,12 @@ def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key():
     assert decide.service_auth({"spec": {"auth": {"secretName": "k", "key": "list"}}}) == ("k", "list")
     assert decide.service_auth(SERVICE) is None
     assert decide.preflight(spec(), found(service=with_auth)).message == (
-        "spec.service (OcrService invoices, its spec.auth): Secret keys does not exist in this namespace")
+        "spec.service (OcrService invoices, its spec.auth): Secret keys does not exist in this namespace or lacks a "
+        "key this field needs (api-keys)")
     missing = decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"other": "x"}}))
     assert (missing.reason, missing.message) == (
-        "SecretKeyNotFound", "spec.service (OcrService invoices, its spec.auth): Secret keys has no key api-keys")
+        "SecretNotFound", "spec.service (OcrService invoices, its spec.auth): Secret keys does not exist in this "
+                          "namespace or lacks a key this field needs (api-keys)")
     assert decide.preflight(spec(), found(service=with_auth, secrets={"keys": {"api-keys": "x"}})) is None
 
 
@@ -68,10 +72,12 @@ def test_an_ocrservice_serving_https_needs_its_certificate_secret_and_the_worker
     with_tls = {"spec": {"tls": {"secretName": "cert"}}}
     assert decide.service_tls(with_tls) == "cert" and decide.service_tls(SERVICE) is None
     assert decide.preflight(spec(), found(service=with_tls)).message == (
-        "spec.service (OcrService invoices, its spec.tls): Secret cert does not exist in this namespace")
+        "spec.service (OcrService invoices, its spec.tls): Secret cert does not exist in this namespace or lacks a "
+        "key this field needs (tls.crt)")
     missing = decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.key": "k"}}))
     assert (missing.reason, missing.message) == (
-        "SecretKeyNotFound", "spec.service (OcrService invoices, its spec.tls): Secret cert has no key tls.crt")
+        "SecretNotFound", "spec.service (OcrService invoices, its spec.tls): Secret cert does not exist in this "
+                          "namespace or lacks a key this field needs (tls.crt)")
     assert decide.preflight(spec(), found(service=with_tls, secrets={"cert": {"tls.crt": "c", "tls.key": "k"}})) is None
     assert decide.trust_key({"tls.crt": "c", "ca.crt": "a"}) == "ca.crt"  # cert-manager's issuing CA
     assert decide.trust_key({"tls.crt": "c", "tls.key": "k"}) == "tls.crt"  # self-signed: its own CA

@@ -45,5 +45,6 @@ def test_an_input_prefix_without_objects_is_named(s3):
 def test_a_missing_bucket_refused_credentials_and_no_answer_are_named(s3):
     assert check("s3://nobucket/in/", secret(s3)).startswith("bucket 'nobucket' does not exist")
     refused = check("s3://docs/in/", secret(s3, AWS_SECRET_ACCESS_KEY="wrong-secret-key-0000"))
-    assert "rejected access key" in refused and refused.endswith("check the credentials Secret"), refused
+    assert "rejected the credentials" in refused and refused.endswith("check the credentials Secret"), refused
+    assert s3.access_key not in refused  # the message travels to the batch's status
     assert "no answer from http://127.0.0.1:1" in check("s3://docs/in/", secret(s3, AWS_ENDPOINT_URL="http://127.0.0.1:1"))
