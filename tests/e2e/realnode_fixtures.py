@@ -13,8 +13,9 @@ PersistentVolume, OcrServices whose pods really run, and a client that talks to 
   `subPath: weights` at the server's CACHE_DIR. `tiny_model_claim(cluster, namespace, volume)`
   does the same for a fixture of another scope (a module sharing one OcrService).
 - `real_ocrservice(name, image, **spec)`: an OcrService manifest whose pods select and tolerate
-  the real node, with short probe settings, small CPU-sized inference settings and
-  `imagePullPolicy: Never` (images are imported: nothing is ever pulled, no registry is asked).
+  the real node, with short probe settings, small CPU-sized inference settings, no warm-up
+  (`WARMUP=0` in `spec.env`, merged with the test's own entries) and `imagePullPolicy: Never`
+  (images are imported: nothing is ever pulled, no registry is asked).
 - `OcrClient`: POST /v1/ocr and GET /metrics through a Service's ClusterIP from the host (never
   through a proxy: the machine's proxy variables must not route a Service address anywhere else).
 
@@ -143,8 +144,21 @@ def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterat
         cluster.kubectl("delete", "pv", pv, "--wait=false", check=False)
 
 
-def real_ocrservice(name: str, image: str, **spec) -> dict:
-    """An OcrService for the real node: its pods select and tolerate it and run `image` on the CPU."""
+# No test times a pod's first request, so the pods skip the warm-up: its generations on a page of
+# each shape cost every pod start CPU seconds, and the real-node tests start dozens of pods.
+NO_WARMUP = {"name": "WARMUP", "value": "0"}
+
+
+def real_ocrservice(name: str, image: str, *, warmup: bool = False, **spec) -> dict:
+    """An OcrService for the real node: its pods select and tolerate it and run `image` on the CPU.
+
+    `spec.env` holds `WARMUP=0` beside the test's own entries (a test's WARMUP wins); `warmup=True`
+    leaves the server's default (warm up) and the env as the test gives it."""
+    env = list(spec.pop("env", None) or [])
+    if not warmup and not any(e.get("name") == "WARMUP" for e in env):
+        env.insert(0, dict(NO_WARMUP))
+    if env:
+        spec["env"] = env
     base = {
         "image": image,
         "imagePullPolicy": "Never",

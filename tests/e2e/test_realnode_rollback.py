@@ -46,7 +46,9 @@ def wait_rolled_back(ocr, good: str, failed_before: str | None, timeout: float =
 def test_crashing_container_and_missing_image_are_rolled_back_while_a_client_sees_zero_failed_requests(
         cluster, namespace, ocr, ocr_operator, product_images, model_pvc):
     image = product_images.on_node("server")
-    ocr.apply(real_ocrservice(NAME, image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}}))
+    # warmup=True: no WARMUP in the good revision's env, so the rolled-back Deployment's env shows
+    # the broken revision's WARMUP gone.
+    ocr.apply(real_ocrservice(NAME, image, warmup=True, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}}))
     ocr.wait_ready(NAME, timeout=300)
     wait_service_connects(cluster, namespace, NAME)  # the client counts a refused connect as a failure
     good = wait_for(lambda: (s := status(ocr)).get("lastGoodRevision") == s.get("currentRevision") and
