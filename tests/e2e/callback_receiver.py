@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class Receiver:
     """The callback's receiver: answers 500 to the first POST, 200 after; keeps every request."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.requests: list[tuple[dict[str, str], bytes]] = []
         receiver = self
 
@@ -25,8 +25,8 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/ocr"
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}/hooks/ocr"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:

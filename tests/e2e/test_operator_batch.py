@@ -42,7 +42,9 @@ def claim(cluster, namespace: str) -> None:
 def batch_operator(cluster, namespace: str, tmp_path) -> OperatorProcess:
     return OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log", extra_env={
         "OCR_OPERATOR_BATCH_IMAGE": "registry.invalid/causalflow/ocr-operator:1.0",
-        "OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS": "1"}).start()
+        "OCR_OPERATOR_BATCH_PREFLIGHT_SECONDS": "1",
+        # The callback receiver is on this machine's loopback, which the egress guard refuses unless allowed.
+        "OCR_OPERATOR_CALLBACK_ALLOW_CIDRS": "127.0.0.1/32"}).start()
 
 
 def ready(ocr) -> dict | None:
@@ -95,7 +97,7 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
 
 def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_so(cluster, namespace, ocr, ocr_crd,
                                                                                     tmp_path, request):
-    key = b"deleted-batch-hmac-key-01"
+    key = b"deleted-batch-hmac-key-of-32-bytes-01"  # at least 32 bytes, or the batch is held
     cluster.kubectl("create", "secret", "generic", "hook", "-n", namespace, f"--from-literal=secret={key.decode()}")
     receiver = Receiver()  # answers 500 first: the callback of a deleted batch is retried too
     op = batch_operator(cluster, namespace, tmp_path)

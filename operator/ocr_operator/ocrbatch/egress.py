@@ -115,8 +115,10 @@ def check_addresses(host: str, addresses: Iterable[str], allow: Sequence[Network
     for address in found:
         why = refusal(address, allow, cluster)
         if why is not None:
-            said = host if host == address else f"{host} ({address})"
-            raise Refused(f"{said} is a {why} address; the operator sends callbacks only to public addresses "
+            # A name's inside address is not repeated: the message reaches the batch's status, and
+            # the operator's resolver must not become a way to read the cluster's DNS.
+            said = f"{host} is a" if host == address else f"{host} resolves to a"
+            raise Refused(f"{said} {why} address; the operator sends callbacks only to public addresses "
                           f"and to those the chart's callbacks.allowCidrs names")
     return found[0]
 

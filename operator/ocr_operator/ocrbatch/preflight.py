@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import logging
 from typing import Any, Hashable, Mapping
 
 from ocr_batch_worker.config import ConfigError, Location
@@ -17,7 +18,9 @@ from ocr_batch_worker.storage import StoreError, TooManyObjects, open_store
 from ocr_operator.runtime.bounded import TENANT_CALLS, Busy
 from ocr_operator.runtime.controller import Controller, Runtime
 
-from . import decide
+from . import decide, egress
+
+log = logging.getLogger(__name__)
 
 S3_CHECK_SECONDS = 20.0
 # The listing's own bounds: the thread it holds in the tenant-call pool is free again within
@@ -27,7 +30,7 @@ S3_TIMEOUTS = (3.0, 8.0)
 S3_RETRIES = {"max_attempts": 2, "mode": "standard"}
 
 
-async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str], tenant: Hashable = None) -> str | None:
+async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str], tenant: Hashable | None = None) -> str | None:
     """Why the S3 input cannot be listed (no such bucket or prefix, credentials refused, no answer),
     or None: the workers' own check (storage.open_store, S3Store.list), made once before the Job.
     It runs in the tenant-call pool (runtime.bounded), one at a time per `tenant` (the batch's
@@ -35,6 +38,9 @@ async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str], 
     batch reconcile workers nor the threads other work uses."""
     env = {f"INPUT_{k}": base64.b64decode(v).decode(errors="replace") for k, v in secret_data.items()
            if k.startswith("AWS_")}
+    endpoint = env.get("INPUT_AWS_ENDPOINT_URL")
+    if endpoint and await _inside(endpoint):
+        return None  # the workers list it themselves, from the batch's namespace
 
     def check() -> str | None:
         try:
@@ -52,6 +58,21 @@ async def s3_input_error(s3: Mapping[str, Any], secret_data: Mapping[str, str], 
         return f"{s3['url']} did not answer within {S3_CHECK_SECONDS:.0f} s"
     except Busy:
         return f"{s3['url']}: an earlier check of this namespace's S3 input has not ended yet; asked again later"
+
+
+async def _inside(endpoint: str) -> bool:
+    """Whether the S3 endpoint is an address the egress guard refuses (loopback, link-local,
+    private, the cluster's; egress.py): the operator does not connect there on a tenant's word (the
+    error would tell the tenant what answers inside), it leaves the check to the workers. A name
+    that does not resolve now is listed as before (and reported)."""
+    try:
+        await egress.pin(endpoint, egress.Policy.from_env())
+    except egress.Refused as exc:
+        log.info("S3 preflight of %s left to the workers: %s", endpoint[:200], exc)
+        return True
+    except (OSError, ValueError, asyncio.TimeoutError, Busy):
+        return False
+    return False
 
 
 async def _lookup(rt: Runtime, services: Controller | None, kind: str, ns: str, name: str) -> dict[str, Any] | None:

@@ -65,8 +65,9 @@ def test_a_bad_cidr_in_the_settings_is_named():
 
 def test_a_name_is_refused_when_any_of_its_addresses_is_inside():
     assert egress.check_addresses("hooks.example", ["93.184.216.34"]) == "93.184.216.34"
-    with pytest.raises(egress.Refused, match=r"hooks.example \(10.0.0.5\) is a private address"):
+    with pytest.raises(egress.Refused, match="hooks.example resolves to a private address;") as refused:
         egress.check_addresses("hooks.example", ["93.184.216.34", "10.0.0.5"])
+    assert "10.0.0.5" not in str(refused.value)  # the inside address the name resolved to is not told
     with pytest.raises(egress.Refused, match="resolves to no address"):
         egress.check_addresses("hooks.example", [])
 

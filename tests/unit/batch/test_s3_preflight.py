@@ -10,7 +10,14 @@ import boto3
 import pytest
 
 from localcluster.s3server import S3Server
+from ocr_operator.ocrbatch import egress
 from ocr_operator.ocrbatch.preflight import s3_input_error
+
+
+@pytest.fixture(autouse=True)
+def loopback_allowed(monkeypatch):
+    """The test's S3 server is on loopback, which the operator lists only when its allowlist says so."""
+    monkeypatch.setenv(egress.ALLOW_ENV, "127.0.0.1/32")
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +55,12 @@ def test_a_missing_bucket_refused_credentials_and_no_answer_are_named(s3):
     assert "rejected the credentials" in refused and refused.endswith("check the credentials Secret"), refused
     assert s3.access_key not in refused  # the message travels to the batch's status
     assert "no answer from http://127.0.0.1:1" in check("s3://docs/in/", secret(s3, AWS_ENDPOINT_URL="http://127.0.0.1:1"))
+
+
+def test_an_endpoint_inside_the_operators_network_is_left_to_the_workers(s3, monkeypatch):
+    # Without the allowlist the loopback endpoint is not contacted at all: not even a missing
+    # bucket is reported (the error would tell the tenant what answers there); the workers check it.
+    monkeypatch.delenv(egress.ALLOW_ENV)
+    assert check("s3://nobucket/in/", secret(s3)) is None
+    assert check("s3://docs/in/", secret(s3, AWS_ENDPOINT_URL="http://169.254.169.254")) is None
+
