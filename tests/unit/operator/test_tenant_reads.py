@@ -118,3 +118,33 @@ def test_the_pool_runs_one_call_per_tenant_and_stops_waiting_at_the_deadline():
         return waited
 
     assert asyncio.run(go()) < 1.0
+
+
+PAGE = bytes(range(256)) * 64  # 16 KiB
+
+
+async def page_in_pieces(request: web.Request) -> web.StreamResponse:
+    """A golden page's bytes in four pieces, a pause between them (a pod's GET /v1/golden/<name>)."""
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "application/octet-stream"})
+    await resp.prepare(request)
+    for i in range(4):
+        await resp.write(PAGE[i * 4096:(i + 1) * 4096])
+        await asyncio.sleep(0.05)
+    return resp
+
+
+def test_a_golden_page_fetched_in_pieces_is_read_whole():
+    import hashlib
+
+    from ocr_operator.ocrservice.rollout.pages import Page
+
+    async def go():
+        runner, base = await serve(page_in_pieces)
+        try:
+            async with aiohttp.ClientSession() as session:
+                page = Page("p.png", b"", sha256=hashlib.sha256(PAGE).hexdigest())
+                return await gaterun._fetch(session, f"{base}/v1/golden/p.png", page, time.monotonic() + 10)
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(go()) == PAGE  # before: one read, the first piece, "its bytes changed"

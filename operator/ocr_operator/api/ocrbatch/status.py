@@ -27,7 +27,8 @@ class DocumentCounts:
 class CallbackStatus:
     event: str | None = api("batch.completed, batch.failed or batch.cancelled.")
     id: str | None = api("The Idempotency-Key sent (the batch's uid and the event).")
-    state: str | None = api("Delivered: answered 2xx; GaveUp: answered 4xx other than 408/429, or retries ran out.",
+    state: str | None = api("Delivered: answered 2xx; GaveUp: answered 4xx other than 408/429, retries ran out, or "
+                            "the URL's host was refused (the Callback condition's reason says which).",
                             enum=("Delivered", "GaveUp"))
     attempts: int | None = api("POSTs sent.")
     last_status: int | None = api("The HTTP status of the last answer.")
@@ -51,5 +52,7 @@ class OcrBatchStatus:
     completion_time: str | None = api("When the batch ended.", format="date-time")
     callback: CallbackStatus | None = api("The completion callback's delivery (sent once; a receiver drops a repeat "
                                           "by its id).")
-    conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, with the reason in "
-                                            "words.", max_items=16, list_map_keys=("type",))
+    conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, and Callback once the "
+                                            "completion callback's delivery ended (Delivered, CallbackGaveUp or "
+                                            "CallbackRefused), with the reason in words.", max_items=16,
+                                            list_map_keys=("type",))
