@@ -324,6 +324,7 @@ def main() -> int:
     p.add_argument("--prefill-k", default="1,8", help="pages per prefill to time")
     p.add_argument("--repeats", type=int, default=3, help="timed prefills per k")
     p.add_argument("--figures", default="operators,syncs,prefill")
+    p.add_argument("--vision-views", type=int, help="views per vision forward (default: the engine's, 2 on a CPU)")
     p.add_argument("--json", help="write the figures here (rewritten after each one)")
     args = p.parse_args()
     rows = [int(r) for r in args.rows.split(",")]
@@ -332,8 +333,13 @@ def main() -> int:
     import ocr_server
 
     engine = load_engine(model_path(args.model), args.device, args.dtype, max(rows + ks), 8)
+    if args.vision_views:
+        from dataclasses import replace
+
+        engine.slots.plan = replace(engine.slots.plan, vision_views=args.vision_views)
     out: dict[str, Any] = {"code": str(Path(ocr_server.__file__).parent), "model": args.model, "device": args.device,
-                           "dtype": str(engine.model.dtype).replace("torch.", "")}
+                           "dtype": str(engine.model.dtype).replace("torch.", ""),
+                           "vision_views": engine.slots.plan.vision_views}
 
     def save() -> None:
         print(json.dumps(out), flush=True)

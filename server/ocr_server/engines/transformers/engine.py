@@ -254,11 +254,14 @@ class Engine:
                              graph_capture_seconds=round(s.capture_seconds, 3))
 
     def capture_graphs(self) -> GraphCapture | None:
-        """The slots decoder's step graphs, one per (slot bucket x KV bucket), on a GPU with CUDA_GRAPHS."""
+        """The slots decoder's step graphs, one per step shape (slot bucket x KV length x guard on or
+        off), on a GPU with CUDA_GRAPHS; counted after the capture, which may fall back from flex
+        attention (one KV length) to buckets."""
         s = self.slots
         if s is None or not s.plan.graphs or not s.gpu:
             return None
-        return GraphCapture(len(s.plan.slot_buckets) * len(s.plan.kv_buckets), s.capture())
+        seconds = s.capture()
+        return GraphCapture(len(s.graphs), seconds)
 
     def runner(self, ctx: RunnerContext) -> SlotRunner | Batcher[TensorPage]:
         """DECODER=slots: pages join between decode steps (slot_runner.py); generate: the dynamic batcher."""
@@ -387,7 +390,7 @@ class Engine:
 
     def generate_batch(self, items: list[TensorPage]) -> list[Generated]:
         """The items to their ends with the configured decoder (warm-up, benches; the server's
-        slots runner admits pages one by one instead)."""
+        slots runner prefills the waiting pages together, in chunks between decode steps)."""
         if self.slots is not None:
             return [self.generated(f) for f in self.slots.run(items)]
         return self.generate_reference(items)
