@@ -146,7 +146,7 @@ async def system_lookup(host: str, port: int) -> list[str]:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
         return [str(info[4][0]) for info in infos]
 
-    return await TENANT_CALLS.run(lookup, timeout=RESOLVE_SECONDS, what=f"resolving {host}")
+    return await TENANT_CALLS.run(lookup, timeout=RESOLVE_SECONDS, tenant=("dns", host), what=f"resolving {host}")
 
 
 def target(url: str) -> tuple[str, int]:
