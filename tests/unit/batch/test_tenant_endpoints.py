@@ -141,3 +141,17 @@ def test_a_silent_s3_endpoint_holds_neither_the_reconcile_nor_another_namespace(
     finally:
         silent.close()
         answering.close()
+
+
+def test_a_missing_credential_is_told_without_saying_which_key_the_secret_lacks():
+    from ocr_batch_worker.config import ConfigError, Location
+    from ocr_batch_worker.storage import open_store
+
+    said = set()
+    for env in ({"INPUT_AWS_ACCESS_KEY_ID": ACCESS_KEY}, {"INPUT_AWS_SECRET_ACCESS_KEY": "s"}, {}):
+        with pytest.raises(ConfigError) as err:
+            open_store(Location("s3", "s3://docs/in/"), "input", env)
+        said.add(str(err.value))
+        assert ACCESS_KEY not in str(err.value)
+    assert said == {"input.s3.credentialsSecret: INPUT_AWS_ACCESS_KEY_ID and INPUT_AWS_SECRET_ACCESS_KEY must both "
+                    "be set"}
