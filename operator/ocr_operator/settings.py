@@ -48,5 +48,11 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.reconnect_backoff = 1.0
     settings.networking.request_timeout = 60
     settings.networking.connect_timeout = 10
+    # kopf runs a worker per watched object while its events come, and that worker keeps the last
+    # body it handled until it exits: 5 s idle by default. The handlers only hand the event on, so
+    # a worker that exits after half a second keeps a burst of events (hundreds of new children
+    # and pods at once) from holding every body at the same time, which is the operator's peak RSS
+    # (500 new OcrServices at once: peak 137 MiB against 146 MiB with the default).
+    settings.queueing.idle_timeout = 0.5
     for group, version, plural in LABEL_FILTERED:
         settings.watching.label_selectors[group, version, plural] = MANAGED_SELECTOR

@@ -1,6 +1,6 @@
 """Requests a reconcile makes with the watch-fed cache: no GET for what the watches delivered (the
 ownership checks included), zero requests when nothing changed, the echo of its own writes is no
-news, and a new object's whole bill from create to settled (the operator bench's bar, 12 a object)."""
+news, and a new object's whole bill from create to settled (the operator bench's bar, 12 per object)."""
 
 from __future__ import annotations
 

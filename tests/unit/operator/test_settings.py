@@ -25,3 +25,10 @@ def test_requests_are_counted_by_resource_and_subresource():
     assert request_resource("/apis/ocr.causalflow.dev/v1alpha1/namespaces/a/ocrservices/web/status") == "ocrservices/status"
     assert request_resource("/apis/monitoring.coreos.com/v1") == "discovery"
     assert request_resource("/api/v1/namespaces") == "namespaces"
+
+
+def test_kopf_lets_a_per_object_worker_go_half_a_second_after_its_last_event():
+    """Each idle worker keeps the last body it handled: the default 5 s holds a whole burst's."""
+    settings = kopf.OperatorSettings()
+    configure(settings)
+    assert settings.queueing.idle_timeout == 0.5
