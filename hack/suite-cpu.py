@@ -36,6 +36,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # (kind, pattern on the command line), first match wins.
 KINDS = (
     ("vLLM EngineCore", r"EngineCore|VLLM::"),
+    ("server under test (vLLM)", r"\.venv-vllm/bin/python\S* -m ocr_server\b"),
     ("server under test", r"-m ocr_server(_testing\.stand_in)?\b|ocr_server/__main__|uvicorn"),
     ("operator", r"-m ocr_operator\b|ocr_batch_worker"),
     ("kube-apiserver", r"/kube-apiserver\b"),

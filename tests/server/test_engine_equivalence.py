@@ -7,8 +7,11 @@ vLLM in .venv-vllm), both serving the --for-vllm tiny model (the real vision tow
 model with a sharp output head). Compared over HTTP with `return_token_ids`: the generated ids of
 a page alone, and of the same page inside a concurrent mix of differently sized pages (global view
 only, and 6 crops in a 2 x 3 grid: the transformers engine batches them with left padding, vLLM
-schedules them continuously). When they differ, the assertion names the first cause in the chain: the crop
-grid, the prompt ids (image placeholders and text), or the first differing generated position.
+schedules them continuously). The global page asks a prompt of the caller's own (a grounding
+query, its end of text held back to the budget by min_new_tokens), the 6-crop page the free
+document prompt: so the same requests prove both prompt paths. When they differ, the assertion
+names the first cause in the chain: the crop grid, the prompt ids (image placeholders and text), or
+the first differing generated position.
 
 The second half runs the server's own checks (bad input, auth, limits, cache, PDF, metrics,
 deadlines, 429) against the vLLM engine, with the assertions the transformers engine meets in the
@@ -21,7 +24,9 @@ Cost on 2 cores: the full-size vision tower dominates (a 6-crop page is about a 
 engine), so the module starts each server once, for both halves, and the mix holds the two pages
 that bound the crop plan: no crops, and the largest grid (2 x 3: several rows and columns, the
 most image tokens the processor gives). A one-row page (2 crops) is a case of that grid's layout
-and added a fifth of the module's CPU time.
+and added a fifth of the module's CPU time. The caller's own prompt rides on the global page instead
+of a page of its own (one full-size vision pass less per engine), and the vLLM server holds three
+requests, so that its overload check puts at most two pages into the engine.
 """
 
 from __future__ import annotations
@@ -52,10 +57,12 @@ ENV = {
     "MAX_VISUAL_TOKENS": "1120",  # vLLM's processor allows 6 crops: the server must too
     "MAX_NEW_TOKENS": str(NEW_TOKENS),
     "TIMEOUT_SEC": "900",
-    "CONCURRENCY": "4",
-    "BATCH_SIZE": "4",
+    # Two slots and one queue place: the mix's two pages at once, and a flood held at three, so that
+    # it puts at most two pages into the engine (each a full-size vision-tower pass) before the 429s.
+    "CONCURRENCY": "2",
+    "BATCH_SIZE": "2",
     "BATCH_WAIT_MS": "300",  # the mix's pages share one transformers batch
-    "QUEUE_SIZE": "2",
+    "QUEUE_SIZE": "1",
     "MAX_BODY_BYTES": str(2 * 1024 * 1024),
     "MAX_PAGES": "3",
     "API_KEYS": "engine-test-key-0001",
@@ -72,6 +79,9 @@ AUTH = {"Authorization": "Bearer engine-test-key-0001"}
 ENGINES = ("transformers", "vllm")
 # (width, height) -> expected crops
 PAGES = {"global": ((600, 500), 0), "6 crops": ((1000, 1400), 6)}
+# The global page's prompt: a grounding query (no document prompt), every token of the budget generated.
+CALLERS_PROMPT = {"prompt": "Locate <|ref|>the title<|/ref|> in the image.", "min_new_tokens": NEW_TOKENS}
+REF_TOKEN = 128816  # <|ref|>
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +100,8 @@ def page_body(name: str, compress_level: int = 6) -> dict[str, Any]:
     the server's result cache (keyed by the bytes) does not answer a page seen before."""
     (width, height), _ = PAGES[name]
     data = samples.encode(samples.page(width, height, seed=7), compress_level=compress_level)
-    return {"image": base64.b64encode(data).decode(), "prompt_mode": "free", "return_token_ids": True}
+    body = {"image": base64.b64encode(data).decode(), "prompt_mode": "free", "return_token_ids": True}
+    return {**body, **CALLERS_PROMPT} if name == "global" else body
 
 
 def ocr(server, name: str, compress_level: int = 6) -> dict[str, Any]:
@@ -185,26 +196,18 @@ def test_the_ngram_guard_acts_in_both_engines(answers):
             assert not repeated_ngram(tokens), (engine, name, tokens)
 
 
-def test_a_prompt_of_the_callers_own_and_min_tokens_read_the_same_on_both_engines(servers):
-    """A grounding query (not one of the two document prompts) with the end of text held to the
-    budget: both engines read the same prompt ids and generate the same, full-length answer."""
-    body = {**page_body("global", compress_level=3), "prompt": "Locate <|ref|>the title<|/ref|> in the image.",
-            "max_new_tokens": 8, "min_new_tokens": 8}
-
-    def read(server) -> httpx.Response:
-        wait_for(server, 200, timeout=1800)
-        return httpx.post(server.url + "/v1/ocr", json=body, headers=AUTH, timeout=900)
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # both engines at once, as in `answers`
-        responses = dict(zip(servers, pool.map(read, servers.values())))
-    got = {}
-    for engine, r in responses.items():
-        assert r.status_code == 200, (engine, r.text)
-        got[engine] = r.json()
-        assert got[engine]["pages"][0]["prompt_token_ids"][0].count(128816) == 1, engine  # <|ref|> as its token
-        assert len(got[engine]["pages"][0]["token_ids"][0]) == 8, engine
-    cause = difference(got["transformers"], got["vllm"])
-    assert cause is None, cause
+def test_a_prompt_of_the_callers_own_and_min_tokens_read_the_same_on_both_engines(answers):
+    """The global page's grounding query (not one of the two document prompts) with the end of text
+    held to the budget: both engines read the same prompt ids, <|ref|> as its token, and generate
+    the same, full-length answer, alone and inside the mix."""
+    for engine, got in answers.items():
+        for when in ("alone", "mix"):
+            page = got[when]["global"]["pages"][0]
+            assert page["prompt_token_ids"][0].count(REF_TOKEN) == 1, (engine, when)
+            assert len(page["token_ids"][0]) == NEW_TOKENS, (engine, when, page["token_ids"][0])
+    for when in ("alone", "mix"):
+        cause = difference(answers["transformers"][when]["global"], answers["vllm"][when]["global"])
+        assert cause is None, (when, cause)
 
 
 # --- the server's suite, the same assertions on each engine ---------------------------------------
@@ -288,8 +291,9 @@ async def _flood(url: str, n: int) -> list[httpx.Response]:
 
 
 def test_overload_answers_429_with_retry_after_on_the_vllm_engine(engine_server):
-    """CONCURRENCY 4 + QUEUE_SIZE 2 hold six requests; of eight at once, at least two get 429 at once."""
-    responses = asyncio.run(_flood(engine_server.url, 8))
+    """CONCURRENCY 2 + QUEUE_SIZE 1 hold three requests; of five at once, at least two get 429 at once."""
+    held = int(ENV["CONCURRENCY"]) + int(ENV["QUEUE_SIZE"])
+    responses = asyncio.run(_flood(engine_server.url, held + 2))
     codes = sorted(r.status_code for r in responses)
     refused = [r for r in responses if r.status_code == 429]
     assert len(refused) >= 2, codes
