@@ -30,6 +30,11 @@ MAX_DOCUMENTS = 1_000_000  # the input listing is read whole (names and sizes) b
 DEFAULT_DOCUMENTS = 100_000
 DEFAULT_STORAGE_RETRY_SECONDS = 600  # an outage of the input or output a worker waits out
 MAX_STORAGE_RETRY_SECONDS = 24 * 3600
+# A running worker whose progress has not moved this long is restarted (the operator's stall rule).
+# The floor is the operator's log-read interval: a shorter one could not be told from silence.
+DEFAULT_STALL_SECONDS = 600
+MIN_STALL_SECONDS = 10
+MAX_STALL_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ BATCH_SETTINGS: tuple[BatchSetting, ...] = (
     BatchSetting("parallelism", 1, 1, MAX_PARALLELISM),
     BatchSetting("concurrencyPerWorker", 4, 1, MAX_CONCURRENCY),
     BatchSetting("deadlineSeconds", None, MIN_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS),
+    BatchSetting("stallSeconds", DEFAULT_STALL_SECONDS, MIN_STALL_SECONDS, MAX_STALL_SECONDS),
     BatchSetting("limits.maxDocumentBytes", DEFAULT_DOCUMENT_BYTES, 1, MAX_DOCUMENT_BYTES),
     BatchSetting("limits.maxPagesPerDocument", DEFAULT_PAGES_PER_DOCUMENT, 1, MAX_PAGES_PER_DOCUMENT),
     BatchSetting("limits.maxDocuments", DEFAULT_DOCUMENTS, 1, MAX_DOCUMENTS),

@@ -69,6 +69,7 @@ def test_every_cel_rule_has_a_message_naming_a_field():
     ("parallelism", 1, 1, batch.MAX_PARALLELISM),
     ("concurrencyPerWorker", 4, 1, batch.MAX_CONCURRENCY),
     ("deadlineSeconds", None, batch.MIN_DEADLINE_SECONDS, batch.MAX_DEADLINE_SECONDS),
+    ("stallSeconds", batch.DEFAULT_STALL_SECONDS, batch.MIN_STALL_SECONDS, batch.MAX_STALL_SECONDS),
     ("options.maxNewTokens", None, 1, batch.MAX_NEW_TOKENS),
     ("limits.maxDocumentBytes", batch.DEFAULT_DOCUMENT_BYTES, 1, batch.MAX_DOCUMENT_BYTES),
     ("limits.maxPagesPerDocument", batch.DEFAULT_PAGES_PER_DOCUMENT, 1, batch.MAX_PAGES_PER_DOCUMENT),
