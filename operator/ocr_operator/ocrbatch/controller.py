@@ -3,7 +3,10 @@
 The runtime queues a batch's key on news of the batch, of its Job or of its workers' pods (the
 ``ocr.causalflow.dev/batch`` label names the batch), retries a failed reconcile with backoff,
 wakes it when it asks, posts its Events and runs its completion callback as a background job;
-the OcrService, its Service and the pods come from the runtime's cache. A reconcile decides with
+the OcrService, its Service and the pods come from the runtime's cache. The label only wakes the
+batch: its Job is the Job of its name that it controls, its workers the pods that Job controls
+(decide.batch_job, decide.job_pods), so a decoy carrying the name or the label is never read as
+the batch's. A reconcile decides with
 decide.py and writes at most: the workers' ConfigMap and Job (once, through the runtime's apply,
 after the preflight found everything the batch needs), a Job deletion (cancel), and one status
 merge patch when the status changed. Progress is coalesced: a running worker's log is read at
@@ -107,18 +110,19 @@ class OcrBatches:
         phase = st.get("phase")
         if phase in decide.TERMINAL:
             return await self._ended(key, batch, st, phase, ctx, result)
-        job = await self._job(ns, name)
-        if job is not None and not decide.owned(job, batch):
-            return await self._hold(key, batch, st, decide.job_conflict(render.job_name(name)), now, result)
+        found = await self._job(ns, name)
+        job = decide.batch_job(found, batch)  # a Job of that name the batch does not control is not its
         if decide.cancel_requested(batch):
             if job is not None and not (job.get("metadata") or {}).get("deletionTimestamp"):
                 await self.runtime.kube.delete("Job", ns, render.job_name(name), uid=job["metadata"].get("uid"))
                 self.runtime.store.wrote("Job", ns, render.job_name(name), None)
                 result.writes += 1
-            summary = self._summary(key, batch) if job is not None else None
+            summary = self._summary(key, batch, job) if job is not None else None
             return await self._end(key, batch, st, decide.Phase(decide.CANCELLED, "Cancelled",
                                                                 "spec.cancel: the workers were stopped; the results "
                                                                 "written so far are kept"), summary, ctx, result)
+        if found is not None and job is None:
+            return await self._hold(key, batch, st, decide.job_conflict(render.job_name(name)), now, result)
         if job is None:
             if st.get("jobName"):
                 return await self._end(key, batch, st, decide.Phase(decide.FAILED, "JobDeleted",
@@ -126,8 +130,8 @@ class OcrBatches:
                                        result)
             return await self._start(key, batch, st, ctx, result)
         if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:
-            await self._read_logs(key)
-        summary = self._summary(key, batch)
+            await self._read_logs(key, job)
+        summary = self._summary(key, batch, job)
         ph = decide.phase_of(job, summary)
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
@@ -139,10 +143,13 @@ class OcrBatches:
 
     # ------------------------------------------------------------------ steps
     async def _job(self, ns: str, name: str) -> dict[str, Any] | None:
+        """Whatever holds the Job name (decide.batch_job tells whether it is the batch's)."""
         return await self.runtime.read("Job", ns, render.job_name(name))
 
-    def _pods(self, key: Key) -> list[dict[str, Any]]:
-        return self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1])
+    def _pods(self, key: Key, job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The batch's workers: pods with the batch's label (the cache's grouping) that the
+        batch's own Job controls (decide.job_pods), never a pod by its label alone."""
+        return decide.job_pods(self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1]), job)
 
     async def _start(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], ctx: Context,
                      result: Result) -> Result:
@@ -214,11 +221,11 @@ class OcrBatches:
         result.requeue_after = PREFLIGHT_RETRY_SECONDS
         return result
 
-    async def _read_logs(self, key: Key) -> None:
+    async def _read_logs(self, key: Key, job: Mapping[str, Any]) -> None:
         """The last progress line of each running worker (one log read per worker per interval)."""
         self.progress_read[key] = time.monotonic()
         ns = key[0]
-        for index, pod in decide.latest_per_index(self._pods(key)).items():
+        for index, pod in decide.latest_per_index(self._pods(key, job)).items():
             if not decide.running(pod):
                 continue
             try:
@@ -231,10 +238,10 @@ class OcrBatches:
             if report is not None:
                 self.reports.setdefault(key, {})[index] = report
 
-    def _summary(self, key: Key, batch: Mapping[str, Any]) -> Summary:
+    def _summary(self, key: Key, batch: Mapping[str, Any], job: Mapping[str, Any]) -> Summary:
         """The batch's progress from its finished workers' termination messages and the reports read."""
         reports = self.reports.setdefault(key, {})
-        for index, pod in decide.latest_per_index(self._pods(key)).items():
+        for index, pod in decide.latest_per_index(self._pods(key, job)).items():
             done = decide.terminated(pod)
             report = decide.report_from_message((done or {}).get("message"))
             if report is not None:

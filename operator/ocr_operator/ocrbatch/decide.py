@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from ocr_batch_worker.contract import PROGRESS_PREFIX
 from ocr_batch_worker.progress import Summary, duration
+from ocr_operator.runtime.plan import controlled_by
 from ocr_operator.spec import Auth
 
 TLS_CERT_KEY, CA_KEY = "tls.crt", "ca.crt"
@@ -135,10 +136,26 @@ def service_url(endpoint: Mapping[str, Any], https: bool = False) -> str:
 
 
 def owned(obj: Mapping[str, Any], batch: Mapping[str, Any]) -> bool:
-    """Whether `obj` (the Job of the batch's name) is this batch's: a Job of someone else's, or of a
-    deleted batch of the same name still being collected, is never taken for it."""
+    """Whether `obj` (the Job of the batch's name) is this batch's: its controller ownerReference
+    names the batch's uid. A Job of someone else's (whatever ownerReferences it lists besides), or
+    of a deleted batch of the same name still being collected, is never taken for it."""
     uid = batch["metadata"].get("uid")
-    return any(ref.get("uid") == uid for ref in (obj.get("metadata") or {}).get("ownerReferences") or ())
+    return bool(uid) and controlled_by(obj, uid)
+
+
+def batch_job(found: Mapping[str, Any] | None, batch: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The batch's Job among what the Job name holds: `found` when the batch controls it, else
+    None. A decoy Job of that name must never end the batch or feed its progress; the apply
+    reports it as a JobConflict."""
+    return found if found is not None and owned(found, batch) else None
+
+
+def job_pods(pods: Iterable[Mapping[str, Any]], job: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The pods of the batch's Job among those carrying the batch's label: only a pod whose
+    controller ownerReference is that Job's uid. The label alone is anyone's to set, and a decoy
+    pod's log or termination message would otherwise be read as a worker's progress."""
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    return [pod for pod in pods if uid and controlled_by(pod, uid)] if job is not None else []
 
 
 def conflict(kind: str, name: str) -> Missing:

@@ -165,8 +165,8 @@ def test_the_progress_status_has_the_printer_columns_fields():
 
 def test_only_a_job_owned_by_this_batch_is_taken_for_its_job():
     batch = {"metadata": {"name": "archive", "uid": "u-2"}}
-    mine = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-2"}]}}
-    earlier = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-1"}]}}  # a deleted batch's
+    mine = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-2", "controller": True}]}}
+    earlier = {"metadata": {"ownerReferences": [{"kind": "OcrBatch", "uid": "u-1", "controller": True}]}}  # deleted
     assert decide.owned(mine, batch)
     assert not decide.owned(earlier, batch) and not decide.owned({"metadata": {}}, batch)
     assert decide.job_conflict("archive").reason == "JobConflict"
