@@ -54,11 +54,13 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors, prometheusrules]
   verbs: [get, list, watch, create, patch, delete]
-# Pods are only read: the rollout judges new pods from what Kubernetes reports.
+# Pods are read (the rollout judges new pods from what Kubernetes reports); only an OcrBatch's
+# stalled worker is deleted (spec.stallSeconds).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [list, watch]
-# The quality gate's readiness condition (spec.rollout.qualityGate): a patch of pods' status only.
+  verbs: [list, watch, delete]
+# The quality gate's readiness condition (spec.rollout.qualityGate), and an OcrBatch's stalled
+# worker on a lost node marked Failed: a patch of pods' status only.
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]

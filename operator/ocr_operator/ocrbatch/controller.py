@@ -36,7 +36,7 @@ from ocr_operator.runtime.controller import Context, Controller, Key, Result, Ru
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError
 
-from . import callback, decide, render
+from . import callback, decide, render, stall
 from .kinds import OCRBATCH
 from .preflight import preflight
 
@@ -59,9 +59,13 @@ def worker_settings(env: Mapping[str, str] = os.environ) -> render.WorkerSetting
 
 def _conditions(batch: Mapping[str, Any], st: Mapping[str, Any], new: list[C.Condition],
                 now: dt.datetime) -> list[dict[str, Any]]:
+    """The status's conditions with `new` merged in; a condition the write does not name is kept as
+    it is (the status is written whole: Complete must outlive the callback's record, and Stalled
+    every later progress write)."""
     merged, _ = C.merge(st.get("conditions"), new, generation=batch["metadata"].get("generation") or 0,
                         now=iso(now), order=(READY,))
-    return merged
+    named = {c.type for c in new}
+    return merged + [dict(c) for c in st.get("conditions") or () if c.get("type") not in named]
 
 
 class OcrBatches:
@@ -78,6 +82,9 @@ class OcrBatches:
         self.progress_seconds = progress_seconds
         self.reports: dict[Key, dict[int, dict[str, Any]]] = {}  # last progress report per index
         self.progress_read: dict[Key, float] = {}
+        self.watches: dict[Key, dict[int, stall.Watch]] = {}  # each running index's stall clock
+        self.restarted: dict[Key, dict[int, stall.Restart]] = {}  # indices restarted for a stall
+        self.clock = time.monotonic  # the stall clocks' time
 
     # ------------------------------------------------------------------ the runtime's questions
     def owner_of(self, obj: Mapping[str, Any]) -> Key | None:
@@ -89,8 +96,8 @@ class OcrBatches:
         """The batch is gone: the Job and its pods go with it (owner reference): deleting cancels,
         and the callback says so (best effort: a deletion while the operator is down sends nothing)."""
         ns, name = key
-        self.reports.pop(key, None)
-        self.progress_read.pop(key, None)
+        for memo in (self.reports, self.progress_read, self.watches, self.restarted):
+            memo.pop(key, None)
         self.runtime.store.forget(ns, [("Job", render.job_name(name)), ("ConfigMap", render.configmap_name(name))],
                                   (render.LABEL_BATCH, name))
         due = decide.callback_on_delete(last)
@@ -136,7 +143,8 @@ class OcrBatches:
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
         new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
-        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, ph.reason, ph.message)], now)
+        stalls = await self._stalls(key, batch, st, job, result)
+        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, ph.reason, ph.message), *stalls], now)
         await self._write(key, batch, st, new, result)
         result.requeue_after = self.progress_seconds
         return result
@@ -222,21 +230,69 @@ class OcrBatches:
         return result
 
     async def _read_logs(self, key: Key, job: Mapping[str, Any]) -> None:
-        """The last progress line of each running worker (one log read per worker per interval)."""
+        """The last progress line of each running worker (one log read per worker per interval),
+        and what it says of the worker's progress to the index's stall clock (stall.py)."""
         self.progress_read[key] = time.monotonic()
         ns = key[0]
+        watches = self.watches.setdefault(key, {})
         for index, pod in decide.latest_per_index(self._pods(key, job)).items():
-            if not decide.running(pod):
+            md = pod["metadata"]
+            if not decide.running(pod) or md.get("deletionTimestamp"):
+                watches.pop(index, None)  # not running, or going: not watched
                 continue
+            mark = None
             try:
-                text = await self.runtime.kube.read_log(ns, pod["metadata"]["name"], tail_lines=LOG_TAIL_LINES,
+                text = await self.runtime.kube.read_log(ns, md["name"], tail_lines=LOG_TAIL_LINES,
                                                         limit_bytes=LOG_LIMIT_BYTES)
-            except ApiError as exc:
-                log.debug("no log of %s/%s: %s", ns, pod["metadata"]["name"], exc)
+            except ApiError as exc:  # e.g. its node unreachable: no news, the stall clock runs on
+                log.debug("no log of %s/%s: %s", ns, md["name"], exc)
+            else:
+                report = decide.report_from_log(text)
+                if report is not None:
+                    self.reports.setdefault(key, {})[index] = report
+                mark = stall.progress_mark(report, text)
+            watches[index] = stall.observe(watches.get(index), md.get("uid") or md["name"], md["name"], mark,
+                                           self.clock())
+
+    async def _stalls(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], job: Mapping[str, Any],
+                      result: Result) -> list[C.Condition]:
+        """Restart each index whose pod has made no progress for spec.stallSeconds (stall.py): its pod
+        is deleted (the Job runs the index again), with a Warning event. A pod so deleted that is
+        still there stallSeconds later (a lost node) is marked Failed, so that the Job replaces it.
+        The Stalled condition: True from a restart until every restarted index moved again."""
+        ns = key[0]
+        limit = float(parse_spec(batch["spec"]).stall_seconds)
+        now = self.clock()
+        watches, restarted = self.watches.setdefault(key, {}), self.restarted.setdefault(key, {})
+        pods = decide.latest_per_index(self._pods(key, job))
+        said = []
+        for index, pod in pods.items():
+            md = pod["metadata"]
+            uid = md.get("uid") or md["name"]
+            if md.get("deletionTimestamp"):
+                if stall.lost(restarted.get(index), uid, now, limit) and decide.terminated(pod) is None:
+                    await self.runtime.kube.merge_patch("Pod", ns, md["name"], stall.failed_status(), subresource="status")
+                    result.writes += 1
+                    restarted[index] = stall.Restart(uid, now)  # marked once per stallSeconds at most
                 continue
-            report = decide.report_from_log(text)
-            if report is not None:
-                self.reports.setdefault(key, {})[index] = report
+            watch = watches.get(index)
+            if watch is None or watch.pod != uid or not stall.stalled(watch, now, limit):
+                continue
+            said.append(stall.message(index, watch, now, limit))
+            log.warning("OcrBatch %s/%s: %s", *key, said[-1])
+            await self.runtime.kube.delete("Pod", ns, md["name"], uid=md.get("uid"))
+            result.writes += 1
+            result.events.append(("Warning", stall.STALLED, said[-1]))
+            restarted[index], watches[index] = stall.Restart(uid, now), stall.Watch(uid, md["name"], None, now)
+        if said:
+            return [C.Condition(stall.CONDITION, C.TRUE, stall.STALLED, "; ".join(said))]
+        finished = {i for i, p in pods.items() if (decide.terminated(p) or {}).get("exitCode") == EXIT_DONE}
+        if restarted and stall.recovered(restarted, watches, finished):
+            indices = ", ".join(str(i) for i in sorted(restarted))
+            restarted.clear()
+            return [C.Condition(stall.CONDITION, C.FALSE, stall.RECOVERED,
+                                f"the index(es) restarted for a stall ({indices}) made progress again")]
+        return []
 
     def _summary(self, key: Key, batch: Mapping[str, Any], job: Mapping[str, Any]) -> Summary:
         """The batch's progress from its finished workers' termination messages and the reports read."""

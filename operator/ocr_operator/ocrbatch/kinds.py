@@ -8,6 +8,8 @@ The REST paths (the runtime's client), the watches (handlers.py) and the chart's
   (label-filtered) to follow their end.
 - Pods: the workers, watched (the same label-filtered pod watch as the OcrService's); a running
   worker's last progress line is read from its log (pods/log), a finished one's from its status.
+  A stalled worker's pod is deleted (spec.stallSeconds, stall.py), and one whose node never
+  confirms the deletion is marked Failed through pods/status.
 - ConfigMaps: the workers' configuration (already granted by the OcrService's table).
 - PersistentVolumeClaims: only looked up, so a batch naming a missing claim does not start.
 - Secrets: only `get`, by name, for the S3 credentials' presence and the callback's HMAC key;
@@ -34,6 +36,8 @@ SUBRESOURCE_RULES: dict[tuple[str, str], frozenset[str]] = {
     (GROUP, "ocrbatches/status"): frozenset({"patch"}),
     (GROUP, "ocrbatches/finalizers"): frozenset({"update"}),
     ("", "pods/log"): frozenset({"get"}),
+    ("", "pods"): frozenset({"delete"}),  # a stalled worker's
+    ("", "pods/status"): frozenset({"patch"}),  # a stalled worker's on a lost node: phase Failed
 }
 
 

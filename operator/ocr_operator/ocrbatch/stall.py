@@ -22,6 +22,13 @@ interval) and asks one question of it: has this pod's progress moved?
 Watch is one index's clock; observe() moves it, stalled() judges it. The controller keeps one
 Watch per index in memory: after an operator restart every clock starts again, so a stall is
 caught at most stallSeconds after the restart.
+
+A stalled pod is deleted, and the Job replaces it once it has ended. A pod on a lost node never
+ends (no kubelet confirms the deletion; with a podFailurePolicy the Job waits for a terminal
+phase), so a pod still there stallSeconds after its deletion (lost()) is marked Failed, as the
+pod garbage collector marks the pods of a node that is gone: its process, if it still runs, may
+race the new pod on the shard, which the worker's writes allow (whole objects, the progress
+file per pod attempt).
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ from typing import Any, Mapping
 # The fields of a progress report that say work was done (progress.Progress), in a fixed order.
 PROGRESS_FIELDS = ("documents_total", "documents_done", "documents_failed", "documents_skipped", "pages_total",
                    "pages_done", "pages_failed", "requests_shed", "retries", "finished", "fatal")
-STALLED, RECOVERED = "Stalled", "Recovered"  # the Stalled condition's reasons (True, then False)
+CONDITION = "Stalled"  # the OcrBatch's condition of its restarts
+STALLED, RECOVERED = "Stalled", "Recovered"  # its reasons (True, then False)
 
 
 @dataclass(frozen=True)
@@ -76,8 +84,31 @@ def message(index: int, watch: Watch, now: float, stall_seconds: float) -> str:
             f"{stall_seconds:g}); the pod was deleted and the Job runs the index again")
 
 
-def recovered(restarted: Mapping[int, str], watches: Mapping[int, Watch], finished: set[int]) -> bool:
-    """Whether every index restarted for a stall (index -> the deleted pod's uid) has moved again:
-    a new pod of it made progress, or the index finished."""
-    return all(index in finished or (index in watches and watches[index].pod != uid and watches[index].moved)
-               for index, uid in restarted.items())
+@dataclass(frozen=True)
+class Restart:
+    """An index restarted for a stall: the pod deleted, and when (monotonic seconds)."""
+
+    pod: str
+    at: float
+
+
+def lost(restart: Restart | None, pod: str, now: float, stall_seconds: float) -> bool:
+    """Whether the pod deleted for a stall is still there stallSeconds later: its node does not
+    confirm the deletion (lost), so the Job would wait for it for ever."""
+    return restart is not None and restart.pod == pod and now - restart.at >= stall_seconds
+
+
+def recovered(restarted: Mapping[int, Restart], watches: Mapping[int, Watch], finished: set[int]) -> bool:
+    """Whether every index restarted for a stall has moved again: a new pod of it made progress,
+    or the index finished."""
+    return all(index in finished or (index in watches and watches[index].pod != r.pod and watches[index].moved)
+               for index, r in restarted.items())
+
+
+def failed_status() -> dict[str, Any]:
+    """The status patch of a stalled pod whose node does not confirm its deletion: phase Failed (the
+    Job counts it as one of the index's failures and replaces it), with the reason in words."""
+    return {"status": {"phase": "Failed", "reason": STALLED,
+                       "message": "deleted for a stall (OcrBatch spec.stallSeconds), and its node did not confirm "
+                                  "the deletion: marked Failed by the OcrBatch controller"}}
+

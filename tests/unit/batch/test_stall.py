@@ -79,10 +79,18 @@ def test_a_tail_without_a_progress_line_is_a_live_worker_while_it_changes():
 
 
 def test_a_restarted_index_has_recovered_once_its_new_pod_moved_or_it_finished():
-    restarted = {0: "uid-a", 1: "uid-c"}
+    restarted = {0: stall.Restart("uid-a", 0), 1: stall.Restart("uid-c", 0)}
     new = stall.observe(None, "uid-b", "batch-0-b", mark(log(pages_done=1)), now=0)
     watches = {0: new, 1: stall.Watch("uid-c", "batch-1-c", None, 0)}
     assert not stall.recovered(restarted, watches, finished={1})  # the new pod has not moved yet
     watches[0] = stall.observe(new, "uid-b", "batch-0-b", mark(log(pages_done=2)), now=10)
     assert stall.recovered(restarted, watches, finished={1})
     assert not stall.recovered(restarted, watches, finished=set())  # index 1 still on the stalled pod
+
+
+def test_a_pod_deleted_for_a_stall_and_still_there_stall_seconds_later_is_lost():
+    """Its node does not confirm the deletion: the Job would wait for it for ever."""
+    gone = stall.Restart("uid-a", at=100)
+    assert not stall.lost(gone, "uid-a", 159, STALL)
+    assert stall.lost(gone, "uid-a", 160, STALL)
+    assert not stall.lost(gone, "uid-b", 1000, STALL) and not stall.lost(None, "uid-a", 1000, STALL)

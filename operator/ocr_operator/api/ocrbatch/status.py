@@ -52,7 +52,9 @@ class OcrBatchStatus:
     completion_time: str | None = api("When the batch ended.", format="date-time")
     callback: CallbackStatus | None = api("The completion callback's delivery (sent once; a receiver drops a repeat "
                                           "by its id).")
-    conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, and Callback once the "
+    conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, Callback once the "
                                             "completion callback's delivery ended (Delivered, CallbackGaveUp or "
-                                            "CallbackRefused), with the reason in words.", max_items=16,
+                                            "CallbackRefused), and Stalled once a worker was restarted for making no "
+                                            "progress for spec.stallSeconds (True: Stalled; False: Recovered), with "
+                                            "the reason in words.", max_items=16,
                                             list_map_keys=("type",))
