@@ -26,6 +26,15 @@ TERMINATION_LOG = "/dev/termination-log"
 # finished). Any other status (1: an uncaught exception, 137: killed) is a failed pod the Job
 # retries: only EXIT_FATAL is failed at once, and it is not a status Python exits with by itself.
 EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED = 0, 78, 75, 143
+# Why a worker ended fatally, when it knows (its report's `fatal_reason`, beside `fatal`, the
+# message): the input's check at start (worker.py lists it before anything else; the operator
+# never connects to a batch's storage) and the configuration. The operator makes the one a failed
+# index reports the reason of the batch's Failed condition; any other value it ignores.
+INPUT_NOT_FOUND = "InputNotFound"  # no such directory, bucket or prefix (nothing under it)
+INPUT_CREDENTIALS_REJECTED = "InputCredentialsRejected"  # the storage refused the credentials
+INPUT_UNREADABLE = "InputUnreadable"  # any other answer that every retry would meet again
+INVALID_CONFIGURATION = "InvalidConfiguration"  # e.g. an S3 endpoint or credential value malformed
+FATAL_REASONS = frozenset({INPUT_NOT_FOUND, INPUT_CREDENTIALS_REJECTED, INPUT_UNREADABLE, INVALID_CONFIGURATION})
 # The documents a worker holds at once are at most this many times limits.maxDocumentBytes in all
 # (budget.py): the controller sizes the worker's memory for it.
 DOCUMENT_BUDGET = 2

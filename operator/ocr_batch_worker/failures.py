@@ -10,13 +10,35 @@ credentials refused, the output unwritable), and storage that stayed unavailable
 
 from __future__ import annotations
 
+from . import contract
+from .storage import AccessRefused, LocationNotFound, StoreError
+
 
 class DocumentError(Exception):
     """The document (or one page or line of it) cannot be read; str() is the reason."""
 
 
 class FatalError(Exception):
-    """Every further request would fail the same way: stop the worker."""
+    """Every further request would fail the same way: stop the worker. `reason`, when known, is one
+    of contract.FATAL_REASONS: the word the operator puts in the batch's Failed condition."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def input_unlistable(exc: StoreError) -> FatalError:
+    """The worker's check of its input at start (its first listing) failed for good: the fatal
+    error that ends the index, its reason by what the storage said (a missing directory, bucket or
+    prefix; refused credentials; anything else). The message is the store's: it names the location
+    and the endpoint, never a credential (s3.S3Store._error)."""
+    if isinstance(exc, LocationNotFound):
+        reason = contract.INPUT_NOT_FOUND
+    elif isinstance(exc, AccessRefused):
+        reason = contract.INPUT_CREDENTIALS_REJECTED
+    else:
+        reason = contract.INPUT_UNREADABLE
+    return FatalError(f"the input cannot be listed: {exc}", reason)
 
 
 def reason(exc: BaseException) -> str:

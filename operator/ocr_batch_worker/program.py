@@ -23,7 +23,7 @@ from ocr_limits import split_keys
 
 from .client import OcrClient
 from .config import ConfigError, WorkerConfig, load
-from .contract import EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED, TERMINATION_LOG
+from .contract import EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED, INVALID_CONFIGURATION, TERMINATION_LOG
 from .failures import FatalError
 from .logs import setup_logging
 from .patience import Outage, PatientStore, StorageUnavailable
@@ -64,13 +64,20 @@ def _api_key(cfg: WorkerConfig) -> str | None:
 
 
 async def serve(cfg: WorkerConfig) -> Progress:
+    try:  # nothing is read yet: what fails here is the configuration (a malformed S3 endpoint or
+        # credential value, an API keys file without a key), and the operator reads it from the
+        # termination message like any other fatal end
+        source, sink, api_key = open_store(cfg.input, "input"), open_store(cfg.output, "output"), _api_key(cfg)
+    except (ConfigError, StoreError) as exc:
+        ended = Progress(cfg.index, cfg.shards, fatal=str(exc), fatal_reason=INVALID_CONFIGURATION)
+        write_termination_message(ended, os.environ.get("TERMINATION_LOG", TERMINATION_LOG))
+        raise
     client = OcrClient(cfg.service_url, concurrency=cfg.concurrency, timeout=cfg.request_timeout,
-                       api_key=_api_key(cfg), ca_file=cfg.ca_file, server_name=cfg.server_name)
+                       api_key=api_key, ca_file=cfg.ca_file, server_name=cfg.server_name)
     outage = Outage(cfg.storage_retry_seconds)
     worker = None
     try:
-        worker = Worker(cfg, PatientStore(open_store(cfg.input, "input"), outage),
-                        PatientStore(open_store(cfg.output, "output"), outage), client.send)
+        worker = Worker(cfg, PatientStore(source, outage), PatientStore(sink, outage), client.send)
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:

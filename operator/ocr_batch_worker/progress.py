@@ -28,6 +28,7 @@ class Progress:
     updated_at: float = 0.0
     finished: bool = False
     fatal: str | None = None
+    fatal_reason: str | None = None  # contract.FATAL_REASONS, when the fatal error has one
 
     def pages_per_second(self) -> float:
         elapsed = self.updated_at - self.started_at
@@ -61,6 +62,7 @@ class Summary:
     eta_seconds: float | None  # None while nothing is known to extrapolate from
     indices_finished: int
     fatal: str | None  # the first index's fatal error, if any
+    fatal_reason: str | None = None  # that index's reason for it (contract.FATAL_REASONS), if it gave one
 
     @property
     def page_summary(self) -> str:
@@ -84,9 +86,9 @@ def summarize(reports: list[dict], shards: int) -> Summary:
         per_document = pages_total / opened
         left = pages_total - pages_done - pages_failed + per_document * (docs_total - opened)
         eta = max(0.0, round(left / rate, 1))
-    fatal = next((r["fatal"] for r in sorted(reports, key=lambda r: r.get("index", 0)) if r.get("fatal")), None)
+    first = next((r for r in sorted(reports, key=lambda r: r.get("index", 0)) if r.get("fatal")), {})
     return Summary(docs_total, docs_done, docs_failed, pages_total, pages_done, pages_failed, rate, eta,
-                   sum(1 for r in reports if r.get("finished")), fatal)
+                   sum(1 for r in reports if r.get("finished")), first.get("fatal"), first.get("fatal_reason"))
 
 
 def duration(seconds: float | None) -> str:

@@ -24,7 +24,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from .storage import ObjectTooLarge, StoreError, TooManyObjects, TransientStoreError, check_key
+from .storage import (AccessRefused, LocationNotFound, ObjectTooLarge, StoreError, TooManyObjects,
+                      TransientStoreError, check_key)
 
 MAX_KEY_BYTES = 1024  # S3's limit on a whole key (prefix + relative key), in UTF-8 bytes
 MAX_URL_CHARS = 2048
@@ -89,11 +90,11 @@ class InvalidS3Location(S3Error):
     """The s3:// URL, the bucket, the prefix or the endpoint is malformed (the message names the field)."""
 
 
-class BucketNotFound(S3Error):
+class BucketNotFound(S3Error, LocationNotFound):
     """The bucket does not exist on the endpoint."""
 
 
-class PrefixNotFound(S3Error):
+class PrefixNotFound(S3Error, LocationNotFound):
     """No object exists under the prefix."""
 
 
@@ -101,7 +102,7 @@ class ObjectNotFound(S3Error):
     """The key does not exist under the prefix."""
 
 
-class CredentialsRejected(S3Error):
+class CredentialsRejected(S3Error, AccessRefused):
     """The endpoint refused the access key or its signature (or denied access with them)."""
 
 
@@ -233,8 +234,7 @@ class S3Store:
     def __init__(self, endpoint_url: str, bucket: str, prefix: str, access_key: str, secret_key: str,
                  region: str = "us-east-1", *, timeouts: tuple[float, float] = (5, 60),
                  retries: dict | None = None) -> None:
-        """`timeouts`: connect and read seconds; `retries`: botocore's (BOTO_RETRIES); the operator's
-        preflight asks for short ones (its answer must not wait on a slow endpoint)."""
+        """`timeouts`: connect and read seconds; `retries`: botocore's (BOTO_RETRIES)."""
         self.endpoint_url = check_endpoint(endpoint_url)
         self.bucket = check_bucket(bucket)
         self.prefix = check_prefix(prefix)

@@ -50,6 +50,14 @@ class TooManyObjects(StoreError):
     """list() found more objects than its limit."""
 
 
+class LocationNotFound(StoreError):
+    """The store's root itself is not there: no such directory, bucket or prefix."""
+
+
+class AccessRefused(StoreError):
+    """The storage refused the credentials, or denied access with them."""
+
+
 @runtime_checkable
 class Store(Protocol):
     def list(self, limit: int) -> list[tuple[str, int]]:
@@ -95,7 +103,7 @@ class FileStore:
 
     def list(self, limit: int) -> list[tuple[str, int]]:
         if not self.root.is_dir():
-            raise StoreError(f"{self.root} is not a directory")
+            raise LocationNotFound(f"{self.root} is not a directory")
         found: list[tuple[str, int]] = []
         def unreadable(exc: OSError) -> None:
             raise os_error(str(exc.filename), "listed", exc)

@@ -30,7 +30,7 @@ import random
 import sys
 import time
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NoReturn
 
 from . import attempts, failures, results
 from .budget import ByteBudget
@@ -78,10 +78,10 @@ class Worker:
     # --- the loop ---------------------------------------------------------------------------------
 
     async def run(self) -> Progress:
-        try:
+        try:  # the check of the input at start: the operator never lists it (it makes no S3 call)
             listing = await asyncio.to_thread(self.source.list, self.cfg.max_documents)
         except StoreError as exc:
-            raise FatalError(f"the input cannot be listed: {exc}") from None
+            await self.stop(failures.input_unlistable(exc))
         mine = take_shard(listing, self.cfg.index, self.cfg.shards)
         self.progress.documents_total = len(mine)
         log.info("index %d of %d: %d of %d documents", self.cfg.index, self.cfg.shards, len(mine), len(listing))
@@ -98,15 +98,20 @@ class Worker:
                 for _ in range(min(self.cfg.concurrency, len(mine))):
                     lanes.create_task(lane())
         except* WORKER_ENDING as group:
-            fatal = group.exceptions[0]
-            self.progress.fatal = str(fatal)
-            await self.release()
-            with contextlib.suppress(FatalError, StorageUnavailable):
-                await self.report(force=True)
-            raise fatal from None
+            await self.stop(group.exceptions[0])
         self.progress.finished = True
         await self.report(force=True)
         return self.progress
+
+    async def stop(self, fatal: BaseException) -> NoReturn:
+        """End the worker with `fatal`: its message (and reason) in the last report, which is also
+        the termination message the operator reads (program.py), the markers released."""
+        self.progress.fatal = str(fatal)
+        self.progress.fatal_reason = getattr(fatal, "reason", None)
+        await self.release()
+        with contextlib.suppress(FatalError, StorageUnavailable):
+            await self.report(force=True)
+        raise fatal from None
 
     async def document(self, key: str, size: int) -> None:
         """One document to its outcome; any failure but one that ends the worker is its errors entry."""

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from ocr_batch_worker.contract import PROGRESS_PREFIX
+from ocr_batch_worker.contract import FATAL_REASONS, PROGRESS_PREFIX
 from ocr_batch_worker.progress import Summary, duration
 from ocr_operator.runtime.plan import controlled_by
 from ocr_operator.spec import Auth
@@ -39,13 +39,13 @@ class Missing:
 
 @dataclass(frozen=True)
 class Found:
-    """What the preflight looked up (None: absent). `input_error` is what listing an S3 input said."""
+    """What the preflight looked up (None: absent). Nothing of a batch's storage: the operator
+    never connects to it; the workers check their input at start (contract.FATAL_REASONS)."""
 
     service: Mapping[str, Any] | None
     service_endpoint: Mapping[str, Any] | None  # the OcrService's Service
     claims: Mapping[str, bool]  # claimName -> exists
     secrets: Mapping[str, Mapping[str, Any] | None]  # name -> its data (None: absent)
-    input_error: str | None = None
 
 
 def needed_claims(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -113,8 +113,6 @@ def preflight(spec: Mapping[str, Any], found: Found) -> Missing | None:
                                              f"a key this field needs ({', '.join(keys)})")
         if field == CALLBACK_FIELD and (problem := key_problem(_decoded(data[keys[0]]))):
             return Missing("CallbackKeyTooShort", f"{field}: {problem}; the callback is not sent with a shorter one")
-    if found.input_error:
-        return Missing("InputNotFound", f"spec.input.s3.url: {found.input_error}")
     return None
 
 
@@ -188,14 +186,16 @@ class Phase:
 
 def phase_of(job: Mapping[str, Any] | None, summary: Summary | None) -> Phase:
     """Where a started batch is, from its Job's conditions (the Job controller's verdict) and, for a
-    failure, the workers' first fatal error."""
+    failure, the workers' first fatal error, with its reason when the worker gave one (e.g.
+    InputNotFound: contract.FATAL_REASONS) in place of the Job's."""
     if job is None:
         return Phase(PENDING, "JobCreating", "the workers' Job is being created")
     fatal = summary.fatal if summary else None
     if (done := job_condition(job, "Complete")) is not None:
         return Phase(SUCCEEDED, "Completed", _counts(summary) or done.get("message") or "every index finished")
     if (failed := job_condition(job, "Failed")) is not None:
-        reason = failed.get("reason") or "JobFailed"
+        why = summary.fatal_reason if summary else None  # a failed index's own reason (its input's check)
+        reason = why if isinstance(why, str) and why in FATAL_REASONS else failed.get("reason") or "JobFailed"
         said = failed.get("message") or reason
         return Phase(FAILED, reason, f"{said}: {fatal}" if fatal else said)
     st = job.get("status") or {}

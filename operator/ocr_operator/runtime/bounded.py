@@ -1,8 +1,9 @@
-"""Calls to endpoints a tenant chooses (a batch's S3 input, its callback's DNS name, a pod's
-answers): in a pool of their own, each with a deadline, and read up to a limit.
+"""Calls to endpoints a tenant chooses (a batch callback's DNS name, a pod's answers): in a pool
+of their own, each with a deadline, and read up to a limit. (A batch's storage is not one: the
+operator never connects to it; its workers do.)
 
-A tenant's endpoint may answer slowly, never, or with gigabytes. Blocking calls for it (boto3's
-listing, getaddrinfo) do not run in the event loop's default executor, which the operator's other
+A tenant's endpoint may answer slowly, never, or with gigabytes. Blocking calls for it
+(getaddrinfo) do not run in the event loop's default executor, which the operator's other
 work shares, but in TENANT_CALLS: a few threads of their own, at most one call per tenant key at
 a time (a second call of a busy tenant is refused at once, not queued behind the first), and a
 deadline on the wait. A call that outlives its deadline keeps its thread until its own socket

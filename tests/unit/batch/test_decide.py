@@ -48,11 +48,6 @@ def test_a_missing_secret_or_key_names_the_field_and_the_secret():
     assert decide.preflight(s3, found(secrets={"s3-creds": creds, "hook": {"hmac": key}})) is None
 
 
-def test_an_input_that_cannot_be_listed_is_named():
-    missing = decide.preflight(spec(), found(input_error="no object under s3://docs/in/"))
-    assert (missing.reason, missing.message) == ("InputNotFound", "spec.input.s3.url: no object under s3://docs/in/")
-
-
 def test_an_ocrservice_with_auth_needs_its_keys_secret_and_key():
     with_auth = {"spec": {"auth": {"secretName": "keys"}}}
     assert decide.service_auth(with_auth) == ("keys", "api-keys")
