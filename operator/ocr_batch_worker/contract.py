@@ -18,6 +18,10 @@ INDEX_ENV = "JOB_COMPLETION_INDEX"
 PROGRESS_PREFIX = '{"progress": '
 # A finished worker's last report is its container's termination message (Kubernetes' default path).
 TERMINATION_LOG = "/dev/termination-log"
+# The worker's pod name (the downward API's metadata.name): each pod attempt of an index writes a
+# progress object of its own, so a stale worker (a frozen process resumed, a lost node's pod still
+# running after its replacement started) cannot overwrite its successor's report.
+POD_NAME_ENV = "BATCH_POD_NAME"
 # Exit status: every owned document has an outcome (failed ones in the errors files); a fatal
 # error (configuration, the input unlistable, credentials refused, the output unwritable: every
 # retry would fail alike: the Job fails the index at once); the storage unavailable past

@@ -1,6 +1,6 @@
 """A Job index's progress report, and when to write it (pure).
 
-Each index writes progress/index-<n>.json, replacing it, at most every `interval` seconds and
+Each pod of an index writes progress/index-<n>.<pod>.json, replacing it, at most every `interval` seconds and
 when it ends, never once per page: the operator reads the files of all indices and writes the
 OcrBatch's status from their sums (summarize: pages done, failed and total; pages/s; ETA).
 """

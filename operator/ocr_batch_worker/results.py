@@ -56,8 +56,12 @@ def attempt_key(index: int, key: str) -> str:
     return f"{ATTEMPTS}/index-{index:05d}.{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def progress_key(index: int) -> str:
-    return f"{PROGRESS}/index-{index:05d}.json"
+def progress_key(index: int, pod: str = "") -> str:
+    """The progress object of one pod attempt of an index: two workers on one shard (a stale one
+    and its replacement) each write their own, so the last report of one never replaces the
+    other's. Without a pod name (a worker run outside a pod), one object per index."""
+    name = "".join(c for c in pod.lower() if c.isascii() and (c.isalnum() or c in "-."))[:253].strip(".")
+    return f"{PROGRESS}/index-{index:05d}.{name}.json" if name else f"{PROGRESS}/index-{index:05d}.json"
 
 
 def page_record(key: str, sha: str, page: int, answer: dict[str, Any]) -> dict[str, Any]:

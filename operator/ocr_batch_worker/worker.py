@@ -13,8 +13,9 @@ quarantined by its attempt marker (attempts.py). The stores are patient (patienc
 faults are waited out within the batch's budget. Each failed document's errors are an object of
 their own (results.errors_key), written once.
 
-Progress goes three ways, each at most once per interval: progress/index-<n>.json in the output
-(for users, and kept), a `{"progress": {...}}` line on stdout (the operator reads the last one
+Progress goes three ways, each at most once per interval: progress/index-<n>.<pod>.json in the output
+(for users, and kept; one per pod attempt, so that two workers on one shard never overwrite each
+other's report), a `{"progress": {...}}` line on stdout (the operator reads the last one
 from a running pod's log) and, at exit, the container's termination message (a finished pod's).
 program.py starts the worker and maps its end to an exit status (contract.py).
 """
@@ -36,7 +37,7 @@ from . import attempts, failures, results
 from .budget import ByteBudget
 from .client import Answer
 from .config import WorkerConfig
-from .contract import DOCUMENT_BUDGET, PROGRESS_PREFIX
+from .contract import DOCUMENT_BUDGET, POD_NAME_ENV, PROGRESS_PREFIX
 from .documents import CHAT, Part, Split, body_refusal, kind_of, split
 from .failures import DocumentError, FatalError
 from .patience import StorageUnavailable
@@ -64,7 +65,7 @@ class Worker:
     def __init__(self, cfg: WorkerConfig, source: Store, sink: Store, send: Send, *,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  rng: Callable[[], float] = random.random, emit: Callable[[bytes], None] = _stdout,
-                 pod: str = os.environ.get("HOSTNAME", "")) -> None:
+                 pod: str = os.environ.get(POD_NAME_ENV, "")) -> None:
         self.cfg, self.source, self.sink, self.send, self.emit = cfg, source, sink, send, emit
         self.clock, self.sleep, self.rng, self.pod = clock, sleep, rng, pod
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
@@ -343,7 +344,7 @@ class Worker:
             self.progress.updated_at = now
             report = self.progress.to_json()
             try:
-                await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index), report)
+                await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index, self.pod), report)
             except StoreError as exc:
                 raise FatalError(f"the output cannot be written: {exc}") from None
             finally:

@@ -216,6 +216,8 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
         "imagePullPolicy": settings.image_pull_policy,
         "command": list(contract.COMMAND),
         "env": [{"name": contract.CONFIG_FILE_ENV, "value": f"{CONFIG_DIR}/{CONFIG_KEY}"},
+                # The pod's name names its progress object: one per attempt of the index.
+                {"name": contract.POD_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 *_s3_env(spec, "input"), *_s3_env(spec, "output")],
         "resources": {"requests": {"cpu": settings.cpu, "memory": memory}, "limits": {"memory": memory}},
         "volumeMounts": mounts,

@@ -112,3 +112,10 @@ def test_the_workers_go_where_the_ocrservice_pods_may():
     placement = {"nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}
     pod = render.render_job(batch(), SETTINGS, placement=placement)["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"pool": "gpu"} and pod["tolerations"] == placement["tolerations"]
+
+
+def test_the_workers_pod_name_comes_from_the_downward_api_to_name_its_progress_object():
+    """Each pod attempt of an index writes its own progress object (results.progress_key)."""
+    c = render.render_job(batch(), SETTINGS)["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in c["env"]}
+    assert env[contract.POD_NAME_ENV]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}

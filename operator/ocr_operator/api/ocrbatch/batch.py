@@ -156,8 +156,8 @@ class OcrBatchSpec:
         "files go to the errors file.", required=True, rules=(_one_location("input"),))
     output: Location = api(
         "Where the results go: exactly one of s3 or pvc, outside the input. results/ holds a JSONL and a Markdown "
-        "file per document (named by the document and its content hash), errors/ one JSONL file of failures per Job "
-        "index, progress/ one small file per index.", required=True, rules=(_one_location("output"),))
+        "file per document (named by the document and its content hash), errors/ one JSONL object per failed "
+        "document, progress/ one small file per pod of each index.", required=True, rules=(_one_location("output"),))
     options: Options | None = api("How each page is read (the server's /v1/ocr options), the same for every "
                                   "document.")
     parallelism: int = api("Worker pods (Job indices); each owns a fixed shard of the documents.",
