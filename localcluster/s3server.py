@@ -11,6 +11,8 @@ build-versitygw.sh, cached by version like the harness's other binaries. `S3Serv
   is otherwise only PATH and TMPDIR: a VGW_* variable of the caller cannot turn on another listener;
 - ready when its health endpoint answers; stopped by its own PID, and its directory removed, so
   nothing is left behind.
+- with `access_log=True`, versitygw's access log in that directory: `clients()` gives each
+  request's client address and S3 operation (which pods, or which process, talked to it).
 
     with S3Server() as s3:                             # loopback only
         s3.endpoint, s3.access_key, s3.secret_key
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -71,11 +74,22 @@ def listen_addresses(hosts: Sequence[str], port: int) -> list[str]:
     return [f"{h}:{port}" for h in dict.fromkeys(hosts)]
 
 
-def gateway_argv(binary: Path, addresses: Sequence[str], root: Path) -> list[str]:
-    """versitygw's command line: the S3 port on each address, a health path, the POSIX root.
-    No admin port, web UI or metrics: nothing else listens."""
-    return [str(binary), *(f"--port={a}" for a in addresses), f"--health={HEALTH_PATH}", "--quiet",
+def gateway_argv(binary: Path, addresses: Sequence[str], root: Path, access_log: Path | None = None) -> list[str]:
+    """versitygw's command line: the S3 port on each address, a health path, the POSIX root, and
+    with `access_log` a file with one line per S3 request. No admin port, web UI or metrics:
+    nothing else listens."""
+    log = [f"--access-log={access_log}"] if access_log is not None else []
+    return [str(binary), *(f"--port={a}" for a in addresses), f"--health={HEALTH_PATH}", "--quiet", *log,
             "posix", str(root)]
+
+
+# An access log line: bucket owner, bucket, [time with its zone], the client's address, ...
+_ACCESS_LINE = re.compile(r"^\S+ \S+ \[[^\]]*\] (\S+) \S+ \S+ (\S+)")
+
+
+def access_log_clients(text: str) -> list[tuple[str, str]]:
+    """(client address, S3 operation) of each request in versitygw's access log."""
+    return [(m.group(1), m.group(2)) for m in map(_ACCESS_LINE.match, text.splitlines()) if m]
 
 
 def gateway_env(access_key: str, secret_key: str, region: str, tmp: Path) -> dict[str, str]:
@@ -96,9 +110,10 @@ def _bindable(host: str, port: int) -> bool:
 class S3Server:
     """One versitygw process with a temporary POSIX root; a context manager, stopped by its PID."""
 
-    def __init__(self, hosts: Sequence[str] = (LOOPBACK,), region: str = REGION) -> None:
+    def __init__(self, hosts: Sequence[str] = (LOOPBACK,), region: str = REGION, access_log: bool = False) -> None:
         listen_addresses(hosts, 1)  # refuse a bad host before anything starts
         self.hosts = tuple(dict.fromkeys(hosts))
+        self.access_log = access_log
         self.region = region
         self.access_key = "cfo" + secrets.token_hex(8)
         self.secret_key = secrets.token_urlsafe(30)
@@ -120,6 +135,12 @@ class S3Server:
     def log_path(self) -> Path:
         assert self.dir is not None, "not started"
         return self.dir / "versitygw.log"
+
+    def clients(self) -> list[tuple[str, str]]:
+        """(client address, S3 operation) of every request so far (needs access_log=True)."""
+        assert self.dir is not None and self.access_log, "started with access_log=True"
+        path = self.dir / "access.log"
+        return access_log_clients(path.read_text(errors="replace")) if path.exists() else []
 
     @property
     def endpoint(self) -> str:
@@ -146,7 +167,8 @@ class S3Server:
         self.root.mkdir()
         (self.dir / "tmp").mkdir()
         self.port = self._pick_port()
-        argv = gateway_argv(binary, listen_addresses(self.hosts, self.port), self.root)
+        argv = gateway_argv(binary, listen_addresses(self.hosts, self.port), self.root,
+                            self.dir / "access.log" if self.access_log else None)
         with self.log_path.open("w") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=gateway_env(self.access_key, self.secret_key, self.region, self.dir / "tmp"))

@@ -46,3 +46,13 @@ def test_started_server_listens_only_on_its_loopback_port_and_stop_leaves_nothin
         s3.stop()
     assert s3.proc.returncode is not None and not Path(f"/proc/{pid}").exists()  # exited and reaped
     assert not workdir.exists()
+
+
+def test_an_access_log_names_each_requests_client_address():
+    import boto3
+
+    with S3Server(access_log=True) as s3:
+        boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
+                     aws_secret_access_key=s3.secret_key, region_name=s3.region).create_bucket(Bucket="docs")
+        assert s3.clients() == [(LOOPBACK, "s3_CreateBucket")]
+        assert not any(s3.secret_key in a for a in s3.proc.args)
