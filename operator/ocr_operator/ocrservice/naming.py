@@ -88,9 +88,9 @@ def metadata(owner: Mapping[str, Any], name: str, extra_annotations: Mapping[str
     return out
 
 
-def template_hash(pod_template: Mapping[str, Any]) -> str:
-    """Revision of a rendered pod template: 10 hex chars of sha256 over its canonical JSON,
-    without the revision label/annotation themselves (so stamping it does not change it)."""
+def _hashed_form(pod_template: Mapping[str, Any]) -> dict[str, Any]:
+    """What a revision hashes: the pod template without the revision label/annotation themselves
+    (so stamping it does not change it)."""
     tpl = copy.deepcopy(dict(pod_template))
     md = tpl.get("metadata") or {}
     for key in ("labels", "annotations"):
@@ -98,4 +98,19 @@ def template_hash(pod_template: Mapping[str, Any]) -> str:
             md[key].pop(REVISION_KEY, None)
             if not md[key]:
                 md.pop(key)
-    return short_hash(tpl)
+    return tpl
+
+
+def template_digest(pod_template: Mapping[str, Any]) -> str:
+    """The full sha256 (64 hex) of a rendered pod template, over the canonical form its revision
+    hashes. The revision (template_hash) is its first 10 hex chars, short because it is a label
+    value: 40 bits that a forger can match. A rollback trusts a stored template only when this
+    full digest equals the one the operator recorded in the status."""
+    return short_hash(_hashed_form(pod_template), 64)
+
+
+def template_hash(pod_template: Mapping[str, Any]) -> str:
+    """Revision of a rendered pod template: 10 hex chars of sha256 over its canonical JSON,
+    without the revision label/annotation themselves (so stamping it does not change it); the
+    prefix of template_digest."""
+    return short_hash(_hashed_form(pod_template))

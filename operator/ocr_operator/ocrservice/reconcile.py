@@ -87,9 +87,21 @@ def _untrusted_target(decision: rollout.Decision, fresh: Desired, history: revis
     if live and running.get(naming.REVISION_KEY) == target and live.get("metadata", {}).get(
             "labels", {}).get(naming.REVISION_KEY) == target:
         return live, decision
-    why = ("its stored pod template does not match its revision hash (the revision history was edited)"
-           if target in history.rejected else "its pod template is not in the revision history")
-    return fresh.pod_template, refuse_rollback(decision, fresh.revision, why, observed)
+    return fresh.pod_template, refuse_rollback(decision, fresh.revision, untrusted_why(target, history), observed)
+
+
+def untrusted_why(target: str, history: revisions.History) -> str:
+    """Why the stored template of `target` is not applied, for the RollbackRefused event and the
+    Degraded condition: each case names what the user can check."""
+    if target in history.rejected:
+        return "its stored pod template does not match its revision hash (the revision history was edited)"
+    if target in history.mismatched:
+        return ("its stored pod template's sha256 is not the digest the status records for it (the revision "
+                "history was edited: a template forged to match the short revision)")
+    if target in history.revisions():
+        return ("the status records no full digest of its pod template (written by an older operator), so its "
+                "stored template cannot be checked")
+    return "its pod template is not in the revision history"
 
 
 async def _invalid(rt: Runtime, owner: Mapping[str, Any], error: str, ctx: Context) -> Result:
@@ -126,11 +138,15 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
 
     observed = rollout.summarize(mine.get("Deployment"), snap.pods)
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
-    history = revisions.parse_history(mine.get("RevisionHistory"),
-                                      limit=spec.rollout.revision_history_limit, last_good=prior.last_good_revision)
-    if history.rejected:
-        log.warning("%s/%s: revision history entries %s do not match their hash: dropped", ns, name,
-                    ", ".join(history.rejected))
+    # The full digests the status records (the operator's own writes), and the desired one: a
+    # stored template is applied only when it hashes to one of these (revisions.target_template).
+    known = prior.digests()
+    history = revisions.parse_history(mine.get("RevisionHistory"), limit=spec.rollout.revision_history_limit,
+                                      last_good=prior.last_good_revision, digests=known)
+    known[fresh.revision] = naming.template_digest(fresh.pod_template)
+    if history.rejected or history.mismatched:
+        log.warning("%s/%s: revision history entries %s do not match their hash or recorded digest: dropped", ns,
+                    name, ", ".join(history.rejected + history.mismatched))
     gate_spec = spec.rollout.quality_gate
     pages = await gaterun.golden_pages(rt.kube, ns, spec, fresh.revision, prior, observed)
     finished = ctx.jobs.result(key) if ctx.jobs is not None else None
@@ -152,6 +168,8 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
         outcome = replace(outcome, decision=decision)
         log.warning("%s/%s: revision %s has no trusted stored template: %s", ns, name, target,
                     "rollback refused" if decision.target_revision != target else "the Deployment keeps its own")
+    decision = replace(decision, status=decision.status.with_digests(known))
+    outcome = replace(outcome, decision=decision)
     # The usual case, the desired revision's own template: what was rendered above (rendering
     # is a good part of a reconcile's CPU).
     desired = fresh if template == fresh.pod_template else render_all(owner, spec, now=now, pod_template=template,

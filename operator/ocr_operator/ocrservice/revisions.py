@@ -9,6 +9,13 @@ is recorded, not when a revision becomes good (one write per rollout less). The 
 records the desired template when a rollout starts and reads the last good template back to
 roll back; the ConfigMap is applied like every other child (server-side apply, ownerReference
 to the OcrService), so the history survives operator restarts and goes away with the OcrService.
+
+Anyone who may write ConfigMaps in the namespace may edit it, and a revision is only 10 hex chars
+(40 bits) of the template's sha256, few enough to forge a template that hashes to it. So a stored
+template is applied only when its full sha256 (naming.template_digest) is the one the status
+records for its revision (RolloutStatus.current_digest / last_good_digest, written by the operator
+alone): parse_history is told those digests, and target_template never returns a stored template
+without one.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import naming
@@ -43,6 +50,13 @@ class History:
     # Revisions read from the ConfigMap whose template does not hash to them (edited by hand,
     # or tampered with): never kept, never applied, and dropped from the ConfigMap at its next write.
     rejected: tuple[str, ...] = ()
+    # Revisions whose stored template hashes to the revision but whose full sha256 is not the
+    # digest the status records for it (a forged template): treated as rejected ones.
+    mismatched: tuple[str, ...] = ()
+    # revision -> full digest of its stored template, for the templates the operator vouches for:
+    # checked against the status' digests when read, or recorded from a rendered template. Only
+    # these are ever applied from the history (target_template). Not part of what is stored.
+    digests: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def revisions(self) -> tuple[str, ...]:
         return tuple(rev for rev, _ in self.entries)
@@ -58,15 +72,17 @@ class History:
         """Store ``template`` as the newest entry; drop the oldest beyond ``limit`` but
         never the last good revision (a rollback needs it)."""
         text = _canonical(template)
+        digests = {**self.digests, revision: naming.template_digest(template)}
         if self.entries and self.entries[-1] == (revision, text):
-            return self
+            return self if self.digests.get(revision) == digests[revision] else replace(self, digests=digests)
         entries = [e for e in self.entries if e[0] != revision] + [(revision, text)]
         while len(entries) > max(self.limit, 1):
             victim = next((i for i, (rev, _) in enumerate(entries[:-1]) if rev != self.last_good), None)
             if victim is None:
                 break
             del entries[victim]
-        return replace(self, entries=tuple(entries))
+        kept = {rev for rev, _ in entries}
+        return replace(self, entries=tuple(entries), digests={r: d for r, d in digests.items() if r in kept})
 
     def mark_good(self, revision: str | None) -> "History":
         """Remember ``revision`` as the last good one (it must have been recorded)."""
@@ -78,10 +94,13 @@ class History:
 
 
 def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMIT,
-                  last_good: str | None = None) -> History:
+                  last_good: str | None = None, digests: Mapping[str, str] | None = None) -> History:
     """Read a History from the live ConfigMap (None or unreadable data: empty history).
 
-    `last_good` is the status' last good revision; it is trusted only if its template is stored."""
+    `last_good` is the status' last good revision; it is trusted only if its template is stored.
+    `digests`: revision -> full digest the status records (RolloutStatus.digests); a stored
+    template of such a revision with another sha256 is dropped (History.mismatched)."""
+    digests = digests or {}
     if not configmap:
         return History(limit=limit)
     data = configmap.get("data") or {}
@@ -91,17 +110,23 @@ def parse_history(configmap: Mapping[str, Any] | None, limit: int = DEFAULT_LIMI
         raw = []
     entries: list[tuple[str, str]] = []
     rejected: list[str] = []
+    mismatched: list[str] = []
     for item in raw if isinstance(raw, list) else []:
         if isinstance(item, Mapping) and isinstance(item.get("revision"), str) and isinstance(
             item.get("template"), Mapping
         ):
-            if verified(item["revision"], item["template"]):
-                entries.append((item["revision"], _canonical(item["template"])))
+            revision, template = item["revision"], item["template"]
+            if not verified(revision, template):
+                rejected.append(revision)
+            elif revision in digests and naming.template_digest(template) != digests[revision]:
+                mismatched.append(revision)
             else:
-                rejected.append(item["revision"])
-    if last_good not in {rev for rev, _ in entries}:
+                entries.append((revision, _canonical(template)))
+    stored = {rev for rev, _ in entries}
+    if last_good not in stored:
         last_good = None
-    return History(entries=tuple(entries), last_good=last_good, limit=limit, rejected=tuple(rejected))
+    return History(entries=tuple(entries), last_good=last_good, limit=limit, rejected=tuple(rejected),
+                   mismatched=tuple(mismatched), digests={r: d for r, d in digests.items() if r in stored})
 
 
 def verified(revision: str, template: Mapping[str, Any]) -> bool:
@@ -145,7 +170,10 @@ def target_template(
     history: History,
 ) -> dict[str, Any] | None:
     """The pod template to apply: the freshly rendered one when the target is the desired
-    revision, else the stored one (None when the history lost it)."""
+    revision, else the stored one whose full digest the operator vouches for (History.digests);
+    None when the history lost it, or holds it without a digest to check it against."""
     if target_revision == desired_revision:
         return copy.deepcopy(dict(desired_template))
+    if target_revision not in history.digests:
+        return None
     return history.template(target_revision)

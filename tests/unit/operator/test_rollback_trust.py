@@ -29,20 +29,27 @@ def image(kube: ClusterKube) -> str:
 
 
 def upgraded(kube: ClusterKube) -> tuple[dict, str, str]:
-    """Revision GOOD deployed and settled, then BAD rolled out: (the OcrService, good, bad)."""
+    """Revision GOOD deployed and settled, then BAD rolled out: (the OcrService, good, bad). The
+    settled status carries the full digest the operator recorded for GOOD when it rolled it out,
+    as the operator's own status does once GOOD is marked good."""
     run(reconcile(kube, owner({"replicas": 1, "image": GOOD}), now=NOW))
-    good = kube.status["currentRevision"]
+    good, digest = kube.status["currentRevision"], kube.status["rollout"].get("currentDigest")
     body = owner({"replicas": 1, "image": BAD}, generation=2,
-                 status={"rollout": {"phase": "Healthy", "currentRevision": good, "lastGoodRevision": good}})
+                 status={"rollout": {"phase": "Healthy", "currentRevision": good, "lastGoodRevision": good,
+                                     "currentDigest": digest, "lastGoodDigest": digest}})
     run(reconcile(kube, body, now=NOW))
     return body, good, kube.status["currentRevision"]
 
 
 def failed(body: dict, good: str, bad: str, phase: str = "Failed") -> dict:
-    """`bad` failed (OOMKilled) with `good` to roll back to: autoRollback rolls back now."""
+    """`bad` failed (OOMKilled) with `good` to roll back to: autoRollback rolls back now. The
+    operator's record keeps `good`'s full digest (and it is the current one once rolled back)."""
+    digest = body["status"]["rollout"].get("lastGoodDigest")
     return {**body, "status": {"rollout": {"phase": phase, "currentRevision": good if phase == "RolledBack" else bad,
                                            "lastGoodRevision": good, "failedRevision": bad,
-                                           "failedReason": "OOMKilled", "failedMessage": "pod ocr-1 was OOMKilled"}}}
+                                           "failedReason": "OOMKilled", "failedMessage": "pod ocr-1 was OOMKilled",
+                                           "lastGoodDigest": digest,
+                                           **({"currentDigest": digest} if phase == "RolledBack" else {})}}}
 
 
 def tamper(kube: ClusterKube, revision: str) -> None:

@@ -10,6 +10,12 @@ from ..fields import api, model
 @model
 class RolloutRecord:
     phase: str | None = api("Progressing, Healthy, Failed, RolledBack or NoGoodRevision.")
+    current_digest: str | None = api(
+        "Full sha256 of the current revision's pod template (the revision is its first 10 hex digits).")
+    last_good_digest: str | None = api(
+        "Full sha256 of the last good revision's pod template: a rollback applies the template stored in the "
+        "revision history's ConfigMap (named after the OcrService, ending in -revisions) only when it hashes to "
+        "this, so an edited or forged history entry is refused (RollbackRefused).")
 
 
 @model

@@ -4,7 +4,7 @@ Observed, Policy, the persisted RolloutStatus) and what it answers (Decision). P
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -133,6 +133,11 @@ class RolloutStatus:
     phase: str | None = None
     rollout_started: str | None = None
     ready_since: str | None = None
+    # The full sha256 of current_revision's and last_good_revision's pod templates (naming.
+    # template_digest): the status is written by the operator only, unlike the revision history's
+    # ConfigMap, so a rollback checks the stored template against these (with_digests).
+    current_digest: str | None = None
+    last_good_digest: str | None = None
 
     # Keys of the persisted record, ``status.rollout`` of the OcrService (free-form in the CRD).
     _KEYS = (
@@ -144,6 +149,8 @@ class RolloutStatus:
         ("phase", "phase"),
         ("rollout_started", "startedAt"),
         ("ready_since", "readySince"),
+        ("current_digest", "currentDigest"),
+        ("last_good_digest", "lastGoodDigest"),
     )
 
     def to_status(self) -> dict[str, Any]:
@@ -172,6 +179,20 @@ class RolloutStatus:
             value = status.get(key)
             values[attr] = None if value in (None, "") else str(value)
         return cls(**values)
+
+    def digests(self) -> dict[str, str]:
+        """revision -> full digest of the revisions this status records one for (a digest that
+        does not begin with its revision is no digest of it and is left out)."""
+        pairs = ((self.current_revision, self.current_digest), (self.last_good_revision, self.last_good_digest))
+        return {rev: digest for rev, digest in pairs if rev and digest and digest.startswith(rev)}
+
+    def with_digests(self, known: Mapping[str, str]) -> "RolloutStatus":
+        """This status with the digests of its current and last good revisions taken from `known`
+        (revision -> digest: the prior status' own and the one just rendered). The state machine
+        moves revisions between current and last good; the digests follow them here, never
+        from the history a rollback reads."""
+        return replace(self, current_digest=known.get(self.current_revision or ""),
+                       last_good_digest=known.get(self.last_good_revision or ""))
 
     @property
     def started_at(self) -> datetime | None:
