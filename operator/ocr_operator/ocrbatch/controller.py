@@ -237,8 +237,8 @@ class OcrBatches:
         watches = self.watches.setdefault(key, {})
         for index, pod in decide.latest_per_index(self._pods(key, job)).items():
             md = pod["metadata"]
-            if not decide.running(pod) or md.get("deletionTimestamp"):
-                watches.pop(index, None)  # not running, or going: not watched
+            if not decide.running(pod):
+                watches.pop(index, None)
                 continue
             mark = None
             try:
@@ -251,8 +251,11 @@ class OcrBatches:
                 if report is not None:
                     self.reports.setdefault(key, {})[index] = report
                 mark = stall.progress_mark(report, text)
-            watches[index] = stall.observe(watches.get(index), md.get("uid") or md["name"], md["name"], mark,
-                                           self.clock())
+            if md.get("deletionTimestamp"):
+                watches.pop(index, None)  # going: its stall clock stops (_stalls follows its deletion)
+            else:
+                watches[index] = stall.observe(watches.get(index), md.get("uid") or md["name"], md["name"], mark,
+                                               self.clock())
 
     async def _stalls(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], job: Mapping[str, Any],
                       result: Result) -> list[C.Condition]:
