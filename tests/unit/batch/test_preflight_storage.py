@@ -1,7 +1,8 @@
 """The operator never connects to a batch's storage (issue 35, item 5): the chart's NetworkPolicy
 lets it reach the API server only (no DNS either), so an S3 batch starts whatever its endpoint is,
-and the workers check their input at start (tests/unit/batch/test_input_check.py). What the
-operator checks is what the API says: the credentials Secret exists and holds the keys.
+and the workers check their input at start (tests/unit/batch/test_input_check.py); the operator
+makes a worker's verdict (its termination message) the batch's Failed condition. What the operator
+checks itself is what the API says: the credentials Secret exists and holds the keys.
 
 The S3 endpoint here is a socket on 127.0.0.1 that counts the connections it is offered, with the
 egress allowlist naming loopback: an operator that lists the input itself would connect there."""
@@ -9,6 +10,7 @@ egress allowlist naming loopback: an operator that lists the input itself would 
 from __future__ import annotations
 
 import base64
+import json
 import socket
 import threading
 
@@ -17,6 +19,7 @@ import pytest
 from ocr_operator.ocrbatch import egress
 
 from tests.unit.batch.test_controller import NS, batch, reconcile, world
+from tests.unit.batch.test_controller_decoys import STARTED, a_job, a_pod, controller_ref
 
 
 class CountingEndpoint:
@@ -81,3 +84,19 @@ def test_an_s3_batch_whose_secret_lacks_a_key_is_still_held_by_the_operator(endp
     ready = kube.status["conditions"][0]
     assert (kube.status["phase"], ready["reason"]) == ("Pending", "SecretNotFound")
     assert ("create", "Job", "archive") not in kube.calls and endpoint.accepted == 0
+
+
+def test_a_workers_input_check_verdict_is_the_reason_and_message_of_the_batchs_failed_condition():
+    fatal = "the input cannot be listed: bucket 'docs' does not exist on https://s3.example.com"
+    failed = [{"type": "Failed", "status": "True", "reason": "FailedIndexes", "message": "Job has failed indexes"}]
+    kube, batches = world(a_job("job-uid", controller_ref("OcrBatch", "batch-uid"), conditions=failed, failed=2))
+    for index in (0, 1):
+        message = {"index": index, "shards": 2, "fatal": fatal, "fatal_reason": "InputNotFound"}
+        batches.runtime.store.apply_event("ADDED", a_pod(
+            f"archive-{index}-w", index, "2026-12-03T11:00:00Z",
+            {"terminated": {"exitCode": 78, "message": json.dumps(message)}}, controller_ref("Job", "job-uid")))
+    reconcile(batches, batch(status=dict(STARTED), input=S3_INPUT))
+    conditions = {c["type"]: c for c in kube.status["conditions"]}
+    assert kube.status["phase"] == "Failed"
+    assert (conditions["Failed"]["reason"], conditions["Ready"]["reason"]) == ("InputNotFound", "InputNotFound")
+    assert conditions["Failed"]["message"] == f"Job has failed indexes: {fatal}"
