@@ -198,17 +198,21 @@ class OcrBatches:
     async def _apply(self, key: Key, batch: Mapping[str, Any], objects: dict[str, dict[str, Any]],
                      result: Result) -> decide.Missing | None:
         """The workers' ConfigMap and Job through the runtime's apply (the Job created once, by a
-        create that fails on a taken name); what holds the batch back when a name is someone else's."""
+        create that fails on a taken name); what holds the batch back when a name is someone else's.
+        Each name is looked up first (the cache, or one GET where the namespace could not be
+        listed), so someone else's ConfigMap is never force-applied over; and while any name is
+        someone else's the Job is not created: its workers would mount that ConfigMap."""
         ns, name = key
         me = plan.Owner(OCRBATCH.kind, name, batch["metadata"]["uid"])
         names = {"ConfigMap": render.configmap_name(name), "Job": render.job_name(name)}
-        store = self.runtime.store
 
         def one(child: str, observed: dict[str, Any] | None) -> plan.Action:
             return plan.plan_one(child, objects[child], observed, me, names[child], APPLIED_HASH_KEY,
                                  create_only=child == "Job")
 
-        actions = [one(child, store.get((child, ns, names[child]))) for child in objects]
+        actions = [one(child, await self.runtime.read(child, ns, names[child])) for child in objects]
+        if any(a.verb == plan.CONFLICT for a in actions):
+            actions = [a for a in actions if a.key != "Job" or a.verb == plan.CONFLICT]
         applied = await self.runtime.applier.execute(actions, namespace=ns, replan=lambda a, found: one(a.key, found))
         result.writes += applied.writes
         result.actions += [str(a) for a in actions if a.verb != plan.SKIP]

@@ -83,3 +83,26 @@ def test_cancelling_a_batch_whose_job_name_a_decoy_holds_ends_it_and_leaves_the_
     result = reconcile(batches, batch(cancel=True))
     assert kube.status["phase"] == "Cancelled" and [e[1] for e in result.events] == ["Cancelled"]
     assert ("delete", "Job", "archive") not in kube.calls and kube.objects[("Job", "archive")] == decoy
+
+
+def someone_elses_configmap() -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "data": {"config.json": '{"server": "http://elsewhere"}'},
+            "metadata": {"name": "archive-batch", "namespace": NS, "uid": "theirs"}}
+
+
+def test_a_configmap_name_someone_else_holds_starts_no_workers_that_would_mount_it():
+    kube, batches = world(someone_elses_configmap())
+    reconcile(batches, batch())
+    assert kube.status["conditions"][0]["reason"] == "ConfigMapConflict"
+    assert ("create", "Job", "archive") not in kube.calls and ("Job", "archive") not in kube.objects
+
+
+def test_a_configmap_the_cache_has_not_seen_is_looked_up_and_never_applied_over():
+    kube, batches = world(someone_elses_configmap())
+    store = batches.runtime.store
+    store.objects.pop(("ConfigMap", NS, "archive-batch"), None)  # a namespace the cache could not list
+    store.listed.discard(("ConfigMap", NS))
+    reconcile(batches, batch())
+    assert kube.objects[("ConfigMap", "archive-batch")] == someone_elses_configmap()
+    assert kube.status["conditions"][0]["reason"] == "ConfigMapConflict"
+    assert ("get", "ConfigMap", "archive-batch") in kube.calls and ("apply", "ConfigMap", "archive-batch") not in kube.calls
