@@ -21,10 +21,14 @@ help:
 	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
 
 # One virtual environment for everything: the packages editable (the server's test helpers too), plus test tools.
+# uv installs them (pip installs uv itself, one wheel): it downloads in parallel and keeps its cache
+# under ~/.cache/causalflow-ocr/uv, from which a fresh clone's venv is filled without downloads.
+UV := uv==0.13.9
+export UV_CACHE_DIR ?= $(HOME)/.cache/causalflow-ocr/uv
 $(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
+	$(VPY) -m pip install -q $(UV)
+	$(VENV)/bin/uv pip install -q --python $(VPY) -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed
