@@ -205,10 +205,13 @@ def assert_outcome(bed: Bed, run: dict) -> None:
     assert st["documents"] == {"total": PAGES + len(BAD), "done": PAGES, "failed": len(BAD)}, st
     results = [k for k in bed.objects(f"out-{name}/results/") if k.endswith(".jsonl")]
     per_document = Counter(k.removeprefix(f"out-{name}/results/").rsplit(".", 2)[0] for k in results)
-    assert per_document == Counter({f"p{i:03d}.png": 1 for i in range(PAGES)}), per_document
+    # One result each, a bad document's too: its one line is its error (the mark that it is done).
+    assert per_document == Counter({**{f"p{i:03d}.png": 1 for i in range(PAGES)}, **dict.fromkeys(BAD, 1)}), \
+        per_document
     for key in results:
         [line] = bed.read(key).decode().splitlines()  # one page, once
-        assert json.loads(line).get("error") is None, line
+        record = json.loads(line)
+        assert (record.get("error") is None) == (record["document"] not in BAD), record
     errors = [json.loads(line) for k in bed.objects(f"out-{name}/errors/") if k.endswith(".jsonl")
               for line in bed.read(k).decode().splitlines()]
     by_document = {e["document"]: e for e in errors}
