@@ -6,7 +6,10 @@ on a volume) is tried again after an exponential backoff with jitter, for as lon
 outage has lasted less than the budget (spec.limits.storageRetrySeconds). The outage is the
 worker's, not the operation's: it starts at the first failure after a success and ends at the
 next success of any operation, so concurrent operations share one clock and a long batch with a
-few short outages never runs out. Past the budget, the operation raises StorageUnavailable and
+few short outages never runs out. When any operation succeeds again, every operation waiting out
+the same outage is woken to try at once (the first to see the storage back ends the others' sleep),
+and no single wait is longer than the backoff's cap (10 s): a worker resumes within seconds of the
+storage's return, not a doubled backoff later. Past the budget, the operation raises StorageUnavailable and
 the worker exits with contract.EXIT_STORAGE: its pod fails, and the Job starts another
 (backoffLimitPerIndex), which skips every document already done.
 
@@ -23,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from .retry import exponential
 from .storage import Store, TransientStoreError
 
 log = logging.getLogger("ocr_batch_worker")
@@ -36,12 +40,12 @@ class StorageUnavailable(Exception):
 @dataclass(frozen=True)
 class Backoff:
     base_seconds: float = 0.5
-    cap_seconds: float = 30.0
+    # The longest sleep between two tries of one operation: how late, at worst, a worker whose
+    # operations all failed sees the storage back (a few requests a minute to a storage that is down).
+    cap_seconds: float = 10.0
 
     def delay(self, attempt: int, jitter: float) -> float:
-        """Exponential in the attempt (0-based), capped, scaled by jitter in [0.5, 1]: concurrent
-        operations retrying together spread out."""
-        return min(self.cap_seconds, self.base_seconds * 2 ** min(attempt, 30)) * (0.5 + 0.5 * jitter)
+        return exponential(attempt, jitter, self.base_seconds, self.cap_seconds)
 
 
 class Outage:
@@ -52,22 +56,36 @@ class Outage:
         self.clock = clock
         self.since: float | None = None
         self.stopping = threading.Event()
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._recoveries = 0  # outages ended so far: a waiter wakes when it moves
 
     def failed(self) -> float:
         """Record a transient failure; the seconds of budget left (<= 0: spent)."""
-        with self._lock:
+        with self._changed:
             now = self.clock()
             if self.since is None:
                 self.since = now
             return self.budget - (now - self.since)
 
     def ok(self) -> None:
-        with self._lock:
-            self.since = None
+        with self._changed:
+            if self.since is not None:
+                self.since = None
+                self._recoveries += 1
+                self._changed.notify_all()
 
     def stop(self) -> None:
         self.stopping.set()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, less if another operation sees the storage answer again or the
+        worker stops; True when stopping."""
+        with self._changed:
+            seen = self._recoveries
+            self._changed.wait_for(lambda: self.stopping.is_set() or self._recoveries != seen, timeout=seconds)
+        return self.stopping.is_set()
 
 
 class PatientStore:
@@ -90,7 +108,7 @@ class PatientStore:
                 delay = min(self.backoff.delay(attempt, self.rng()), left)
                 log.warning("%s failed (%s); again in %.1f s", what, exc, delay)
                 attempt += 1
-                if self.outage.stopping.wait(delay):
+                if self.outage.wait(delay):
                     raise StorageUnavailable(f"stopped while waiting for the storage: {exc}") from None
                 continue
             self.outage.ok()

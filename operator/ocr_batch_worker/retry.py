@@ -66,9 +66,15 @@ def retry_after_seconds(value: str | None, policy: RetryPolicy) -> float | None:
     return min(seconds, policy.max_retry_after)
 
 
+def exponential(attempt: int, jitter: float, base_seconds: float, cap_seconds: float) -> float:
+    """The worker's one backoff (a page's retries, the storage's): exponential in the attempt
+    (0-based), capped, scaled by jitter in [0.5, 1] so that retries started together spread out."""
+    return min(cap_seconds, base_seconds * 2 ** min(attempt, 30)) * (0.5 + 0.5 * jitter)
+
+
 def backoff(attempt: int, jitter: float, policy: RetryPolicy) -> float:
-    """Exponential backoff for the `attempt`-th retry (0-based), scaled by jitter in [0.5, 1]."""
-    return min(policy.cap_seconds, policy.base_seconds * 2 ** min(attempt, 30)) * (0.5 + 0.5 * jitter)
+    """The delay before a page's `attempt`-th retry (0-based)."""
+    return exponential(attempt, jitter, policy.base_seconds, policy.cap_seconds)
 
 
 def decide(status: int | None, reason: str, retry_after: str | None, retries: int, shed_waited: float,

@@ -45,6 +45,39 @@ def test_the_backoff_grows_exponentially_to_its_cap_with_jitter():
     assert b.delay(3, 0.0) == 2.0
 
 
+def test_no_wait_between_two_tries_is_longer_than_ten_seconds_by_default():
+    assert max(Backoff().delay(a, 1.0) for a in range(40)) == 10.0
+
+
+class DownUntil(FileStore):
+    """A real folder whose volume fails every operation until `up` is set (EIO from the kernel's
+    own error), as a storage that is down and comes back."""
+
+    def __init__(self, root) -> None:
+        super().__init__(root)
+        self.up = threading.Event()
+
+    def put(self, key: str, data: bytes) -> None:
+        if not self.up.is_set():
+            raise os_error(key, "written", OSError(errno.EIO, os.strerror(errno.EIO)))
+        super().put(key, data)
+
+
+def test_an_operation_waiting_out_an_outage_tries_again_as_soon_as_another_sees_the_storage_back(tmp_path):
+    store = DownUntil(tmp_path)
+    outage = Outage(600)
+    waiting = PatientStore(store, outage, Backoff(60, 60))  # asleep for a minute after its first failure
+    done = threading.Event()
+    threading.Thread(target=lambda: (waiting.put("a", b"x"), done.set()), daemon=True).start()
+    time.sleep(0.3)
+    assert not done.is_set()
+    store.up.set()
+    start = time.monotonic()
+    PatientStore(store, outage).put("b", b"y")  # another operation of the worker: the storage answers
+    assert done.wait(5), "the sleeping operation was not woken by the storage's return"
+    assert time.monotonic() - start < 5 and (tmp_path / "a").read_bytes() == b"x"
+
+
 @pytest.mark.parametrize("code, status, kind", [("SlowDown", 503, S3Unavailable), ("InternalError", 500, S3Unavailable),
                                                 ("", 502, S3Unavailable), ("RequestTimeout", 400, S3Unavailable),
                                                 ("NoSuchKey", 404, None), ("AccessDenied", 403, None)])
