@@ -4,8 +4,9 @@ event and the Stalled condition naming the index and the pod), the Job runs the 
 the batch ends Succeeded with every page's result exactly once.
 
 The same corpus (single-page PNGs, one index) runs twice in one namespace against one OcrService:
-first undisturbed (the baseline), then with the worker frozen once a few documents are done; the
-difference of the two durations is what the stall cost the batch. The frozen process is the
+first undisturbed (the baseline), then with the worker frozen once a few documents are done. What
+the stall cost is the time the index did no work, from the freeze until its new pod runs (the
+difference of the two durations says the same on a quiet machine; under other load it is noise). The frozen process is the
 worker container's own (its PID from `crictl inspect` of the pod's container, checked against its
 cgroup); the kubelet kills it when the pod's grace period ends (a stopped process never handles
 SIGTERM), and the test resumes and kills it itself only if it is still there at the end. The
@@ -224,8 +225,9 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 - frozen.at,
                 "killed": not frozen.alive(),
             }
-            print(f"stalled: {final.get('phase')} in {took:.1f}s (baseline {base_s:.1f}s: the stall cost "
-                  f"{took - base_s:.1f}s); pod deleted {timeline['detected_s']:.1f}s after the freeze "
+            print(f"stalled: {final.get('phase')} in {took:.1f}s (baseline {base_s:.1f}s, a difference of "
+                  f"{took - base_s:.1f}s; the index did no work from the freeze until its new pod ran: "
+                  f"{timeline['new_pod_running_s']:.1f}s); pod deleted {timeline['detected_s']:.1f}s after the freeze "
                   f"(stallSeconds {STALL_SECONDS}, reads every {READ_SECONDS}s), the frozen process gone "
                   f"{timeline['died_s']:.1f}s after it, the index's new pod running "
                   f"{timeline['new_pod_running_s']:.1f}s after it (both on the shard, one frozen, for "
