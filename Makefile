@@ -25,6 +25,13 @@ help:
 # under ~/.cache/causalflow-ocr/uv, from which a fresh clone's venv is filled without downloads.
 UV := uv==0.13.9
 export UV_CACHE_DIR ?= $(HOME)/.cache/causalflow-ocr/uv
+# uv reads no pip settings: a machine's pip CA bundle and local wheel folder are handed to it.
+ifneq ($(PIP_CERT),)
+export SSL_CERT_FILE ?= $(PIP_CERT)
+endif
+ifneq ($(PIP_FIND_LINKS),)
+export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
+endif
 $(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(UV)
