@@ -110,7 +110,7 @@ def _child_handler(kind: str):
     return child_event
 
 
-# The kinds the operator applies are watched whole (every taken name); pods and Jobs by label.
+# The kinds the operator applies are watched whole (every taken name); pods, Jobs and ReplicaSets by label.
 for _kind in wiring.WATCHED:
     kopf.on.event(_kind.group, _kind.version, _kind.plural, labels=None if _kind.owned else MANAGED,
                   id=f"wake-owner-{_kind.plural}")(_child_handler(_kind.kind))

@@ -7,7 +7,7 @@ import kopf
 from ocr_operator.labels import KOPF_PREFIX, MANAGED_SELECTOR, PREFIX
 from ocr_operator.wiring import WATCHED
 
-# Watched kinds the operator does not apply (pods, Jobs): their streams are filtered server-side
+# Watched kinds the operator does not apply (pods, Jobs, ReplicaSets): their streams are filtered server-side
 # by the managed-by label. The kinds it applies are watched unfiltered (runtime/cache.py: the
 # cache knows every taken name, so the apply's ownership check asks nothing).
 LABEL_FILTERED = tuple((k.group, k.version, k.plural) for k in WATCHED if not k.owned)

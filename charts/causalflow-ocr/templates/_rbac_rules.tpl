@@ -59,6 +59,11 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods]
   verbs: [list, watch, delete]
+# The Deployments' ReplicaSets are read (watched by label, never a GET): a pod counts for a rollout
+# only when its controller is a ReplicaSet of the OcrService's own Deployment.
+- apiGroups: [apps]
+  resources: [replicasets]
+  verbs: [list, watch]
 # The quality gate's readiness condition (spec.rollout.qualityGate), and an OcrBatch's stalled
 # worker on a lost node marked Failed: a patch of pods' status only.
 - apiGroups: [""]

@@ -35,6 +35,10 @@ KINDS: dict[str, ApiKind] = {k.kind: k for k in (
             owned=True),
     # Pods are only read: the rollout judges the new revision's pods from what Kubernetes reports.
     ApiKind("Pod", "", "v1", "pods", ("list", "watch"), status_read=True),
+    # The Deployment's ReplicaSets, only read: a pod counts for the rollout only when its
+    # controller is one of them (rollout/owners.py). Watched by the managed-by label (they carry
+    # the pod template's labels) and cached as their owner chain only; nothing of theirs is judged.
+    ApiKind("ReplicaSet", "apps", "v1", "replicasets", ("list", "watch"), metadata_only=True),
 )}
 
 

@@ -136,7 +136,10 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
     # revisions ConfigMap of someone else never feeds the rollout or a rollback.
     mine = {k: v if v is not None and plan.controlled_by(v, uid) else None for k, v in snap.children.items()}
 
-    observed = rollout.summarize(mine.get("Deployment"), snap.pods)
+    # Only pods of its own Deployment's ReplicaSets, by uid: a pod that carries the labels alone
+    # (anyone may create one) never fakes Ready, a crash or an OOM kill (rollout/owners.py).
+    pods = rollout.controlled_pods(snap.pods, snap.replicasets, mine.get("Deployment"), uid)
+    observed = rollout.summarize(mine.get("Deployment"), pods)
     prior = rollout.RolloutStatus.from_status(owner.get("status"))
     # The full digests the status records (the operator's own writes), and the desired one: a
     # stored template is applied only when it hashes to one of these (revisions.target_template).

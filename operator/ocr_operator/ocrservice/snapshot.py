@@ -9,13 +9,15 @@ from typing import Any
 from ocr_operator.labels import LABEL_INSTANCE
 from ocr_operator.runtime.controller import Runtime
 
-from . import children, naming
+from . import children, naming, rollout
+from .rollout.owners import REPLICASET
 
 
 @dataclass(frozen=True)
 class Snapshot:
     children: dict[str, dict[str, Any] | None]  # by plan key; someone else's object as the cache's stub
-    pods: list[dict[str, Any]]
+    pods: list[dict[str, Any]]  # by label: the rollout counts only those of `replicasets` (rollout/owners.py)
+    replicasets: dict[str, dict[str, Any]]  # by name, the ones `pods` name as their controller, as cached
 
     @property
     def deployment(self) -> dict[str, Any] | None:
@@ -30,7 +32,8 @@ async def read(rt: Runtime, namespace: str, name: str, *, available: frozenset[s
     """The children and pods of OcrService `name` from the runtime's cache (fed by the watches),
     reading with a GET or a LIST only what it has never seen (a namespace it could not list).
     Optional kinds (children.optional_kinds) are read only when in `available`, the kinds the API
-    serves."""
+    serves. The ReplicaSets the pods name as their controller come from the cache as well (their
+    watch); an absent one is remembered, and its watch event wakes the reconcile when it comes."""
     optional = children.optional_kinds()
     wanted = [c for c in children.CHILDREN if c.kind not in optional or c.kind in available]
     kube, store = rt.kube, rt.store
@@ -44,4 +47,8 @@ async def read(rt: Runtime, namespace: str, name: str, *, available: frozenset[s
     results = await asyncio.gather(*(rt.read(c.kind, namespace, c.name(name)) for c in wanted), pods())
     found: dict[str, dict[str, Any] | None] = {c.key: None for c in children.CHILDREN}
     found.update({c.key: obj for c, obj in zip(wanted, results[:-1])})
-    return Snapshot(children=found, pods=list(results[-1]))
+    pods_found = list(results[-1])
+    rs_names = sorted(rollout.replicaset_names(pods_found))
+    rs_found = await asyncio.gather(*(rt.read(REPLICASET, namespace, rs_name) for rs_name in rs_names))
+    replicasets = {rs_name: rs for rs_name, rs in zip(rs_names, rs_found) if rs is not None}
+    return Snapshot(children=found, pods=pods_found, replicasets=replicasets)

@@ -12,7 +12,8 @@ informer cache). Three sources feed it, all on the event loop's thread:
 Kinds the operator creates with server-side apply (``ApiKind.owned``) are watched unfiltered, so
 the cache knows every name taken in a listed namespace: an object of someone else (no managed-by
 label) is kept as its metadata only (``stub``), enough for the apply's ownership check to refuse
-it, never its data. Other kinds (pods, Jobs) are watched by the managed-by label.
+it, never its data. Other kinds (pods, Jobs, ReplicaSets) are watched by the managed-by label; a
+kind read for who controls it only (``ApiKind.metadata_only``: ReplicaSets) is kept as its stub.
 
 ``resourceVersion`` is opaque (only compared for equality, as the API conventions ask), and kopf
 coalesces a burst of events of one object into its latest, so the event of a given version may
@@ -109,6 +110,7 @@ class Store:
         self.kinds = tuple(self.kinds)
         self.owned = frozenset(k.kind for k in self.kinds if k.owned)
         self.status_unread = frozenset(k.kind for k in self.kinds if not k.status_read)
+        self.metadata_only = frozenset(k.kind for k in self.kinds if k.metadata_only)
 
     # ------------------------------------------------------------------ reading
     def known(self, key: ObjKey) -> bool:
@@ -134,8 +136,11 @@ class Store:
 
     # ------------------------------------------------------------------ feeding
     def _kept(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """What the cache keeps of `obj`: the operator's own in full (slim), someone else's as a stub."""
-        return slim(obj) if self.identity.manages(obj) else stub(obj)
+        """What the cache keeps of `obj`: the operator's own in full (slim), someone else's, and
+        any of a kind read for its metadata only (``ApiKind.metadata_only``), as a stub."""
+        if self.identity.manages(obj) and obj.get("kind") not in self.metadata_only:
+            return slim(obj)
+        return stub(obj)
 
     def apply_event(self, event_type: str | None, obj: Mapping[str, Any]) -> bool:
         """One watch event; True when it changed what the store holds of the operator's objects
@@ -198,12 +203,14 @@ class Store:
     def fetched(self, key: ObjKey, obj: Mapping[str, Any] | None) -> None:
         """A GET on a miss: remember the answer unless a watch event got there first. Someone
         else's object of a kind watched by label only is not remembered: no watch event would
-        tell its change or removal."""
+        tell its change or removal; but of a kind read for who controls it only (a ReplicaSet
+        that a pod names) its stub is, so that a pod naming it costs one GET, not one a
+        reconcile (a change the label-filtered watch does not tell leaves it someone else's)."""
         if key in self.objects:
             return
         if obj is None:
             self.objects[key] = None
-        elif self.identity.manages(obj) or key[0] in self.owned:
+        elif self.identity.manages(obj) or key[0] in self.owned or key[0] in self.metadata_only:
             self.objects[key] = self._kept({**obj, "kind": key[0]})
 
     def mark_listed(self, kind: str, namespace: str | None, items: list[Mapping[str, Any]]) -> None:

@@ -32,6 +32,10 @@ class ApiKind:
     # and creates Jobs with a create that fails on a taken name).
     owned: bool = False
     namespaced: bool = True
+    # The reconcile reads only who controls an object of this kind (ReplicaSets: the owner chain
+    # from a pod to its Deployment): the cache keeps its stub (cache.stub), whoever's it is, and a
+    # change of anything else wakes nothing.
+    metadata_only: bool = False
 
     @property
     def api_version(self) -> str:

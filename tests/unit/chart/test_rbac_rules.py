@@ -96,14 +96,14 @@ def test_no_wildcards_and_secrets_only_read_by_name():
 
 def test_the_kinds_the_operator_applies_are_watched_whole_and_the_others_by_label():
     """The cache knows every name taken in a namespace for the kinds the apply writes (its ownership
-    check asks nothing); pods and Jobs, which it never applies, are watched by the managed-by label."""
+    check asks nothing); pods, Jobs and ReplicaSets, which it never applies, are watched by the managed-by label."""
     import kopf
 
     from ocr_operator import settings, wiring
 
     watched = {(k.group, k.version, k.plural) for k in wiring.WATCHED}
     assert set(settings.UNFILTERED) | set(settings.LABEL_FILTERED) == watched
-    assert set(settings.LABEL_FILTERED) == {("", "v1", "pods"), ("batch", "v1", "jobs")}
+    assert set(settings.LABEL_FILTERED) == {("", "v1", "pods"), ("batch", "v1", "jobs"), ("apps", "v1", "replicasets")}
     assert ("monitoring.coreos.com", "v1", "servicemonitors") in settings.UNFILTERED
     configured = kopf.OperatorSettings()
     settings.configure(configured)

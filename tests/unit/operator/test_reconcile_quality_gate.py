@@ -30,11 +30,22 @@ def revision(body) -> tuple[str, dict]:
     return desired.revision, desired
 
 
+DEPLOYMENT_UID = "deployment-uid"
+# The Deployment controller's ReplicaSet: the rollout counts only the pods it controls.
+REPLICASET = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+    "name": "ocr-5d8f", "namespace": "team-a", "uid": "rs-uid", "labels": naming.labels("ocr"),
+    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "ocr", "uid": DEPLOYMENT_UID,
+                         "controller": True}]}}
+
+
 def pod(name, rev, *, ready=False, awaiting=False, ip="10.0.0.1"):
+    """A pod of the Deployment's ReplicaSet (REPLICASET)."""
+    owner_ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ocr-5d8f", "uid": "rs-uid", "controller": True}
     conditions = [{"type": "ContainersReady", "status": "True" if ready or awaiting else "False"},
                   {"type": "Ready", "status": "True" if ready else "False",
                    "reason": "ReadinessGatesNotReady" if awaiting else None}]
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "team-a", "creationTimestamp": "2026-12-02T11:59:30Z",
+                                        "ownerReferences": [owner_ref],
                                         "labels": {**naming.selector_labels("ocr"), naming.REVISION_KEY: rev}},
             "status": {"phase": "Running", "podIP": ip, "conditions": conditions}}
 
@@ -45,8 +56,8 @@ def serving(old_body, new_body, *, golden=GOLDEN, phase="Healthy", extra=()):
     history = revisions.History().record(a, desired_a.pod_template)
     deploy = copy.deepcopy(desired_a.objects["Deployment"])
     deploy["status"] = {"replicas": 1, "readyReplicas": 1, "updatedReplicas": 1, "observedGeneration": 1}
-    deploy["metadata"]["generation"] = 1
-    objects = {("Deployment", "ocr"): deploy, ("ConfigMap", "ocr-revisions"): revisions.render_history(old_body, history),
+    deploy["metadata"].update(generation=1, uid=DEPLOYMENT_UID)
+    objects = {("Deployment", "ocr"): deploy, ("ReplicaSet", "ocr-5d8f"): REPLICASET, ("ConfigMap", "ocr-revisions"): revisions.render_history(old_body, history),
                ("Pod", "a-1"): pod("a-1", a, ready=True)}
     if golden is not None:
         objects[("ConfigMap", "golden")] = golden

@@ -167,10 +167,21 @@ def test_a_held_transition_tells_its_event_once_when_it_is_written():
     assert [e[1] for e in written.events] == ["FailedGetPodsMetric"]
 
 
+def _replicaset(deployment: dict) -> dict:
+    """The Deployment controller's ReplicaSet, as its watch event brings it."""
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment["metadata"]["name"],
+           "uid": deployment["metadata"]["uid"], "controller": True}
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+        "name": "ocr-5d8f", "namespace": "team-a", "uid": "rs-uid", "resourceVersion": f"rv-{next(RV)}",
+        "labels": deployment["spec"]["template"]["metadata"]["labels"], "ownerReferences": [ref]}}
+
+
 def _pod(body, revision: str, *, ready: bool) -> dict:
+    """A pod of the ReplicaSet `_replicaset` makes (the ReplicaSet controller's)."""
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ocr-5d8f", "uid": "rs-uid", "controller": True}
     return {"kind": "Pod", "metadata": {
         "name": "ocr-1", "namespace": "team-a", "resourceVersion": f"rv-{next(RV)}",
-        "creationTimestamp": "2026-03-01T12:00:00Z",
+        "creationTimestamp": "2026-03-01T12:00:00Z", "ownerReferences": [ref],
         "labels": {**naming.selector_labels(body["metadata"]["name"]), naming.REVISION_KEY: revision}},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
@@ -203,6 +214,7 @@ def test_a_new_object_from_create_to_settled_costs_six_applies_three_status_patc
         dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
         dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": ready}
         assert store.apply_event("MODIFIED", dep)
+        store.apply_event("MODIFIED", _replicaset(dep))
         assert store.apply_event("MODIFIED", _pod(body, revision, ready=bool(ready)))
 
     deployment_reports(ready=0)
