@@ -15,6 +15,12 @@ the worker exits with contract.EXIT_STORAGE: its pod fails, and the Job starts a
 
 Any other StoreError (a missing object, credentials refused, a key too long) is raised at once:
 waiting would not change it. stop() (SIGTERM) ends every wait at once.
+
+While an outage lasts, Outage.report() says so for the worker's progress report: which store
+(input or output) failed last, since when (unix seconds), how many tries have failed, and the
+last failure in a few words (TransientStoreError.reason: no key, no credentials; cut to
+MAX_ERROR_CHARS). Its listeners are told when an outage starts, at each failed try and when it
+ends, from the thread that saw it (worker.py turns that into a progress line).
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from .retry import exponential
 from .storage import Store, TransientStoreError
 
 log = logging.getLogger("ocr_batch_worker")
 T = TypeVar("T")
+MAX_ERROR_CHARS = 200  # the last failure's words in a progress report (an S3 error code is the server's)
 
 
 class StorageUnavailable(Exception):
@@ -51,28 +58,53 @@ class Backoff:
 class Outage:
     """The storage's current outage, shared by every operation of a worker (thread-safe)."""
 
-    def __init__(self, budget_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, budget_seconds: float, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
         self.budget = budget_seconds
-        self.clock = clock
+        self.clock, self.wall = clock, wall
         self.since: float | None = None
         self.stopping = threading.Event()
         self._changed = threading.Condition()
         self._recoveries = 0  # outages ended so far: a waiter wakes when it moves
+        self._state: dict[str, Any] | None = None  # report()'s
+        self._listeners: list[Callable[[], None]] = []
 
-    def failed(self) -> float:
-        """Record a transient failure; the seconds of budget left (<= 0: spent)."""
+    def listen(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (from the failing or succeeding operation's thread) whenever report() changes."""
+        self._listeners.append(listener)
+
+    def report(self) -> dict[str, Any] | None:
+        """The current outage for the progress report (None: the storage answers): `store`,
+        `waiting_since` (unix seconds), `retries` (the tries failed so far), `last_error`."""
+        with self._changed:
+            return dict(self._state) if self._state is not None else None
+
+    def failed(self, error: str = "", store: str = "") -> float:
+        """Record a transient failure of `store` (its reason in a few words); the seconds of budget
+        left (<= 0: spent)."""
         with self._changed:
             now = self.clock()
             if self.since is None:
                 self.since = now
-            return self.budget - (now - self.since)
+                self._state = {"waiting_since": round(self.wall(), 3), "retries": 0}
+            assert self._state is not None
+            self._state.update(store=store, last_error=error[:MAX_ERROR_CHARS], retries=self._state["retries"] + 1)
+            left = self.budget - (now - self.since)
+        self._tell()
+        return left
 
     def ok(self) -> None:
         with self._changed:
-            if self.since is not None:
-                self.since = None
-                self._recoveries += 1
-                self._changed.notify_all()
+            if self.since is None:
+                return
+            self.since, self._state = None, None
+            self._recoveries += 1
+            self._changed.notify_all()
+        self._tell()
+
+    def _tell(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def stop(self) -> None:
         self.stopping.set()
@@ -92,8 +124,9 @@ class PatientStore:
     """A Store whose transient failures are retried while the outage is within its budget."""
 
     def __init__(self, store: Store, outage: Outage, backoff: Backoff = Backoff(),
-                 rng: Callable[[], float] = random.random) -> None:
-        self.store, self.outage, self.backoff, self.rng = store, outage, backoff, rng
+                 rng: Callable[[], float] = random.random, role: str = "") -> None:
+        """`role`: "input" or "output", the store's name in the outage's report."""
+        self.store, self.outage, self.backoff, self.rng, self.role = store, outage, backoff, rng, role
 
     def _call(self, what: str, op: Callable[[], T]) -> T:
         attempt = 0
@@ -101,7 +134,7 @@ class PatientStore:
             try:
                 result = op()
             except TransientStoreError as exc:
-                left = self.outage.failed()
+                left = self.outage.failed(getattr(exc, "reason", "") or type(exc).__name__, self.role)
                 if left <= 0 or self.outage.stopping.is_set():
                     raise StorageUnavailable(f"the storage failed for more than {self.outage.budget:g} s "
                                              f"(spec.limits.storageRetrySeconds); last: {exc}") from None

@@ -77,7 +77,8 @@ async def serve(cfg: WorkerConfig) -> Progress:
     outage = Outage(cfg.storage_retry_seconds)
     worker = None
     try:
-        worker = Worker(cfg, PatientStore(source, outage), PatientStore(sink, outage), client.send)
+        worker = Worker(cfg, PatientStore(source, outage, role="input"), PatientStore(sink, outage, role="output"),
+                        client.send, outage=outage)
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         if task is not None:

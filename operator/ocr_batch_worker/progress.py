@@ -29,14 +29,17 @@ class Progress:
     finished: bool = False
     fatal: str | None = None
     fatal_reason: str | None = None  # contract.FATAL_REASONS, when the fatal error has one
+    # The storage outage being waited out (patience.Outage.report: store, waiting_since, retries,
+    # last_error), None while the storage answers.
+    storage: dict | None = None
 
     def pages_per_second(self) -> float:
         elapsed = self.updated_at - self.started_at
         return round(self.pages_done / elapsed, 3) if elapsed > 0 else 0.0
 
     def to_json(self) -> bytes:
-        """The report (a few hundred bytes: the fatal error is cut to 1000 characters, so that it fits a
-        termination message)."""
+        """The report (a few hundred bytes: the fatal error is cut to 1000 characters and the storage's
+        last error to 200, so that it fits a termination message)."""
         doc = {**asdict(self), "pages_per_second": self.pages_per_second()}
         if self.fatal:
             doc["fatal"] = self.fatal[:1000]

@@ -274,11 +274,13 @@ class S3Store:
             if kind is ObjectNotFound:
                 return ObjectNotFound(f"{what} does not exist")
             if kind is S3Unavailable:
-                return S3Unavailable(f"{what}: {code or status} from {self.endpoint_url}")
+                return S3Unavailable(f"{what}: {code or status} from {self.endpoint_url}",
+                                     f"{code or status} from {self.endpoint_url}")
             return S3Error(f"{what}: {code or status} from {self.endpoint_url}")
         # Refused, reset or timed out (after the client's own retries).
         if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
-            return S3Unreachable(f"{what}: no answer from {self.endpoint_url} ({exc})")
+            return S3Unreachable(f"{what}: no answer from {self.endpoint_url} ({exc})",
+                                 f"no answer from {self.endpoint_url} ({type(exc).__name__})")
         return S3Error(f"{what}: {exc}")
 
     def list(self, limit: int) -> list[tuple[str, int]]:

@@ -27,7 +27,13 @@ class StoreError(Exception):
 class TransientStoreError(StoreError):
     """A failure that may pass if the operation is tried again later: a storage outage (an S3
     5xx, throttling, a timeout, a reset connection; a full or failing volume). patience.py waits
-    these out, within the batch's budget."""
+    these out, within the batch's budget. `reason` is the failure in a few words without the key
+    (e.g. "No space left on device", "503 from https://s3.example.com"): the progress report
+    carries it while the worker waits, and the OcrBatch's status shows it."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or type(self).__name__
 
 
 # A full volume (space, quota), an I/O error, a stale NFS handle, a timeout: an outage of the
@@ -38,8 +44,9 @@ TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.ESTAL
 
 def os_error(key: str, what: str, exc: OSError) -> StoreError:
     """The StoreError of a filesystem failure: transient when the volume may recover."""
-    kind = TransientStoreError if exc.errno in TRANSIENT_ERRNOS else StoreError
-    return kind(f"{key} cannot be {what}: {exc.strerror}")
+    if exc.errno in TRANSIENT_ERRNOS:
+        return TransientStoreError(f"{key} cannot be {what}: {exc.strerror}", exc.strerror or "OSError")
+    return StoreError(f"{key} cannot be {what}: {exc.strerror}")
 
 
 class ObjectTooLarge(StoreError):

@@ -40,7 +40,7 @@ from .config import WorkerConfig
 from .contract import DOCUMENT_BUDGET, POD_NAME_ENV, PROGRESS_PREFIX
 from .documents import CHAT, Part, Split, body_refusal, kind_of, split
 from .failures import DocumentError, FatalError
-from .patience import StorageUnavailable
+from .patience import Outage, StorageUnavailable
 from .progress import Progress, due
 from .retry import Done, Fatal, GiveUp, Retry, decide
 from .shards import take_shard
@@ -52,6 +52,7 @@ MAX_MARKER_BYTES = 64 * 1024
 PROGRESS_LINE = PROGRESS_PREFIX.encode()  # each report on stdout: {"progress": {...}}
 # What stops the worker rather than one document (failures.py).
 WORKER_ENDING = (FatalError, StorageUnavailable)
+STORAGE_LINE_SECONDS = 1.0  # the most often a storage wait's progress line is written (storage_news)
 
 Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
 
@@ -65,8 +66,11 @@ class Worker:
     def __init__(self, cfg: WorkerConfig, source: Store, sink: Store, send: Send, *,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  rng: Callable[[], float] = random.random, emit: Callable[[bytes], None] = _stdout,
-                 pod: str = os.environ.get(POD_NAME_ENV, "")) -> None:
+                 pod: str = os.environ.get(POD_NAME_ENV, ""), outage: Outage | None = None) -> None:
+        """`outage`: the stores' (patience.Outage), whose wait the progress lines carry."""
         self.cfg, self.source, self.sink, self.send, self.emit = cfg, source, sink, send, emit
+        self.outage = outage
+        self.last_storage_line: float | None = None
         self.clock, self.sleep, self.rng, self.pod = clock, sleep, rng, pod
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
         self.slots = asyncio.Semaphore(cfg.concurrency)
@@ -79,6 +83,9 @@ class Worker:
     # --- the loop ---------------------------------------------------------------------------------
 
     async def run(self) -> Progress:
+        if self.outage is not None:
+            loop = asyncio.get_running_loop()
+            self.outage.listen(lambda: loop.call_soon_threadsafe(self.storage_news))
         try:  # the check of the input at start: the operator never lists it (it makes no S3 call)
             listing = await asyncio.to_thread(self.source.list, self.cfg.max_documents)
         except StoreError as exc:
@@ -335,7 +342,7 @@ class Worker:
     async def report(self, force: bool = False) -> None:
         """Write the progress file when one is due (coalesced: at most one per interval), and the
         same report as one line on stdout, where the operator reads it from the pod's log (it
-        cannot read a PVC)."""
+        cannot read a PVC). The line comes first: the file's write may wait out an outage."""
         now = self.clock()
         if not force and not due(now, self.last_report, self.cfg.progress_interval):
             return
@@ -343,12 +350,28 @@ class Worker:
             self.last_report = now
             self.progress.updated_at = now
             report = self.progress.to_json()
+            self.emit(report)
             try:
                 await asyncio.to_thread(self.sink.put, results.progress_key(self.cfg.index, self.pod), report)
             except StoreError as exc:
                 raise FatalError(f"the output cannot be written: {exc}") from None
-            finally:
-                self.emit(report)
+
+    def storage_news(self) -> None:
+        """The stores' outage changed (patience.Outage's listener, on the event loop): the report
+        carries it, and a progress line says so when the outage starts or ends, and at most once a
+        second (or per progress interval, if shorter) while its tries go on: each try logs a warning,
+        and the operator reads the last progress line of the log's last lines. Only the line: the
+        file is on the storage that may be down. The failed tries are the worker's progress for the
+        operator's stall rule: it is alive, and its budget (limits.storageRetrySeconds) bounds the wait."""
+        assert self.outage is not None
+        was, self.progress.storage = self.progress.storage, self.outage.report()
+        now = self.clock()
+        if (was is None) == (self.progress.storage is None) and \
+                not due(now, self.last_storage_line, min(self.cfg.progress_interval, STORAGE_LINE_SECONDS)):
+            return
+        self.last_storage_line = now
+        self.progress.updated_at = now
+        self.emit(self.progress.to_json())
 
 
 def _json_or_none(data: bytes) -> Any:
