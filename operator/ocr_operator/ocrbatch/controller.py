@@ -36,7 +36,7 @@ from ocr_operator.runtime.controller import Context, Controller, Key, Result, Ru
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError
 
-from . import callback, decide, render, stall
+from . import callback, decide, render, stall, storagewait
 from .kinds import OCRBATCH
 from .preflight import preflight
 
@@ -144,6 +144,7 @@ class OcrBatches:
             return await self._end(key, batch, st, ph, summary, ctx, result)
         new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
         stalls = await self._stalls(key, batch, st, job, result)
+        stalls = [*stalls, *self._storage(key, batch, st, result)]  # StorageAvailable (storagewait.py)
         new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, ph.reason, ph.message), *stalls], now)
         await self._write(key, batch, st, new, result)
         result.requeue_after = self.progress_seconds
@@ -301,6 +302,18 @@ class OcrBatches:
                                 f"the index(es) restarted for a stall ({indices}) made progress again")]
         return []
 
+    def _storage(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], result: Result) -> list[C.Condition]:
+        """The StorageAvailable condition from the indices' last reports (storagewait.py), with a
+        Warning event when it turns False: the workers are waiting out a storage outage."""
+        said = storagewait.verdict(self.reports.get(key, {}), C.get(st.get("conditions"), storagewait.CONDITION),
+                                   parse_spec(batch["spec"]).limits.storage_retry_seconds)
+        if said is None:
+            return []
+        if said.event is not None:
+            log.warning("OcrBatch %s/%s: %s", *key, said.event)
+            result.events.append(("Warning", storagewait.UNAVAILABLE, said.event))
+        return [C.Condition(storagewait.CONDITION, said.status, said.reason, said.message)]
+
     def _summary(self, key: Key, batch: Mapping[str, Any], job: Mapping[str, Any]) -> Summary:
         """The batch's progress from its finished workers' termination messages and the reports read."""
         reports = self.reports.setdefault(key, {})
@@ -321,7 +334,8 @@ class OcrBatches:
             new.update(decide.progress_status(summary))
             new["pagesPerSecond"], new["eta"] = "0.00", ""
         conds = [C.Condition(READY, C.FALSE, ph.reason, ph.message),
-                 C.Condition(decide.END_CONDITION[ph.phase], C.TRUE, ph.reason, ph.message)]
+                 C.Condition(decide.END_CONDITION[ph.phase], C.TRUE, ph.reason, ph.message),
+                 *self._storage(key, batch, st, result)]
         new["conditions"] = _conditions(batch, st, conds, ctx.now)
         await self._write(key, batch, st, new, result)
         log.info("OcrBatch %s/%s %s: %s", *key, ph.phase, ph.message)

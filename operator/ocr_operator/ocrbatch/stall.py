@@ -7,10 +7,12 @@ So the controller reads what it already reads (each running worker's log, once p
 interval) and asks one question of it: has this pod's progress moved?
 
 - Progress is the work counters of the pod's last `{"progress": ...}` line (progress_mark):
-  pages and documents finished, retries, 429s waited out. The report's clock fields are left
-  out, so a live loop that finishes nothing (every lane hung) is stalled too. A tail that holds
-  no progress line at all means the worker logged more lines since its last report than the
-  read takes: it is alive, so that tail itself is the mark (it changes while the worker logs).
+  pages and documents finished, retries, 429s waited out, and the failed tries of a storage
+  outage being waited out (storagewait.py: within its budget, a waiting worker is not stalled).
+  The report's clock fields are left out, so a live loop that finishes nothing (every lane
+  hung) is stalled too. A tail that holds no progress line at all means the worker logged more
+  lines since its last report than the read takes: it is alive, so that tail itself is the mark
+  (it changes while the worker logs).
 - A log that cannot be read (the node unreachable: the API server cannot reach its kubelet) is
   no news: the mark stays, the clock runs. So a lost node's pod is caught by the same rule, and
   the batch needs no activeDeadlineSeconds for it.
@@ -59,8 +61,15 @@ def progress_mark(report: Mapping[str, Any] | None, tail: str) -> str:
     """What progress a log read shows: the work counters of its last report, or, when the tail holds
     no report (more lines were logged since than the read takes), the tail itself."""
     if report is not None:
-        return "report:" + repr(tuple(report.get(f) for f in PROGRESS_FIELDS))
+        return "report:" + repr((*(report.get(f) for f in PROGRESS_FIELDS), _storage_tries(report)))
     return "tail:" + hashlib.sha256(tail.encode()).hexdigest()
+
+
+def _storage_tries(report: Mapping[str, Any]) -> Any:
+    """A storage wait's tries (storagewait.py): a worker waiting out an outage is alive, and its own
+    budget (spec.limits.storageRetrySeconds) bounds the wait, so each failed try is progress."""
+    storage = report.get("storage")
+    return (storage.get("waiting_since"), storage.get("retries")) if isinstance(storage, Mapping) else None
 
 
 def observe(prev: Watch | None, pod: str, name: str, mark: str | None, now: float) -> Watch:
