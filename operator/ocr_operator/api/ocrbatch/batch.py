@@ -171,10 +171,11 @@ class OcrBatchSpec:
     deadline_seconds: int | None = api("The batch fails when it runs longer than this (the Job's "
                                        "activeDeadlineSeconds); unset, no deadline.", limit=bounds("deadlineSeconds"))
     stall_seconds: int = api(
-        "A running worker whose progress (pages and documents finished, retries) has not moved for this long is "
-        "stalled: a frozen process, a lost node, a hung volume. Its pod is deleted, with a Stalled condition and a "
-        "Warning event, and the Job runs its index again (one of the index's retries). Keep it above the longest a "
-        "worker may go without finishing a page or a document: a slow page's answer, "
-        "spec.limits.storageRetrySeconds of a storage outage.", limit=bounds("stallSeconds"))
+        "A running worker whose progress (pages and documents finished, retries, the failed tries of a storage "
+        "outage it waits out) has not moved for this long is stalled: a frozen process, a lost node, a hung volume. "
+        "Its pod is deleted, with a Stalled condition and a Warning event, and the Job runs its index again (one of "
+        "the index's retries). Keep it above the longest a worker may go without finishing a page or a document: a "
+        "slow page's answer. A storage outage is bounded by spec.limits.storageRetrySeconds instead.",
+        limit=bounds("stallSeconds"))
     limits: Limits = api("Bounds on each document; a document past them is an item of the errors file and the batch "
                          "goes on.", default={})

@@ -54,7 +54,10 @@ class OcrBatchStatus:
                                           "by its id).")
     conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, Callback once the "
                                             "completion callback's delivery ended (Delivered, CallbackGaveUp or "
-                                            "CallbackRefused), and Stalled once a worker was restarted for making no "
-                                            "progress for spec.stallSeconds (True: Stalled; False: Recovered), with "
-                                            "the reason in words.", max_items=16,
+                                            "CallbackRefused), Stalled once a worker was restarted for making no "
+                                            "progress for spec.stallSeconds (True: Stalled; False: Recovered), and "
+                                            "StorageAvailable once a worker waited out a storage outage (False: "
+                                            "StorageUnavailable, naming the index, the store, since when and the "
+                                            "last error; True: StorageAvailable once none waits), with the reason "
+                                            "in words.", max_items=16,
                                             list_map_keys=("type",))
