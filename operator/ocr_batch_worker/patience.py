@@ -20,7 +20,10 @@ While an outage lasts, Outage.report() says so for the worker's progress report:
 (input or output) failed last, since when (unix seconds), how many tries have failed, and the
 last failure in a few words (TransientStoreError.reason: no key, no credentials; cut to
 MAX_ERROR_CHARS). Its listeners are told when an outage starts, at each failed try and when it
-ends, from the thread that saw it (worker.py turns that into a progress line).
+ends, from the thread that saw it (worker.py turns that into a progress line). An S3 store tells
+it of each of its own attempts that timed out as it happens (s3.S3Store.attempt_timed_out): an
+endpoint that accepts connections and never answers fails a request only after botocore's
+attempts times the read timeout (5 minutes), and the wait is reported from the first.
 """
 
 from __future__ import annotations
@@ -79,18 +82,22 @@ class Outage:
         with self._changed:
             return dict(self._state) if self._state is not None else None
 
-    def failed(self, error: str = "", store: str = "") -> float:
-        """Record a transient failure of `store` (its reason in a few words); the seconds of budget
-        left (<= 0: spent)."""
+    def failed(self, error: str = "", store: str = "", count: bool = True) -> float:
+        """Record a transient failure of `store` (its reason in a few words; count False: a try
+        recorded already); the seconds of budget left (<= 0: spent)."""
         with self._changed:
             now = self.clock()
             if self.since is None:
                 self.since = now
                 self._state = {"waiting_since": round(self.wall(), 3), "retries": 0}
             assert self._state is not None
-            self._state.update(store=store, last_error=error[:MAX_ERROR_CHARS], retries=self._state["retries"] + 1)
+            count = count or self._state["retries"] == 0  # recorded in an outage since ended: a new one's
+            if count:
+                self._state.update(store=store, last_error=error[:MAX_ERROR_CHARS],
+                                   retries=self._state["retries"] + 1)
             left = self.budget - (now - self.since)
-        self._tell()
+        if count:
+            self._tell()
         return left
 
     def ok(self) -> None:
@@ -125,8 +132,14 @@ class PatientStore:
 
     def __init__(self, store: Store, outage: Outage, backoff: Backoff = Backoff(),
                  rng: Callable[[], float] = random.random, role: str = "") -> None:
-        """`role`: "input" or "output", the store's name in the outage's report."""
+        """`role`: "input" or "output", the store's name in the outage's report. A store that says
+        when one of its own attempts timed out (s3.S3Store) starts or goes on with the outage then."""
         self.store, self.outage, self.backoff, self.rng, self.role = store, outage, backoff, rng, role
+        if hasattr(store, "attempt_timed_out"):
+            store.attempt_timed_out = self._timed_out
+
+    def _timed_out(self, reason: str) -> None:
+        self.outage.failed(reason, self.role)
 
     def _call(self, what: str, op: Callable[[], T]) -> T:
         attempt = 0
@@ -134,7 +147,8 @@ class PatientStore:
             try:
                 result = op()
             except TransientStoreError as exc:
-                left = self.outage.failed(getattr(exc, "reason", "") or type(exc).__name__, self.role)
+                left = self.outage.failed(getattr(exc, "reason", "") or type(exc).__name__, self.role,
+                                          count=not getattr(exc, "told", False))
                 if left <= 0 or self.outage.stopping.is_set():
                     raise StorageUnavailable(f"the storage failed for more than {self.outage.budget:g} s "
                                              f"(spec.limits.storageRetrySeconds); last: {exc}") from None

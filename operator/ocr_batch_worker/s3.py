@@ -18,6 +18,7 @@ import ipaddress
 import re
 import threading
 from dataclasses import dataclass
+from typing import Callable
 from urllib.parse import urlsplit
 
 import boto3
@@ -44,6 +45,8 @@ TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "R
                              "ServiceUnavailable", "503", "500", "502", "504"})
 # botocore's own retries, before patience.py's: a few quick ones, with its jittered backoff.
 BOTO_RETRIES = {"max_attempts": 4, "mode": "standard"}
+# An attempt that got no answer in time: told to patience.py at once (S3Store.attempt_timed_out).
+TIMEOUTS = (botocore.exceptions.ConnectTimeoutError, botocore.exceptions.ReadTimeoutError)
 # The most of one answer read whole (a listing page, an error): a ListObjectsV2 page of 1,000 keys
 # of 1,024 bytes each, escaped, is well under it; an endpoint that sends more is not read further.
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
@@ -248,6 +251,20 @@ class S3Store:
             endpoint_url=self.endpoint_url, region_name=region, config=config,
             aws_access_key_id=self.access_key, aws_secret_access_key=check_credential(secret_key, "secret_key"))
         bound_answers(self.client)
+        # Told of each attempt that timed out, before botocore tries again (patience.PatientStore
+        # sets it): an endpoint that never answers costs botocore's attempts times the timeout
+        # (minutes) before the request fails, and the worker's report says it waits from the first.
+        self.attempt_timed_out: Callable[[str], None] | None = None
+        self._told = threading.local()  # whether this thread's last attempt was told so
+        self.client.meta.events.register("needs-retry.s3", self._attempted)
+
+    def _attempted(self, caught_exception: Exception | None = None, **_) -> None:
+        """botocore's needs-retry event, after each attempt (returns None: botocore's own handler
+        decides the retry)."""
+        timed_out = isinstance(caught_exception, TIMEOUTS)
+        self._told.last = timed_out and self.attempt_timed_out is not None
+        if self._told.last:
+            self.attempt_timed_out(f"no answer from {self.endpoint_url} ({type(caught_exception).__name__})")
 
     @classmethod
     def from_url(cls, url: str, endpoint_url: str, access_key: str, secret_key: str,
@@ -279,8 +296,10 @@ class S3Store:
             return S3Error(f"{what}: {code or status} from {self.endpoint_url}")
         # Refused, reset or timed out (after the client's own retries).
         if isinstance(exc, (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)):
-            return S3Unreachable(f"{what}: no answer from {self.endpoint_url} ({exc})",
-                                 f"no answer from {self.endpoint_url} ({type(exc).__name__})")
+            err = S3Unreachable(f"{what}: no answer from {self.endpoint_url} ({exc})",
+                                f"no answer from {self.endpoint_url} ({type(exc).__name__})")
+            err.told = bool(getattr(self._told, "last", False))  # its last attempt was told already
+            return err
         return S3Error(f"{what}: {exc}")
 
     def list(self, limit: int) -> list[tuple[str, int]]:

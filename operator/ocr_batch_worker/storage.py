@@ -34,6 +34,7 @@ class TransientStoreError(StoreError):
     def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason or type(self).__name__
+        self.told = False  # its failed try was already told to patience.Outage (s3.S3Store.attempt_timed_out)
 
 
 # A full volume (space, quota), an I/O error, a stale NFS handle, a timeout: an outage of the

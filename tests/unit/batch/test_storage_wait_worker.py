@@ -7,20 +7,23 @@ and says nothing once the storage answers again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import io
 import json
 import os
+import socket
 import threading
 import time
 import uuid
 
 import boto3
+import pytest
 from PIL import Image
 
 from localcluster.s3server import S3Server
 from ocr_batch_worker.client import OcrClient
-from ocr_batch_worker.patience import MAX_ERROR_CHARS, Backoff, Outage, PatientStore
+from ocr_batch_worker.patience import MAX_ERROR_CHARS, Backoff, Outage, PatientStore, StorageUnavailable
 from ocr_batch_worker.s3 import S3Store
 from ocr_batch_worker.storage import FileStore, TransientStoreError, os_error
 from ocr_batch_worker.worker import Worker
@@ -147,3 +150,49 @@ def test_an_unreachable_s3_endpoint_is_reported_by_its_endpoint_never_its_bucket
         assert waits[-1]["last_error"].startswith(f"no answer from {s3.endpoint} (")
         for secret in (bucket, "private-prefix", "during-secret-document", s3.access_key, s3.secret_key):
             assert secret not in said
+
+
+class NeverAnswers:
+    """A real TCP endpoint that accepts every connection and never answers (an S3 endpoint that hangs)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.connections.append(self.sock.accept()[0])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def close(self) -> None:
+        for conn in [*self.connections, self.sock]:
+            conn.close()
+
+
+def test_an_endpoint_that_never_answers_is_a_wait_from_its_first_timed_out_attempt_each_attempt_counted_once():
+    hang = NeverAnswers()
+    try:
+        outage = Outage(0.5)  # spent by the time the request fails: it fails after botocore's own attempts
+        store = PatientStore(S3Store(hang.endpoint, "bucket", "in/", "key", "secret", timeouts=(1, 0.5)), outage,
+                             role="input")
+        failed: list[BaseException] = []
+        lister = threading.Thread(target=lambda: failed.append(pytest.raises(StorageUnavailable, store.list, 10)))
+        lister.start()
+        deadline = time.monotonic() + 1.5
+        while outage.report() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        early = outage.report()
+        lister.join(30)
+        assert early is not None and early["store"] == "input" and lister.ident and failed
+        assert early["last_error"] == f"no answer from {hang.endpoint} (ReadTimeoutError)"
+        assert len(hang.connections) >= 3  # botocore tried several times before the request failed
+        assert outage.report()["retries"] == len(hang.connections)  # every attempt once, none twice
+    finally:
+        hang.close()
