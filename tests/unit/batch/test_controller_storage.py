@@ -6,8 +6,16 @@ is not restarted for a stall while its tries go on."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
+from localcluster.ports import free_port
+from ocr_batch_worker.contract import EXIT_STORAGE
 from tests.unit.batch.test_controller_stall import World, deleted, pod
+
+ROOT = Path(__file__).resolve().parents[3]
 
 SINCE = 1_796_374_800.0  # 2026-12-04T09:00:00Z
 
@@ -61,3 +69,27 @@ def test_a_worker_waiting_out_an_outage_longer_than_stall_seconds_is_not_restart
     assert not deleted(w) and storage_condition(w.status)["status"] == "False"
     w.reconcile(1360)  # its tries stopped moving (a frozen process): stalled like any other
     assert deleted(w) == ["archive-0-a"]
+
+
+def test_a_real_worker_whose_s3_input_refuses_connections_is_shown_waiting_for_its_input_with_the_endpoint():
+    """The worker (`python -m ocr_batch_worker`, a real process) against an S3 endpoint where nothing
+    listens, its log (stdout and stderr, as the kubelet keeps it) read by the controller."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    doc = {"serviceUrl": f"http://127.0.0.1:{free_port()}", "input": {"s3": {"url": "s3://archive/private-2026/"}},
+           "output": {"s3": {"url": "s3://archive/out/"}}, "progressIntervalSeconds": 0.5,
+           "limits": {"storageRetrySeconds": 3}}
+    env = {**os.environ, "BATCH_CONFIG": json.dumps(doc)}
+    for role in ("INPUT", "OUTPUT"):
+        env |= {f"{role}_AWS_ACCESS_KEY_ID": "AKIAEXAMPLEKEY", f"{role}_AWS_SECRET_ACCESS_KEY": "s3cr3t-value",
+                f"{role}_AWS_ENDPOINT_URL": dead}
+    proc = subprocess.run([sys.executable, "-m", "ocr_batch_worker"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120, env=env)
+    assert proc.returncode == EXIT_STORAGE, proc.stdout[-3000:]
+    w = World()
+    w.pod(pod("archive-0-a", "uid-a"), "\n".join(proc.stdout.splitlines()[-50:]) + "\n")
+    (event,) = warnings(w.reconcile(1000))
+    assert event.startswith("index 0: the input storage has not answered since ")
+    assert f"last: no answer from {dead} (EndpointConnectionError))" in event
+    assert "spec.limits.storageRetrySeconds (600 s)" in event  # the batch's own spec: its default
+    for secret in ("private-2026", "AKIAEXAMPLEKEY", "s3cr3t-value"):
+        assert secret not in event
