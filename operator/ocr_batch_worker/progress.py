@@ -38,8 +38,8 @@ class Progress:
         return round(self.pages_done / elapsed, 3) if elapsed > 0 else 0.0
 
     def to_json(self) -> bytes:
-        """The report (a few hundred bytes: the fatal error is cut to 1000 characters and the storage's
-        last error to 200, so that it fits a termination message)."""
+        """The report (a few hundred bytes: the fatal error is cut to 1000 characters, and the storage's
+        last error is at most patience.MAX_ERROR_CHARS, so that it fits a termination message)."""
         doc = {**asdict(self), "pages_per_second": self.pages_per_second()}
         if self.fatal:
             doc["fatal"] = self.fatal[:1000]
