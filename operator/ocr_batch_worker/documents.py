@@ -208,7 +208,29 @@ def custom_id_of(line: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+# A chat completion request nests about 6 deep (body.messages[].content[].image_url.url). The bound
+# is the worker's own, checked before the parser runs: json's C parser stops at the interpreter's
+# recursion limit, a process-wide setting another library may have raised.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(line: str) -> int:
+    """How deep the brackets of a JSON text nest, strings left out. The counts come first (C speed):
+    a line with few brackets cannot nest deeper than their number."""
+    if line.count("[") + line.count("{") <= MAX_JSON_DEPTH:
+        return 0
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", line)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _chat_line(n: int, line: str, seen: set[str], ids: dict[int, str]) -> Part:
+    if json_depth(line) > MAX_JSON_DEPTH:
+        raise DocumentError(f"line {n} is nested more than {MAX_JSON_DEPTH} deep")
     try:
         item = json.loads(line)
     except ValueError as exc:

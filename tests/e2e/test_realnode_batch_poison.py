@@ -148,4 +148,4 @@ def test_each_bad_document_is_in_the_errors_files_with_its_reason_the_oom_one_as
     assert set(by_document) == {*BAD, "requests.jsonl"}, errors
     for document, reason in BAD.items():
         assert reason in by_document[document]["error"], by_document[document]
-    assert by_document["requests.jsonl"]["error"] == "line 2 is nested too deeply to read"
+    assert by_document["requests.jsonl"]["error"] == "line 2 is nested more than 64 deep"

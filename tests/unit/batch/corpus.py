@@ -56,6 +56,13 @@ def chat_line(custom_id: str, **over) -> str:
 
 
 def deep_line(custom_id: str, depth: int = 1100) -> str:
-    """An OpenAI batch line whose body nests `depth` lists deep: json.loads raises RecursionError."""
+    """An OpenAI batch line whose body nests `depth` lists deep (past the worker's bound; at 1,100, json.loads raises RecursionError under the default recursion limit)."""
     return ('{"custom_id": "%s", "method": "POST", "url": "%s", "body": {"model": "m", "x": %s%s}}'
             % (custom_id, CHAT, "[" * depth, "]" * depth))
+
+
+# How a header declaring a decompression bomb is refused: Pillow's own error at open, or, where
+# Pillow's process-wide MAX_IMAGE_PIXELS was raised (the server sets it per request, and tests
+# run both in one process), the worker's page bound on the size Pillow read. Either refuses the
+# document before anything is sent.
+BOMB_REFUSAL = r"declares a decompression bomb|pixels; the OcrService reads at most"
