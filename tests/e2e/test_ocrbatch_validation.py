@@ -86,7 +86,9 @@ def test_a_valid_ocrbatch_is_accepted_defaulted_and_listed_with_its_columns(clus
     spec = yaml.safe_load(cluster.kubectl("get", "ocrbatch", "good", "-n", batch_ns, "-o", "yaml").stdout)["spec"]
     assert (spec["parallelism"], spec["concurrencyPerWorker"], spec["cancel"]) == (1, 4, False)
     assert spec["input"]["pvc"]["path"] == "/"
-    assert spec["limits"] == {"maxDocumentBytes": 104857600, "maxPagesPerDocument": 1000, "maxDocuments": 100000}
+    assert spec["limits"] == {"maxDocumentBytes": 104857600, "maxPagesPerDocument": 1000, "maxDocuments": 100000,
+                              "storageRetrySeconds": 600}
+    assert spec["stallSeconds"] == 600
     header = cluster.kubectl("get", "ocrb", "-n", batch_ns).stdout.splitlines()[0].split()
     assert header == ["NAME", "SERVICE", "PHASE", "PAGES", "FAILED", "AGE"]
 

@@ -1,7 +1,7 @@
 """Faults on the REAL node while requests flow, each against what the product promises.
 
-Node: every server pod here runs on `real-node-0` (the product's server image, the tiny random
-model from the tiny-model PVC, on the CPU); the operator runs as a local process. One OcrService,
+Node: every server pod here runs on `real-node-0` (the test image: the product's server with its
+test helpers, the tiny random model from the tiny-model PVC, on the CPU); the operator runs as a local process. One OcrService,
 `faulty`, serves the whole module (two pods take 30-60 s to start on this machine), and each test
 first brings it to the spec it needs (`Faulty.ensure`), so any test also runs alone.
 
@@ -262,7 +262,8 @@ def faulty(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_p
     try:
         wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
                  timeout=30, message=f"default ServiceAccount in {namespace}")
-        image = product_images.on_node("server")
+        # The test image: the product's server with the test helpers (the wedge fault plugin).
+        image = product_images.on_node("server_tiny")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as pvc:
             service = Faulty(cluster, namespace, op, image, pvc)
