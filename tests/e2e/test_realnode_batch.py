@@ -32,16 +32,15 @@ from pathlib import Path
 
 import boto3
 import botocore.config
-import httpx
 import pytest
 
-from localcluster.operator_process import OperatorProcess
 from localcluster.nodeconfig import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, render
+from tests.e2e.batch_support import batch_operator, pod_batch_requests, wait_default_serviceaccount
 from tests.e2e.callback_receiver import Receiver
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
+from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret
 from tests.server import samples
 
@@ -89,20 +88,8 @@ def s3_client(s3: S3Server):
 
 
 def batch_requests(pods: list[dict]) -> float:
-    """Batch-class /v1/ocr requests answered 200, summed over the server pods' own /metrics."""
-    total = 0.0
-    for pod in pods:
-        port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-        # The pods serve HTTPS with a certificate naming the Service, not the pod: /metrics is read unverified.
-        text = httpx.get(f"https://{pod['status']['podIP']}:{port}/metrics", timeout=10, trust_env=False,
-                         verify=False).text
-        for line in text.splitlines():
-            m = re.match(r'ocr_requests_total\{(.*)\} (\S+)$', line)
-            if m:
-                labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-                if (labels.get("class"), labels.get("endpoint"), labels.get("status")) == ("batch", "/v1/ocr", "200"):
-                    total += float(m.group(2))
-    return total
+    """Batch-class /v1/ocr requests answered 200, summed over the server pods' own /metrics (HTTPS)."""
+    return sum(pod_batch_requests(pod, https=True) for pod in pods)
 
 
 
@@ -138,11 +125,9 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
         path.chmod(0o755 if path.is_dir() else 0o644)
     (data / "out").chmod(0o777)
     (data / "out-faults").chmod(0o777)
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], workdir / "operator.log", extra_env={
-        "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
-        "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": "2",
-        # The callback receiver is on this machine's loopback, which the egress guard refuses unless allowed.
-        "OCR_OPERATOR_CALLBACK_ALLOW_CIDRS": "127.0.0.1/32"})
+    # The callback receiver is on this machine's loopback, which the egress guard refuses unless allowed.
+    op = batch_operator(cluster, namespace, workdir / "operator.log", product_images, 2,
+                        OCR_OPERATOR_CALLBACK_ALLOW_CIDRS="127.0.0.1/32")
     receiver = Receiver()
     ocr = OcrHelpers(cluster, namespace)
     s3 = S3Server(hosts=(LOOPBACK, NODE_IP))
@@ -157,8 +142,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}",
                         f"--from-literal=AWS_ENDPOINT_URL={s3.endpoint_for(NODE_IP)}",
                         f"--from-literal=AWS_REGION={s3.region}")
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
-                                         check=False).returncode == 0, timeout=30, message="default ServiceAccount")
+        wait_default_serviceaccount(cluster, namespace)
         image = product_images.on_node("server")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
@@ -339,7 +323,11 @@ def test_a_worker_pod_and_a_server_pod_deleted_and_a_rollback_mid_batch_lose_no_
     results = sorted(p.name.split(".")[0] for p in (out / "results").glob("*.jsonl"))
     errors = [line for f in (out / "errors").glob("*.jsonl") for line in f.read_text().splitlines()] \
         if (out / "errors").exists() else []
-    restarted = json.loads((out / "progress" / "index-00000.json").read_text())
+    # Each pod of an index writes its own progress object (progress/index-<n>.<pod>.json).
+    others = [p for p in (out / "progress").glob("index-00000.*.json")
+              if p.name != f"index-00000.{worker['metadata']['name']}.json"]
+    assert len(others) == 1, sorted(p.name for p in (out / "progress").iterdir())
+    restarted = json.loads(others[0].read_text())
     assert st["phase"] == "Succeeded", st
     assert "rolled_back" in seen, "the broken upgrade was not rolled back before the batch ended"
     assert results == [f"f{i:03d}" for i in range(FAULT_PAGES)] and errors == []

@@ -37,8 +37,9 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, tiny_model_claim
+from tests.e2e.batch_support import batch_operator, pod_batch_requests, wait_default_serviceaccount, wait_server_pod_ready
+from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
 from tests.unit.batch.test_patience import restart_same_port
 
@@ -79,19 +80,10 @@ def ocrbatch(name: str) -> dict:
 
 def batch_requests(pod: dict) -> float | None:
     """Batch-class /v1/ocr requests answered 200 by the server pod (its own /metrics); None unread."""
-    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
     try:
-        text = httpx.get(f"http://{pod['status']['podIP']}:{port}/metrics", timeout=5, trust_env=False).text
+        return pod_batch_requests(pod, timeout=5)
     except httpx.HTTPError:
         return None
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r'ocr_requests_total\{(.*)\} (\S+)$', line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            if (labels.get("class"), labels.get("endpoint"), labels.get("status")) == ("batch", "/v1/ocr", "200"):
-                total += float(m.group(2))
-    return total
 
 
 class Bed:
@@ -154,9 +146,7 @@ def bed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
     namespace = f"t-realnode-faults-{uuid.uuid4().hex[:5]}"
     cluster.kubectl("create", "namespace", namespace)
     workdir = tmp_path_factory.mktemp("batch-faults")
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], workdir / "operator.log", extra_env={
-        "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
-        "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": "2"})
+    op = batch_operator(cluster, namespace, workdir / "operator.log", product_images, 2)
     ocr = OcrHelpers(cluster, namespace)
     s3 = S3Server(hosts=(LOOPBACK, NODE_IP))
     try:
@@ -170,14 +160,12 @@ def bed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}",
                         f"--from-literal=AWS_ENDPOINT_URL={s3.endpoint_for(NODE_IP)}",
                         f"--from-literal=AWS_REGION={s3.region}")
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
-                                         check=False).returncode == 0, timeout=30, message="default ServiceAccount")
+        wait_default_serviceaccount(cluster, namespace)
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
             ocr.apply(real_ocrservice(NAME, product_images.on_node("server"),
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
-            wait_for(lambda: any(pod_ready(p) for p in server_pods(cluster, namespace, NAME)),
-                     timeout=300, interval=1, message="the server pod Ready")
+            wait_server_pod_ready(cluster, namespace, NAME)
             yield Bed(cluster, namespace, ocr, op, s3)
     except Exception:
         print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")

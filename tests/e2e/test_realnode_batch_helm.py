@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 import time
 from collections import Counter
 
 import boto3
 import botocore.config
-import httpx
 import pytest
 import yaml
 
@@ -37,7 +35,8 @@ from localcluster.nodeconfig import NODE_IP, NODE_NAME, POD_CIDR
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, tiny_model_claim
+from tests.e2e.batch_support import pod_batch_requests, wait_server_pod_ready
+from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_realnode_operator import RELEASE, chart_values, operator_pod
 from tests.server import samples
@@ -57,18 +56,6 @@ def documents() -> dict[str, tuple[bytes, int]]:
     return docs
 
 
-def batch_requests(pod: dict) -> float:
-    """Batch-class /v1/ocr requests the server pod answered 200 (its own /metrics)."""
-    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
-    text = httpx.get(f"http://{pod['status']['podIP']}:{port}/metrics", timeout=10, trust_env=False).text
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r'ocr_requests_total\{(.*)\} (\S+)$', line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            if (labels.get("class"), labels.get("endpoint"), labels.get("status")) == ("batch", "/v1/ocr", "200"):
-                total += float(m.group(2))
-    return total
 
 
 def ocrbatch() -> dict:
@@ -123,16 +110,15 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
             ocr.apply(real_ocrservice(NAME, product_images.on_node("server"),
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
-            wait_for(lambda: any(pod_ready(p) for p in server_pods(cluster, namespace, NAME)),
-                     timeout=300, interval=1, message="the server pod Ready")
+            wait_server_pod_ready(cluster, namespace, NAME)
             [server] = server_pods(cluster, namespace, NAME)
-            before = batch_requests(server)
+            before = pod_batch_requests(server)
             ready = time.monotonic()
             ocr.apply(ocrbatch())
             st = wait_for(lambda: (s := (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}).get("phase")
                           in ("Succeeded", "Failed") and s, timeout=300, interval=0.5, message="the batch ended")
             took = time.monotonic() - ready
-            sent = batch_requests(server) - before
+            sent = pod_batch_requests(server) - before
             workers = ocr.list("pods", f"job-name={render.job_name(BATCH)}")
             results = [o["Key"] for page in bucket.get_paginator("list_objects_v2").paginate(
                 Bucket=BUCKET, Prefix="out/results/") for o in page.get("Contents", []) if o["Key"].endswith(".jsonl")]

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim
+from tests.e2e.batch_support import batch_operator, wait_default_serviceaccount, wait_server_pod_ready
+from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
 from tests.unit.batch.corpus import deep_line, png_header_only, tiff_header_only
 
@@ -77,22 +77,16 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
     for path in [data, *data.rglob("*")]:  # the workers run as uid 65532; hostPath keeps the modes
         path.chmod(0o755 if path.is_dir() else 0o644)
     (data / "out").chmod(0o777)
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], workdir / "operator.log", extra_env={
-        "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
-        "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": "2"})
+    op = batch_operator(cluster, namespace, workdir / "operator.log", product_images, 2)
     ocr = OcrHelpers(cluster, namespace)
     try:
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
-                                         check=False).returncode == 0, timeout=30, message="default ServiceAccount")
+        wait_default_serviceaccount(cluster, namespace)
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
             hostpath_claim(cluster, namespace, data, "poison-data", "ReadWriteOnce", f"poison-data-{namespace}")
             ocr.apply(real_ocrservice(NAME, product_images.on_node("server"),
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
-            wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True"
-                                 for p in server_pods(cluster, namespace, NAME)
-                                 for c in p["status"].get("conditions", [])),
-                     timeout=300, interval=1, message="the server pod Ready")
+            wait_server_pod_ready(cluster, namespace, NAME)
             spec = {"service": NAME, "input": {"pvc": {"claimName": "poison-data", "path": "/in"}},
                     "output": {"pvc": {"claimName": "poison-data", "path": "/out"}},
                     "options": {"mode": "free", "maxNewTokens": 2}, "parallelism": 1, "concurrencyPerWorker": 4,

@@ -1,0 +1,56 @@
+"""What the real-node OcrBatch tests share: the batch-class requests a server pod counted, the
+operator process they run with the workers' image, and the wait for the server pod."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+
+from localcluster.waiting import wait_for
+from localcluster.operator_process import OperatorProcess
+from tests.e2e.operator_fixtures import operator_kubeconfig
+from tests.e2e.realnode_fixtures import server_pods
+
+
+def batch_requests_in(metrics: str) -> float:
+    """Batch-class /v1/ocr requests answered 200, from a server's /metrics text."""
+    total = 0.0
+    for line in metrics.splitlines():
+        m = re.match(r'ocr_requests_total\{(.*)\} (\S+)$', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if (labels.get("class"), labels.get("endpoint"), labels.get("status")) == ("batch", "/v1/ocr", "200"):
+                total += float(m.group(2))
+    return total
+
+
+def pod_batch_requests(pod: dict, *, https: bool = False, timeout: float = 10) -> float:
+    """The same, read from the pod's own /metrics (a pod serving HTTPS has a certificate naming
+    the Service, not the pod: read unverified)."""
+    port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+    scheme = "https" if https else "http"
+    return batch_requests_in(httpx.get(f"{scheme}://{pod['status']['podIP']}:{port}/metrics", timeout=timeout,
+                                       trust_env=False, verify=not https).text)
+
+
+def batch_operator(cluster, namespace: str, log: Path, product_images, progress_seconds: float,
+                   **extra_env: str) -> OperatorProcess:
+    """The operator as a local process watching `namespace`, its workers on the operator image
+    imported on the node (never pulled), their progress read every `progress_seconds`."""
+    return OperatorProcess(operator_kubeconfig(cluster), [namespace], log, extra_env={
+        "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
+        "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": str(progress_seconds),
+        **extra_env})
+
+
+def wait_default_serviceaccount(cluster, namespace: str) -> None:
+    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
+                                     check=False).returncode == 0, timeout=30, message="default ServiceAccount")
+
+
+def wait_server_pod_ready(cluster, namespace: str, name: str, timeout: float = 300) -> None:
+    wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True" for p in server_pods(cluster, namespace, name)
+                         for c in p["status"].get("conditions", [])),
+             timeout=timeout, interval=1, message="the server pod Ready")
