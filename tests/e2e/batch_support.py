@@ -1,15 +1,19 @@
 """What the real-node OcrBatch tests share: the batch-class requests a server pod counted, the
-operator process they run with the workers' image, and the wait for the server pod."""
+operator process they run with the workers' image, the waits for the server pod, and a boto3
+client on the test's S3 server."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import boto3
+import botocore.config
 import httpx
 
 from localcluster.waiting import wait_for
 from localcluster.operator_process import OperatorProcess
+from localcluster.s3server import S3Server
 from tests.e2e.operator_fixtures import operator_kubeconfig
 from tests.e2e.realnode_fixtures import server_pods
 
@@ -54,3 +58,10 @@ def wait_server_pod_ready(cluster, namespace: str, name: str, timeout: float = 3
     wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True" for p in server_pods(cluster, namespace, name)
                          for c in p["status"].get("conditions", [])),
              timeout=timeout, interval=1, message="the server pod Ready")
+
+
+def s3_client(s3: S3Server):
+    """boto3 on the test's S3 server (path-style: the server is addressed by IP)."""
+    return boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
+                        aws_secret_access_key=s3.secret_key, region_name=s3.region,
+                        config=botocore.config.Config(s3={"addressing_style": "path"}))

@@ -30,15 +30,13 @@ import time
 import uuid
 from pathlib import Path
 
-import boto3
-import botocore.config
 import pytest
 
 from localcluster.nodeconfig import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, render
-from tests.e2e.batch_support import batch_operator, pod_batch_requests, wait_default_serviceaccount
+from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client, wait_default_serviceaccount
 from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret
@@ -79,12 +77,6 @@ def write_documents(folder: Path) -> None:
     (folder / "zero.pdf").write_bytes(b"")
     (folder / "notes.docx").write_bytes(b"PK\x03\x04 not a document the model reads")
     (folder / "huge.png").write_bytes(samples.png(64, 64, seed=2) + b"\0" * MAX_DOCUMENT_BYTES)  # over the limit
-
-
-def s3_client(s3: S3Server):
-    return boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
-                        aws_secret_access_key=s3.secret_key, region_name=s3.region,
-                        config=botocore.config.Config(s3={"addressing_style": "path"}))
 
 
 def batch_requests(pods: list[dict]) -> float:

@@ -27,8 +27,6 @@ import time
 import uuid
 from collections import Counter
 
-import boto3
-import botocore.config
 import httpx
 import pytest
 
@@ -37,7 +35,8 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import batch_operator, pod_batch_requests, wait_default_serviceaccount, wait_server_pod_ready
+from tests.e2e.batch_support import (batch_operator, pod_batch_requests, s3_client, wait_default_serviceaccount,
+                                     wait_server_pod_ready)
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
@@ -54,12 +53,6 @@ OUTAGE_SECONDS = 30.0
 STORAGE_RETRY_SECONDS = 180  # spec.limits.storageRetrySeconds: the 30 s outage and the backoff after it fit
 BATCH_TIMEOUT = 420.0
 SEEDS = {"baseline": 1000, "restart": 2000, "outage": 3000}
-
-
-def s3_client(s3: S3Server):
-    return boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
-                        aws_secret_access_key=s3.secret_key, region_name=s3.region,
-                        config=botocore.config.Config(s3={"addressing_style": "path"}))
 
 
 def put_corpus(bucket, prefix: str, seed: int) -> None:

@@ -26,8 +26,6 @@ import json
 import time
 from collections import Counter
 
-import boto3
-import botocore.config
 import pytest
 import yaml
 
@@ -35,7 +33,7 @@ from localcluster.nodeconfig import NODE_IP, NODE_NAME, POD_CIDR
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import pod_batch_requests, wait_server_pod_ready
+from tests.e2e.batch_support import pod_batch_requests, s3_client, wait_server_pod_ready
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_realnode_operator import RELEASE, chart_values, operator_pod
@@ -81,9 +79,7 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
     t0 = time.monotonic()
     try:
         s3.start()
-        bucket = boto3.client("s3", endpoint_url=s3.endpoint, aws_access_key_id=s3.access_key,
-                              aws_secret_access_key=s3.secret_key, region_name=s3.region,
-                              config=botocore.config.Config(s3={"addressing_style": "path"}))
+        bucket = s3_client(s3)
         bucket.create_bucket(Bucket=BUCKET)
         docs = documents()
         for key, (body, _) in docs.items():
