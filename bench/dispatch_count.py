@@ -295,7 +295,7 @@ def prefill_ms_per_page(engine: Any, k: int, size: int, repeats: int) -> dict[st
         if engine.model.device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
-        slots.admit(items)
+        slots.admit(items if k > 1 else items[0])  # one page: also the per-page admit of older decoders
         if engine.model.device.type == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1000 / k)
@@ -339,7 +339,7 @@ def main() -> int:
         engine.slots.plan = replace(engine.slots.plan, vision_views=args.vision_views)
     out: dict[str, Any] = {"code": str(Path(ocr_server.__file__).parent), "model": args.model, "device": args.device,
                            "dtype": str(engine.model.dtype).replace("torch.", ""),
-                           "vision_views": engine.slots.plan.vision_views}
+                           "vision_views": getattr(engine.slots.plan, "vision_views", None)}
 
     def save() -> None:
         print(json.dumps(out), flush=True)
