@@ -184,14 +184,15 @@ def load(env: Mapping[str, str] = os.environ) -> WorkerConfig:
         raw = env[CONFIG_INLINE_ENV].encode()
     else:
         raise ConfigError(f"{CONFIG_FILE_ENV} (or {CONFIG_INLINE_ENV}): the worker's configuration is required")
+    source = CONFIG_FILE_ENV if CONFIG_FILE_ENV in env else CONFIG_INLINE_ENV  # named in every error below
     if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{CONFIG_FILE_ENV}: larger than {MAX_CONFIG_BYTES} bytes")
+        raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
         doc = json.loads(raw)
     except ValueError as exc:
-        raise ConfigError(f"{CONFIG_FILE_ENV}: not JSON: {exc}") from None
+        raise ConfigError(f"{source}: not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise ConfigError(f"{CONFIG_FILE_ENV}: must be a JSON object")
+        raise ConfigError(f"{source}: must be a JSON object")
     index_text = env.get(INDEX_ENV, "0")
     if not index_text.isdigit() or len(index_text) > 6:
         raise ConfigError(f"{INDEX_ENV}: must be a non-negative integer, not {index_text!r}")

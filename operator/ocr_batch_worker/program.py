@@ -23,7 +23,8 @@ from ocr_limits import split_keys
 
 from .client import OcrClient
 from .config import ConfigError, WorkerConfig, load
-from .contract import EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED, INVALID_CONFIGURATION, TERMINATION_LOG
+from .contract import (EXIT_DONE, EXIT_FATAL, EXIT_STORAGE, EXIT_TERMINATED, INDEX_ENV, INVALID_CONFIGURATION,
+                       TERMINATION_LOG)
 from .failures import FatalError
 from .logs import setup_logging
 from .patience import Outage, PatientStore, StorageUnavailable
@@ -103,6 +104,10 @@ def main() -> int:
         cfg = load()
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
+        index = os.environ.get(INDEX_ENV, "0")  # the Job's own value; its check failing is the error
+        ended = Progress(int(index) if index.isdigit() and len(index) <= 6 else 0, 0, fatal=str(exc),
+                         fatal_reason=INVALID_CONFIGURATION)
+        write_termination_message(ended, os.environ.get("TERMINATION_LOG", TERMINATION_LOG))
         return EXIT_FATAL
     try:
         progress = asyncio.run(serve(cfg))

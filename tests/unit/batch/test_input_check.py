@@ -103,3 +103,19 @@ def test_a_reason_outside_the_contract_is_not_made_a_condition_reason():
     # A termination message is any pod's to write: only the contract's words become the reason.
     for said in ("Not a reason!", {"x": 1}, ["InputNotFound"]):
         assert failed_batch({"index": 0, "fatal": "boom", "fatal_reason": said}).reason == "FailedIndexes"
+
+
+def test_a_configuration_that_does_not_load_leaves_a_termination_message_naming_why(tmp_path):
+    message = tmp_path / "termination-log"
+    message.write_bytes(b"")
+    proc = subprocess.run([sys.executable, "-m", "ocr_batch_worker"], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120,
+                          env={**os.environ, "BATCH_CONFIG": "[1, 2]", "JOB_COMPLETION_INDEX": "3",
+                               "TERMINATION_LOG": str(message)})
+    assert proc.returncode == EXIT_FATAL, proc.stdout
+    text = message.read_text()
+    assert text, "no termination message: the operator would show only the Job's reason"
+    report = json.loads(text)
+    assert (report["index"], report["fatal_reason"]) == (3, "InvalidConfiguration"), report
+    assert report["fatal"] == "BATCH_CONFIG: must be a JSON object"
+    assert failed_batch(report).reason == "InvalidConfiguration"
