@@ -1,0 +1,175 @@
+"""One fetch: the list, the cache key, the downloads and their verification, the publish.
+
+Bounded: the listing by FETCH_MAX_OBJECTS and FETCH_MAX_TOTAL_BYTES, the whole run by
+FETCH_TIMEOUT_SECONDS (waiting for another pod's fetch of the same key included), and the
+transfer by FETCH_STALL_SECONDS without a byte. With spec.model.checksums the key is known before
+any request, so a cache hit (a scale-up on a node that has the weights) asks the store nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Mapping
+
+from ..runtime.checksums import FILE_NAME, SKIP, SKIP_DIRS, sha256_file
+from . import CHECKSUM_MISMATCH, FETCH_FAILED, FetchError
+from .cache import Cache, key_of, link, normalize
+from .report import Reporter
+from .settings import Settings
+from .store import Bucket, explain
+
+POLL_SECONDS = 0.2
+
+
+def read_list(data: bytes | str, where: str) -> dict[str, str]:
+    try:
+        parsed = json.loads(data)
+    except ValueError as exc:
+        raise FetchError(CHECKSUM_MISMATCH, f"{where} is not valid JSON: {exc}") from None
+    if (not isinstance(parsed, dict) or not parsed
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in parsed.items())):
+        raise FetchError(CHECKSUM_MISMATCH, f"{where} must map file paths to sha256 hex digests")
+    return normalize(parsed)
+
+
+def given_list(settings: Settings) -> dict[str, str] | None:
+    """spec.model.checksums as the operator rendered it; None when the OcrService has none."""
+    path = settings.checksums_file
+    if path is None or not path.is_file():
+        return None
+    return read_list(path.read_text(), f"{path} (spec.model.checksums)")
+
+
+def weight_files(objects: Mapping[str, int]) -> dict[str, int]:
+    """The objects that are weights: all but the checksum list and what tools leave behind (the
+    files `python -m ocr_server.checksums` leaves out). A key that leaves the directory is refused."""
+    out = {}
+    for name, size in objects.items():
+        parts = name.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise FetchError(FETCH_FAILED, f"object {name!r}: not a relative file path")
+        if parts[-1] in SKIP or any(p in SKIP_DIRS for p in parts[:-1]):
+            continue
+        out[name] = size
+    return out
+
+
+def check_cover(files: Mapping[str, int], expected: Mapping[str, str], url: str, source: str) -> None:
+    """Every file is verified: each object has a digest in the list, each listed file is an object."""
+    unlisted = sorted(set(files) - set(expected))
+    if unlisted:
+        raise FetchError(CHECKSUM_MISMATCH, f"{url}{unlisted[0]} has no sha256 in {source}: every file is verified, "
+                                            f"so the list must name it ({len(unlisted)} unlisted)")
+    missing = sorted(set(expected) - set(files))
+    if missing:
+        raise FetchError(CHECKSUM_MISMATCH, f"{missing[0]} is listed in {source} but is not under {url}")
+
+
+class Fetch:
+    def __init__(self, settings: Settings, reporter: Reporter) -> None:
+        self.s = settings
+        self.report = reporter
+        self.deadline = time.monotonic() + settings.timeout_seconds
+        self.cache = Cache(settings.cache_dir)
+        self.bucket: Bucket | None = None
+        self.stalled = False
+
+    def run(self) -> Path:
+        """The published model directory (linked from settings.link); FetchError on failure."""
+        expected = given_list(self.s)
+        source = "spec.model.checksums"
+        if expected is not None:
+            key = key_of(expected)
+            with self.cache.lock(key, self.deadline, self._waiting):
+                if self.cache.hit(key):
+                    return self._finish(key, "hit")
+        self.bucket = Bucket(self.s)
+        objects = self.bucket.list()
+        if expected is None:
+            if FILE_NAME not in objects:
+                raise FetchError(CHECKSUM_MISMATCH, f"no checksum list: the OcrService sets no spec.model.checksums "
+                                                    f"and {self.s.url}{FILE_NAME} does not exist (one is required)")
+            expected = read_list(self.bucket.read_small(FILE_NAME), f"{self.s.url}{FILE_NAME}")
+            source = f"{self.s.url}{FILE_NAME}"
+        files = weight_files(objects)
+        check_cover(files, expected, self.s.url, source)
+        key = key_of(expected)
+        with self.cache.lock(key, self.deadline, self._waiting):
+            if self.cache.hit(key):
+                return self._finish(key, "hit")
+            self._download(key, files, expected, source)
+            self.cache.publish(key, expected, FILE_NAME)
+        evicted = self.cache.evict(key, self.s.cache_max_bytes)
+        return self._finish(key, "miss", evicted=evicted)
+
+    def _waiting(self) -> None:
+        self.report.emit("waiting", message="another pod of this node is fetching the same weights")
+
+    def _finish(self, key: str, cache: str, **fields) -> Path:
+        path = self.cache.published(key)
+        if self.s.link is not None:
+            link(self.s.link, path)
+        self.report.done(cache=cache, key=key, path=str(path), **fields)
+        return path
+
+    def _download(self, key: str, files: Mapping[str, int], expected: Mapping[str, str], source: str) -> None:
+        assert self.bucket is not None
+        journal = self.cache.prepare(key, files)
+        stage = self.cache.staging(key)
+        todo = sorted(n for n in files if n not in journal)
+        self.report.start(sum(files.values()), len(files), sum(files[n] for n in journal), len(journal))
+        try:
+            self._transfer(key, stage, todo, journal, expected, source)
+        except FetchError:
+            if not self.stalled:  # a stalled store's threads would hold the shutdown up; the process exits
+                self.bucket.close(cancel=True)
+            raise
+        self.bucket.close()
+
+    def _transfer(self, key: str, stage: Path, todo: list[str], journal: dict,
+                  expected: Mapping[str, str], source: str) -> None:
+        assert self.bucket is not None
+        if journal:
+            self.report.emit("resumed", verified_files=len(journal))
+        downloads = {}
+        for name in todo:
+            (stage / name).parent.mkdir(parents=True, exist_ok=True)
+            downloads[name] = self.bucket.download(name, str(stage / name), self.report.add_bytes)
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as hasher:
+            hashing = {}
+            while downloads or hashing:
+                for name, future in list(downloads.items()):
+                    if future.done():
+                        del downloads[name]
+                        try:
+                            future.result()
+                        except Exception as exc:  # noqa: BLE001 - boto3's and s3transfer's errors alike
+                            raise explain(exc, f"{self.s.url}{name}", self.bucket.endpoint) from None
+                        hashing[name] = hasher.submit(sha256_file, stage / name)
+                for name, future in list(hashing.items()):
+                    if future.done():
+                        del hashing[name]
+                        self._verified(key, journal, name, future.result(), expected[name], source)
+                self._bounds(bool(downloads))
+                time.sleep(POLL_SECONDS)
+
+    def _verified(self, key: str, journal: dict, name: str, actual: str, want: str, source: str) -> None:
+        if actual != want:
+            (self.cache.staging(key) / name).unlink(missing_ok=True)  # fetched again next time
+            raise FetchError(CHECKSUM_MISMATCH, f"{name} from {self.s.url}{name} has sha256 {actual}, "
+                                                f"{source} expects {want}")
+        self.cache.record(key, journal, name, actual)
+        self.report.file_done(name)
+
+    def _bounds(self, transferring: bool) -> None:
+        if transferring and self.report.stalled_for() > self.s.stall_seconds:
+            self.stalled = True
+            raise FetchError(FETCH_FAILED, f"the download from {self.s.url} stalled: no byte for "
+                                           f"{self.s.stall_seconds:.0f}s (FETCH_STALL_SECONDS)")
+        if time.monotonic() > self.deadline:
+            raise FetchError(FETCH_FAILED, f"the fetch from {self.s.url} took longer than "
+                                           f"{self.s.timeout_seconds:.0f}s (FETCH_TIMEOUT_SECONDS)")
