@@ -63,6 +63,9 @@ class PodView:
     # The quality gate (gate.py): containers Ready, held back only by the readiness gate.
     awaiting_gate: bool = False
     ip: str | None = None
+    # spec.model.source.s3's init container (fetching.py): running, or its failure (reason, message).
+    fetching: bool = False
+    fetch_failure: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,13 @@ class Policy:
     max_restarts: int = 3
     unschedulable_grace_seconds: int = 120
     gate_seconds: float = 0.0  # the quality gate's time on a new pod (gate.budget_seconds)
+    fetch_seconds: float = 0.0  # the model-fetch init container's bound (spec.model.source.s3), before the server starts
 
     @property
     def startup_budget_seconds(self) -> float:
         """How long a new pod may take to become Ready, counted from its creation."""
         return float(self.model_load_timeout_seconds + self.failure_threshold * self.period_seconds
-                     + self.gate_seconds)
+                     + self.gate_seconds + self.fetch_seconds)
 
 
 # --------------------------------------------------------------------------- status

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..naming import GATE_CONDITION
+from .fetching import fetch_state
 from ..naming import REVISION_KEY as REVISION_LABEL
 from .model import (CONFIG_ERROR_REASONS, IMAGE_PULL_REASONS, REASON_CRASH_LOOP, REASON_OOM, REASON_PROGRESS_DEADLINE,
                     REASON_READINESS_LOST, REASON_READINESS_TIMEOUT, REASON_TOO_MANY_RESTARTS, REASON_UNSCHEDULABLE,
@@ -33,6 +34,9 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
         return Failure(waiting, f"{where} cannot create its container ({waiting}){detail}", pod.name)
     if proven and not pod.unschedulable:
         return None  # restarts, OOM kills and readiness: a proven revision's pods are not judged on them
+    if pod.fetch_failure is not None:
+        reason, why = pod.fetch_failure
+        return Failure(reason, f"{where} could not fetch its model ({reason}): {why}", pod.name)
     if pod.last_terminated_reason == REASON_OOM:
         return Failure(REASON_OOM, f"{where} was OOMKilled (restarts: {pod.restarts}){detail}", pod.name)
     if waiting == REASON_CRASH_LOOP:
@@ -65,7 +69,8 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
             f"{where} not Ready within {policy.startup_budget_seconds:.0f}s "
             f"(modelLoadTimeoutSeconds {policy.model_load_timeout_seconds} + "
             f"{policy.failure_threshold} x {policy.period_seconds}s health checks"
-            + (f" + {policy.gate_seconds:.0f}s quality gate" if policy.gate_seconds else "") + f"){detail}",
+            + (f" + {policy.gate_seconds:.0f}s quality gate" if policy.gate_seconds else "")
+            + (f" + {policy.fetch_seconds:.0f}s model fetch" if policy.fetch_seconds else "") + f"){detail}",
             pod.name,
         )
     return None
@@ -180,6 +185,7 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
     else:
         message = ready_cond.get("message") or ""
     created = parse_time(meta.get("creationTimestamp")) or datetime.fromtimestamp(0, timezone.utc)
+    fetch = fetch_state(pod)
     return PodView(
         name=meta.get("name", ""),
         revision=(meta.get("labels") or {}).get(REVISION_LABEL),
@@ -196,6 +202,8 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
         started=started,
         awaiting_gate=awaiting_gate,
         ip=status.get("podIP") or None,
+        fetching=fetch is not None and fetch.running,
+        fetch_failure=(fetch.reason, fetch.message) if fetch is not None and fetch.reason else None,
     )
 
 
