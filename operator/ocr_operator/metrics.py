@@ -19,6 +19,8 @@ declared here (NAMES):
   ocr_operator_workqueue_depth                       keys waiting for a reconcile
   ocr_operator_quality_gate_distance{namespace,ocrservice,stat}  the quality gate's last verdict
                                                      (status.qualityGate): mean or worst page distance, 0..1
+  ocr_operator_model_fetch_ratio{namespace,ocrservice}  the weights' fetch from S3 under way (status.modelFetch):
+                                                     bytes fetched over the model's, 0..1; absent when no pod fetches
   ocr_operator_api_requests_total{method,resource}   requests the operator sent to the API server (client-go's
                                                      rest_client_requests_total): PATCH ocrservices/status, POST events, ...
 
@@ -46,7 +48,7 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 NAMES = ("ocr_operator_reconciles_total", "ocr_operator_reconcile_errors_total",
          "ocr_operator_reconcile_duration_seconds", "ocr_operator_rollbacks_total",
          "ocr_operator_ocrservices", "ocr_operator_ocrservice_conditions", "ocr_operator_workqueue_depth",
-         "ocr_operator_api_requests_total", "ocr_operator_quality_gate_distance")
+         "ocr_operator_api_requests_total", "ocr_operator_quality_gate_distance", "ocr_operator_model_fetch_ratio")
 
 
 class StateCollector(Collector):
@@ -66,6 +68,9 @@ class StateCollector(Collector):
         gate = GaugeMetricFamily("ocr_operator_quality_gate_distance",
                                  "The quality gate's last verdict per OcrService: mean or worst page normalised edit "
                                  "distance (0..1)", labels=["namespace", "ocrservice", "stat"])
+        fetch = GaugeMetricFamily("ocr_operator_model_fetch_ratio",
+                                  "The weights' fetch from S3 under way per OcrService: bytes fetched over the "
+                                  "model's (0..1)", labels=["namespace", "ocrservice"])
         c = self.controller
         if c is not None:
             by_phase: dict[str, int] = {}
@@ -77,6 +82,9 @@ class StateCollector(Collector):
                 for cond in st.get("conditions") or ():
                     key = (str(cond.get("type")), str(cond.get("status")))
                     by_cond[key] = by_cond.get(key, 0) + 1
+                if (progress := st.get("modelFetch") or {}).get("percent") is not None:
+                    md = obj.get("metadata") or {}
+                    fetch.add_metric([str(md.get("namespace")), str(md.get("name"))], float(progress["percent"]) / 100)
                 verdict = st.get("qualityGate") or {}
                 if verdict.get("phase") in ("Passed", "Failed") and verdict.get("meanDistance") is not None:
                     md = obj.get("metadata") or {}
@@ -96,6 +104,7 @@ class StateCollector(Collector):
         yield depth
         yield requests
         yield gate
+        yield fetch
 
 
 def _snapshot(c: Controller) -> list[dict]:

@@ -8,4 +8,5 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 SCALING_ACTIVE = "ScalingActive"
 QUALITY_GATE = "QualityGate"  # spec.rollout.qualityGate's state (gate/)
-ORDER = (READY, AVAILABLE, PROGRESSING, DEGRADED, SCALING_ACTIVE, QUALITY_GATE)
+MODEL_FETCHING = "ModelFetching"  # spec.model.source.s3's fetch (rollout/fetching.py)
+ORDER = (READY, AVAILABLE, PROGRESSING, DEGRADED, SCALING_ACTIVE, QUALITY_GATE, MODEL_FETCHING)

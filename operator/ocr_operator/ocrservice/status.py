@@ -18,7 +18,7 @@ from ocr_operator.runtime.drift import parse_quantity
 from ocr_operator.spec import OcrServiceSpec
 
 from . import naming
-from .conditions import AVAILABLE, DEGRADED, ORDER, PROGRESSING, QUALITY_GATE, READY, SCALING_ACTIVE
+from .conditions import AVAILABLE, DEGRADED, MODEL_FETCHING, ORDER, PROGRESSING, QUALITY_GATE, READY, SCALING_ACTIVE
 from .render import service as service_render
 from .rollout import FAILED, NO_GOOD_REVISION, ROLLED_BACK, Decision
 from .rollout import PROGRESSING as PHASE_PROGRESSING
@@ -44,6 +44,7 @@ class Report:
     scaled_to_zero_by: str | None = None  # the schedule window that scales the service to zero
     gate_record: Mapping[str, Any] | None = None  # status.qualityGate
     gate_condition: tuple[str, str, str] | None = None  # the QualityGate condition (status, reason, message)
+    fetch: Any = None  # spec.model.source.s3: fetchprogress.FetchReport (the ModelFetching condition)
 
 
 @dataclass(frozen=True)
@@ -187,6 +188,11 @@ def build(owner: Mapping[str, Any], report: Report | InvalidSpec, *,
             new["qualityGate"] = dict(report.gate_record)
         if report.gate_condition is not None:
             conds.append(C.Condition(QUALITY_GATE, *report.gate_condition))
+        if report.fetch is not None:
+            conds.append(C.Condition(MODEL_FETCHING, *report.fetch.condition))
+            if report.fetch.pod is not None and (p := report.fetch.progress) is not None:
+                new["modelFetch"] = {"pod": report.fetch.pod, "percent": p.percent, "bytes": p.bytes,
+                                     "totalBytes": p.total_bytes, "files": p.files, "totalFiles": p.total_files}
 
     if desired == 0 and isinstance(report, Report) and dep:
         by = report.scaled_to_zero_by
@@ -205,7 +211,7 @@ def build(owner: Mapping[str, Any], report: Report | InvalidSpec, *,
 # Status fields that only count or describe the Deployment's pods (and the HPA's reading): a
 # patch that changes nothing else may wait a moment (see `urgent`).
 COUNTS = frozenset({"replicas", "readyReplicas", "updatedReplicas", "desiredReplicas", "replicaSummary",
-                    "gpuUtilization"})
+                    "gpuUtilization", "modelFetch"})
 
 
 # Conditions copied from another controller's object (the HPA's ScalingActive): the source

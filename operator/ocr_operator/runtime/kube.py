@@ -182,10 +182,14 @@ class Kube:
             return content
         return json.loads(content) if content else None
 
-    async def read_log(self, namespace: str, pod: str, *, tail_lines: int, limit_bytes: int) -> str:
-        """The last `tail_lines` lines of a pod's (only) container's log, at most `limit_bytes`."""
-        content = await self._request("GET", self.types["Pod"].path(namespace, pod, "log"),
-                                      params={"tailLines": tail_lines, "limitBytes": limit_bytes}, raw=True)
+    async def read_log(self, namespace: str, pod: str, *, tail_lines: int, limit_bytes: int,
+                       container: str | None = None) -> str:
+        """The last `tail_lines` lines of a pod's container's log (its only one, or `container`,
+        an init container too), at most `limit_bytes`."""
+        params: dict[str, Any] = {"tailLines": tail_lines, "limitBytes": limit_bytes}
+        if container is not None:
+            params["container"] = container
+        content = await self._request("GET", self.types["Pod"].path(namespace, pod, "log"), params=params, raw=True)
         return content.decode(errors="replace")
 
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:

@@ -112,3 +112,17 @@ def test_the_quality_gates_last_verdict_is_exported_per_ocrservice_as_mean_and_w
     assert s[("ocr_operator_quality_gate_distance", where + (("stat", "mean"),))] == 0.42
     assert s[("ocr_operator_quality_gate_distance", where + (("stat", "worst"),))] == 0.8
     assert not [k for k in s if k[0] == "ocr_operator_quality_gate_distance" and ("ocrservice", "running") in k[1]]
+
+
+def test_a_fetch_from_s3_under_way_is_exported_as_a_ratio_per_ocrservice():
+    async def run() -> dict:
+        c = controller(Runtime(None, wiring.store()), workers=1)
+        m = OperatorMetrics()
+        m.state.controller = c
+        c.owner_event("ADDED", owner(name="fetching", status={"modelFetch": {"pod": "fetching-1", "percent": 42.5}}))
+        c.owner_event("ADDED", owner(name="serving", status={}))
+        return samples(m)
+
+    s = asyncio.run(run())
+    assert s[("ocr_operator_model_fetch_ratio", (("namespace", "team-a"), ("ocrservice", "fetching")))] == 0.425
+    assert not [k for k in s if k[0] == "ocr_operator_model_fetch_ratio" and ("ocrservice", "serving") in k[1]]

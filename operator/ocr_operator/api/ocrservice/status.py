@@ -46,12 +46,25 @@ class QualityGateStatus:
 
 
 @model
+class ModelFetchStatus:
+    """A pod's model-fetch init container at work (spec.model.source.s3), from its last progress line."""
+
+    pod: str | None = api("The pod whose fetch is shown (the first of the revision's pods that fetch).")
+    percent: float | None = api("Bytes fetched, in percent of the model's.")
+    bytes: int | None = api("Bytes fetched and verified or in flight.", format="int64")
+    total_bytes: int | None = api("The model's bytes under the S3 prefix.", format="int64")
+    files: int | None = api("Files fetched and verified.")
+    total_files: int | None = api("The model's files.")
+
+
+@model
 class OcrServiceStatus:
     """Observed state, written by the operator only."""
 
     observed_generation: int | None = api("metadata.generation the status describes.", format="int64")
-    conditions: tuple[Condition, ...] = api("Ready, Available, Progressing, Degraded and (with autoscaling) "
-                                            "ScalingActive.", list_map_keys=("type",))
+    conditions: tuple[Condition, ...] = api("Ready, Available, Progressing, Degraded, (with autoscaling) "
+                                            "ScalingActive, (with a quality gate) QualityGate and (with weights "
+                                            "from S3) ModelFetching.", list_map_keys=("type",))
     replicas: int | None = api("Pods of the Deployment (scale subresource).")
     ready_replicas: int | None = api("Ready pods.")
     updated_replicas: int | None = api("Pods running the current pod template.")
@@ -70,6 +83,8 @@ class OcrServiceStatus:
         "survives operator upgrades that add fields.", preserve_unknown=True)
     quality_gate: QualityGateStatus | None = api("The quality gate's state and last verdict "
                                                  "(spec.rollout.qualityGate).")
+    model_fetch: ModelFetchStatus | None = api("The weights' fetch from S3 while a pod fetches them "
+                                               "(spec.model.source.s3); absent otherwise.")
     gpu_utilization: str | None = api("current/target utilisation from the autoscaler, e.g. 45/80.")
     active_schedule: str | None = api("Name of the open autoscaling schedule window, if any.")
     url: str | None = api("In-cluster URL of the service.")

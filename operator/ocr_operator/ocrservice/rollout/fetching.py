@@ -19,8 +19,7 @@ FETCH_CONTAINER = "model-fetch"
 REASON_MODEL_FETCH_FAILED = "ModelFetchFailed"
 REASON_CHECKSUM_MISMATCH = "ChecksumMismatch"
 FETCH_REASONS = (REASON_MODEL_FETCH_FAILED, REASON_CHECKSUM_MISMATCH)
-# The condition's type and reasons.
-MODEL_FETCHING = "ModelFetching"
+# The ModelFetching condition's reasons (its type: ocrservice/conditions.py).
 FETCHING, FETCHED, FETCH_FAILED_REASON = "Fetching", "Fetched", "FetchFailed"
 # The most of the fetcher's log read: one progress line is ~250 bytes.
 LOG_LIMIT_BYTES = 4096
