@@ -96,3 +96,9 @@ def test_the_condition_shows_the_fetching_pods_percentage_then_fetched_or_the_fa
 def test_the_log_read_is_of_the_first_fetching_pod_of_the_revision_only():
     pods = [pod("b", fetching=True), pod("a", fetching=True), pod("c", OLD, fetching=True), pod("d")]
     assert fetching_pod(pods, NEW) == "a" and fetching_pod(pods, "other") is None
+
+
+def test_a_fetcher_waiting_for_another_pods_fetch_shows_no_percentage():
+    waiting = json.dumps({"event": "waiting", "message": "another pod of this node is fetching the same weights"})
+    assert parse_progress(waiting) is None
+    assert condition("svc-1", None, None) == ("True", "Fetching", "pod svc-1 is fetching the model")

@@ -75,7 +75,7 @@ def parse_progress(log_tail: str) -> Progress | None:
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("event") in ("progress", "done", "resumed", "waiting"):
+        if isinstance(record, dict) and record.get("event") in ("progress", "done"):
             try:
                 return Progress(float(record.get("percent") or 0.0), int(record.get("bytes") or 0),
                                 int(record.get("total_bytes") or 0), int(record.get("files") or 0),
