@@ -138,6 +138,7 @@ MAIN_ENV = {
     "MAX_PAGES": "3",
     "LOAD_DELAY_SEC": "3",
     "TIMEOUT_SEC": "120",
+    "OCR_REVISION": "rev-main",  # the operator sets it from the pod's revision label
     "BODY_TIMEOUT_SEC": "4",  # the slow-upload test waits this long; a loopback upload takes milliseconds
     "HEADER_TIMEOUT_SEC": "4",  # the slow-head test waits this long; a loopback head takes milliseconds
 }

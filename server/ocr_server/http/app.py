@@ -50,7 +50,7 @@ def _exit_soon(loop: asyncio.AbstractEventLoop, code: int) -> None:
 
 def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | None = None,
               exit_on_failure: bool = True) -> FastAPI:
-    metrics = Metrics()
+    metrics = Metrics(cfg.service.revision)
     service = OcrServing(cfg, engine, metrics, hooks)
 
     async def load_in_background() -> None:

@@ -114,6 +114,7 @@ class ServiceConfig:
     cache_entries: int = 256
     cache_max_bytes: int = 64 * 1024 * 1024  # the result cache's size, counted as its responses' JSON
     log_level: str = "info"
+    revision: str = ""  # OCR_REVISION: the operator's pod revision, the revision label of ocr_page_outcomes_total
     # HTTPS when both are set (the operator mounts spec.tls's Secret and sets them).
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -223,6 +224,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "CACHE_ENTRIES": ("service", "cache_entries"),
     "CACHE_MAX_BYTES": ("service", "cache_max_bytes"),
     "LOG_LEVEL": ("service", "log_level"),
+    "OCR_REVISION": ("service", "revision"),
     "TLS_CERT_FILE": ("service", "tls_cert_file"),
     "TLS_KEY_FILE": ("service", "tls_key_file"),
     "REQUIRE_CHECKSUMS": ("model", "require_checksums"),

@@ -39,7 +39,10 @@ CPU_METRIC_NAMES = (
     "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
     "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total", "ocr_preprocess_seconds",
     "ocr_preprocess_ratio", "ocr_queued_requests", "ocr_queue_wait_seconds", "ocr_requests_shed_total",
+    "ocr_page_outcomes_total",
 )
+# serving/outcome.py's outcomes (the runtime layer imports no serving module; a unit test pins them equal).
+PAGE_OUTCOMES = ("ok", "loop", "truncated", "empty")
 GPU_METRIC_NAMES = (
     "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
     "ocr_gpu_temperature_celsius", "ocr_torch_cuda_allocated_bytes", "ocr_torch_cuda_max_allocated_bytes",
@@ -48,8 +51,16 @@ METRIC_NAMES = CPU_METRIC_NAMES + GPU_METRIC_NAMES
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, revision: str = "") -> None:
         r = self.registry = CollectorRegistry()
+        # revision: the operator's pod template revision (OCR_REVISION, from the pod's
+        # ocr.causalflow.dev/revision label), so that quality is compared across revisions.
+        self.revision = revision
+        self.page_outcomes = Counter("ocr_page_outcomes", "Generated pages by reference-free outcome (ok; loop: the "
+                                     "output repeats itself; truncated: the token budget ran out before the end; "
+                                     "empty) and the pod's revision", ["outcome", "revision"], registry=r)
+        for outcome in PAGE_OUTCOMES:
+            self.page_outcomes.labels(outcome, revision)
         self.requests = Counter("ocr_requests", "OCR requests by endpoint, HTTP status and request class "
                                 "(X-Request-Class: interactive or batch)", ["endpoint", "status", "class"], registry=r)
         self.latency = Histogram("ocr_request_latency_seconds", "End-to-end latency of /v1/ocr and /v1/chat/completions (streams: until the last event)", buckets=LATENCY_BUCKETS, registry=r)
@@ -84,6 +95,9 @@ class Metrics:
                                ["secret", "result"], registry=r)
         self._gpu_index: int | None = None
         self._nvml = None
+
+    def page_outcome(self, outcome: str) -> None:
+        self.page_outcomes.labels(outcome, self.revision).inc()
 
     def enable_gpu(self, index: int) -> None:
         """Register the GPU families: torch's always, NVML's only when NVML answers."""

@@ -97,6 +97,9 @@ class PageOut(BaseModel):
     layout: Layout = Field(description="the page as one view; a split page's parts have their own")
     usage: Usage
     finished: bool
+    outcome: Literal["ok", "loop", "truncated", "empty"] = Field(
+        "ok", description="reference-free quality signal (serving/outcome.py): loop, truncated (the token budget "
+        "ran out before the end), empty, or ok")
     split: SplitOut | None = None
     token_ids: list[list[int]] | None = Field(None, description="with return_token_ids: generated ids, one list per part")
     prompt_token_ids: list[list[int]] | None = Field(None, description="with return_token_ids: prompt ids, one list per part")

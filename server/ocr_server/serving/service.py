@@ -34,6 +34,7 @@ from .cache import ResultCache, cache_key
 from .documents import load_document, parse_pages
 from .events import Delta, Done, Event, Started
 from .grounding import parse_output, rebase_grounding, strip_special
+from .outcome import classify
 from .prompts import full_prompt, prompt_from_text
 from .schema import BlockOut, Layout, ModelOut, OcrOptions, OcrResponse, PageOut, PartOut, SplitOut, Usage
 from .split import SplitPlan, merge_parts, plan_split
@@ -351,6 +352,8 @@ class OcrServing(Generic[P]):
             split_out = SplitOut(reason=job.split.reason, overlap_px=job.split.overlap, parts=[
                 PartOut(box=list(box), layout=Layout.of(it.plan), generated_tokens=len(g.token_ids), finished=g.finished)
                 for box, it, g in zip(job.split.boxes, job.items, gens)])
+        outcome = classify([(g.token_ids, g.finished) for g in gens], parsed.text)
+        self.metrics.page_outcome(outcome)
         return PageOut(
             page=job.number, text=parsed.text, raw=parsed.raw,
             blocks=[BlockOut(label=b.label, box=b.boxes[0] if b.boxes else None, boxes=b.boxes, text=b.text, page=b.page)
@@ -360,6 +363,7 @@ class OcrServing(Generic[P]):
                         generated_tokens=sum(len(g.token_ids) for g in gens), pages=1,
                         prompt_tokens=sum(len(it.input_ids) for it in job.items)),
             finished=all(g.finished for g in gens),
+            outcome=outcome,
             split=split_out,
             token_ids=[list(g.token_ids) for g in gens] if token_ids else None,
             prompt_token_ids=[list(it.input_ids) for it in job.items] if token_ids else None,
