@@ -39,6 +39,7 @@ from . import naming
 from .rollout import Observed, RolloutStatus
 from .rollout.gate import Job, Result
 from .rollout.model import PROGRESSING
+from .rollout.outcomes import answer_outcome
 from .rollout.pages import GoldenPages, Page, PagesProblem, pages_pod, read_listing, read_pages
 from .rollout.verdict import Output
 
@@ -74,8 +75,9 @@ class Target:
                    min(gate.timeout_seconds, spec.inference.timeout_seconds))
 
 
-async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: float) -> tuple[str, int]:
-    """One page's text and generated tokens; RuntimeError when the pod refuses it or time runs out."""
+async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: float) -> tuple[str, int, str | None]:
+    """One page's text, generated tokens and outcome (the worst of its pages'); RuntimeError when
+    the pod refuses it or time runs out."""
     last = "no answer"
     while time.monotonic() < deadline:
         left = max(1.0, deadline - time.monotonic())
@@ -83,7 +85,8 @@ async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: 
             async with session.post(url, json=body, timeout=aiohttp.ClientTimeout(total=left)) as resp:
                 if resp.status == 200:
                     answer = _answer(await _bounded(resp, MAX_ANSWER_BYTES))
-                    return str(answer.get("text") or ""), int((answer.get("usage") or {}).get("generated_tokens") or 0)
+                    return (str(answer.get("text") or ""), int((answer.get("usage") or {}).get("generated_tokens") or 0),
+                            answer_outcome(answer.get("pages")))
                 text = (await _head(resp, 300)).decode(errors="replace")
                 if resp.status not in (429, 503):
                     raise RuntimeError(f"HTTP {resp.status}: {text}")
@@ -179,10 +182,10 @@ async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
                     session, _url(target, pages.source, f"/v1/golden/{quote(page.name, safe='')}"), page, deadline)
                 body = {"image": base64.b64encode(data).decode(), "max_new_tokens": target.max_new_tokens,
                         "timeout_sec": target.timeout_seconds}
-                text, tokens = await _page(session, url, body, deadline)
+                text, tokens, outcome = await _page(session, url, body, deadline)
             except RuntimeError as exc:
                 return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
-            outputs.append(Output.of(page.name, text, tokens))
+            outputs.append(Output.of(page.name, text, tokens, outcome))
     return Result(job, tuple(outputs), None, time.monotonic() - started)
 
 

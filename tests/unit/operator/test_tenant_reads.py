@@ -76,7 +76,7 @@ def test_an_answer_in_pieces_is_read_whole():
         finally:
             await runner.cleanup()
 
-    assert asyncio.run(go()) == ("hello", 2)
+    assert asyncio.run(go()) == ("hello", 2, None)  # no pages, no outcome
 
 
 def test_read_limited_stops_at_the_limit():

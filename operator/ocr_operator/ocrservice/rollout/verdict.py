@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rapidfuzz.distance import Levenshtein
@@ -20,6 +20,7 @@ from ocr_limits.quality import MAX_PAGE_TEXT_CHARS
 from ocr_operator.spec import QualityGate
 
 from .. import naming
+from .outcomes import judge_rates
 from .pages import GoldenPages
 
 
@@ -30,17 +31,19 @@ def bounded(text: str) -> str:
 
 @dataclass(frozen=True)
 class Output:
-    """One page's answer: the text (bounded), its hash, the tokens generated."""
+    """One page's answer: the text (bounded), its hash, the tokens generated, and the server's
+    reference-free outcome (ok, loop, truncated, empty; None from a server that reports none)."""
 
     page: str
     text: str
     sha256: str
     tokens: int
+    outcome: str | None = None
 
     @classmethod
-    def of(cls, page: str, text: str, tokens: int) -> "Output":
+    def of(cls, page: str, text: str, tokens: int, outcome: str | None = None) -> "Output":
         text = bounded(text)
-        return cls(page, text, hashlib.sha256(text.encode()).hexdigest(), int(tokens))
+        return cls(page, text, hashlib.sha256(text.encode()).hexdigest(), int(tokens), outcome)
 
     def to_json(self) -> dict[str, Any]:
         return {"page": self.page, "text": self.text, "sha256": self.sha256, "tokens": self.tokens}
@@ -87,9 +90,25 @@ class Verdict:
     worst_page: str | None
     worst: float
     message: str
+    signal: str | None = None  # the failed criterion: maxLoopRate, maxTruncatedRate, maxEmptyRate (None: distances or none)
 
 
 def judge(outputs: Iterable[Output], pages: GoldenPages, baseline: Recording | None, gate: QualityGate) -> Verdict:
+    """The distances (`judge_distances`), then the outcome rates (outcomes.judge_rates): a
+    revision passes when both do; a failed rate names its signal first in the message."""
+    outputs = tuple(outputs)
+    verdict = judge_distances(outputs, pages, baseline, gate)
+    failed_rate, rates = judge_rates(outputs, gate)
+    if failed_rate is not None:
+        return replace(verdict, passed=False, signal=failed_rate.split(":", 1)[0],
+                       message=f"{failed_rate}; {verdict.message}")
+    if rates:
+        return replace(verdict, message=f"{verdict.message}; {rates}")
+    return verdict
+
+
+def judge_distances(outputs: Iterable[Output], pages: GoldenPages, baseline: Recording | None,
+                    gate: QualityGate) -> Verdict:
     """Compare each page's output with its expected text, else with `baseline`'s output on it.
     Passes when the mean is at most maxMeanDistance and every page at most maxPageDistance; a
     page with neither reference (the first revision, no expected text) is not compared."""
