@@ -60,6 +60,9 @@ def _env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
         env += [{"name": "TLS_CERT_FILE", "value": f"{TLS_DIR}/tls.crt"},
                 {"name": "TLS_KEY_FILE", "value": f"{TLS_DIR}/tls.key"}]
     env += [{"name": "HOME", "value": "/tmp"}, {"name": "HF_HUB_OFFLINE", "value": "1"}]
+    # The pod's revision (its label, set after the template is hashed) labels ocr_page_outcomes_total.
+    env += [{"name": "OCR_REVISION",
+             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{naming.REVISION_KEY}']"}}}]
     # User env last; a name the operator also sets is replaced in place (one entry per name).
     user = {e["name"]: dict(e) for e in spec.env}
     out = [user.pop(e["name"], e) for e in env]
