@@ -15,6 +15,7 @@ from tests.monitoring.common import CHART, RULE_TESTS, RULES, RUNBOOKS, alert_ru
 
 EXPECTED_ALERTS = {
     "OcrGPUMemoryHigh", "OcrLatencyP95High", "OcrErrorRateHigh", "OcrHealthChecksFailing",
+    "OcrPageLoopRateHigh", "OcrPageTruncatedRateDoubled", "OcrPageEmptyRateHigh",
     "OcrServiceDegraded", "OcrServiceRolledBack", "OcrServiceQualityRegression", "OcrServiceRolloutStuck",
     "OcrServiceAtMaxReplicas",
     "OcrOperatorReconcileErrors",
@@ -59,6 +60,12 @@ MUTATIONS = [
     ("OcrErrorRateHigh", 'status=~"5.."', 'status=~"[45].."'),
     ("OcrHealthChecksFailing", 'result="failed"}[2m])) >= 10', 'result="failed"}[2m])) >= 8'),
     ("OcrHealthChecksFailing", 'probe_type="Readiness", result="failed"', 'result="failed"'),
+    ("OcrPageLoopRateHigh", 'rate(ocr_page_outcomes_total{outcome="loop"}[10m]))\n            / sum by (namespace, service, revision) (rate(ocr_page_outcomes_total[10m])) > 0.05',
+     'rate(ocr_page_outcomes_total{outcome="loop"}[10m]))\n            / sum by (namespace, service, revision) (rate(ocr_page_outcomes_total[10m])) > 0.12'),
+    ("OcrPageEmptyRateHigh", 'rate(ocr_page_outcomes_total{outcome="empty"}[10m]))\n            / sum by (namespace, service, revision) (rate(ocr_page_outcomes_total[10m])) > 0.05',
+     'rate(ocr_page_outcomes_total{outcome="empty"}[10m]))\n            / sum by (namespace, service, revision) (rate(ocr_page_outcomes_total[10m])) > 0.12'),
+    ("OcrPageTruncatedRateDoubled", "2 * clamp_min(", "6 * clamp_min("),
+    ("OcrPageTruncatedRateDoubled", "), 0.01)", "), 0.06)"),
     ("OcrServiceDegraded", 'reason!="RolledBack"', 'reason!="Nothing"'),
     ("OcrServiceRolloutStuck", "+ 600)", "+ 60)"),
     ("OcrServiceAtMaxReplicas", "for: 30m", "for: 10m"),

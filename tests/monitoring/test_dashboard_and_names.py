@@ -19,7 +19,7 @@ from tests.monitoring.promql_names import (EXTERNAL, KNOWN, OPERATOR, SERVER_CPU
 REQUIRED_PANELS = [  # what the dashboard must show, by title words: traffic, model, GPU, batching, rollouts
     "requests per second", "latency: average and p95", "error rate", "generated tokens", "visual tokens",
     "gpu utilisation", "gpu memory and its peak", "queue depth", "batch size", "cache hit ratio",
-    "replicas vs desired", "rollouts and rollbacks",
+    "replicas vs desired", "rollouts and rollbacks", "page outcomes per revision",
 ]
 
 
