@@ -35,3 +35,8 @@ GOLDEN_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}$"
 MAX_GOLDEN_ENTRIES = 4 * MAX_GOLDEN_PAGES
 # The server's environment variable naming that folder (the operator sets it in the pods).
 GOLDEN_DIR_ENV = "GOLDEN_DIR"
+# The quality gate's own key with spec.auth: a file of keys (the operator's gate-key Secret,
+# mounted whole so kubelet updates it in place), accepted only on the gate's requests to the pod
+# itself: GET /v1/golden[/name] and POST /v1/ocr addressed to the pod's own IP (POD_IP_ENV).
+GATE_KEY_FILE_ENV = "GATE_KEY_FILE"
+POD_IP_ENV = "POD_IP"

@@ -20,7 +20,6 @@ from .api.ocrservice import (
     DAYS,
     DEFAULT_METRIC,
     FIELD_FOR_ENV,
-    GATE_AUTH_ERROR,
     GOLDEN_PVC_ERROR,
     GOLDEN_SOURCE_ERROR,
     OCRSERVICE,
@@ -67,7 +66,7 @@ def validate(s: OcrServiceSpec) -> None:
 
 
 __all__ = [
-    "API_VERSION", "DAYS", "DEFAULT_METRIC", "FIELD_FOR_ENV", "GATE_AUTH_ERROR", "GOLDEN_PVC_ERROR",
+    "API_VERSION", "DAYS", "DEFAULT_METRIC", "FIELD_FOR_ENV", "GOLDEN_PVC_ERROR",
     "GOLDEN_SOURCE_ERROR", "GROUP", "KIND", "PLURAL", "QUEUE_METRIC", "RATIO_GPU_METRIC", "RESERVED_LABEL_PREFIXES",
     "TOKEN_BUDGET_ERROR", "TOKEN_ORDER_ERROR", "VERSION", "Auth", "Autoscaling", "HealthCheck", "Inference", "Metric",
     "Model", "NetworkPolicySpec", "OcrServiceSpec", "PdbSpec", "PrometheusRuleSpec", "PvcSource", "QualityGate",

@@ -69,6 +69,12 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 - apiGroups: [""]
   resources: [pods/status]
   verbs: [patch]
+# The quality gate's own key Secret with spec.auth (ocrservice/gatekey.py): created, and patched
+# with a JSON patch that first tests its ownerReference is the OcrService (never read, never
+# listed); OcrBatches read Secrets by name (get, below).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get, create, patch]
 # OcrBatches (operator/ocr_operator/ocrbatch/kinds.py, checked against its table like the children):
 # watched, their status patched, their Jobs created once, watched and deleted on cancel, the
 # workers' last progress line read from their log, PVCs looked up before a Job starts, and
@@ -89,7 +95,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
   resources: [pods/log]
   verbs: [get]
 - apiGroups: [""]
-  resources: [persistentvolumeclaims, secrets]
+  resources: [persistentvolumeclaims]
   verbs: [get]
 # Events on status transitions (kopf's own event posting is off); a repeat of the same event
 # bumps the count of the one already posted (patch).

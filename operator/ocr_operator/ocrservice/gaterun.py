@@ -5,7 +5,9 @@ gate of many slow pages never holds a reconcile worker; when it ends, its result
 OcrService is woken. The reconcile reads the result, persists the verdict (status, quality
 ConfigMap) and only then forgets it: an operator that stops in between loses a result no one
 acted on, and the next one runs the job again. Requests are the ones clients send (POST /v1/ocr, JSON, the server's greedy decoding and
-its own settings), with the gate's max_new_tokens and timeout_sec. Over TLS the pod's certificate
+its own settings), with the gate's max_new_tokens and timeout_sec. With spec.auth every request carries
+the OcrService's gate key (gatekey.py; Authorization: Bearer), which the pod takes only on these
+requests to itself. Over TLS the pod's certificate
 is not verified: it names the Service, not the pod's IP, and the pages and answers are no secret.
 Golden pages on the model PVC (goldenPages.pvcPath) are listed by a pod of the new revision
 (GET /v1/golden, `listing`) and each page's bytes fetched from it just before it is sent, checked
@@ -63,19 +65,27 @@ class Target:
     https: bool
     max_new_tokens: int
     timeout_seconds: int
+    key: str | None = None  # the gate key (gatekey.py) with spec.auth
 
     @classmethod
-    def of(cls, spec: OcrServiceSpec) -> "Target | None":
+    def of(cls, spec: OcrServiceSpec, key: str | None = None) -> "Target | None":
         """The gate's tokens and deadline, at most the server's own (spec.inference), so a gate
         request is one a client may send; None without a gate."""
         gate = spec.rollout.quality_gate
         if gate is None:
             return None
         return cls(spec.service.port, bool(spec.tls_secret_name), min(gate.max_new_tokens, spec.inference.max_new_tokens),
-                   min(gate.timeout_seconds, spec.inference.timeout_seconds))
+                   min(gate.timeout_seconds, spec.inference.timeout_seconds), key)
 
 
-async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: float) -> tuple[str, int, str | None]:
+def retried(status: int, keyed: bool) -> bool:
+    """Whether a page's refusal is asked again within its deadline: a busy pod (429, 503), and with
+    a gate key a 401 (a key rotated by a restarted operator reaches the pods with kubelet's sync)."""
+    return status in (429, 503) or (keyed and status == 401)
+
+
+async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: float,
+                keyed: bool = False) -> tuple[str, int, str | None]:
     """One page's text, generated tokens and outcome (the worst of its pages'); RuntimeError when
     the pod refuses it or time runs out."""
     last = "no answer"
@@ -88,7 +98,7 @@ async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: 
                     return (str(answer.get("text") or ""), int((answer.get("usage") or {}).get("generated_tokens") or 0),
                             answer_outcome(answer.get("pages")))
                 text = (await _head(resp, 300)).decode(errors="replace")
-                if resp.status not in (429, 503):
+                if not retried(resp.status, keyed):
                     raise RuntimeError(f"HTTP {resp.status}: {text}")
                 last = f"HTTP {resp.status}: {text}"
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -103,8 +113,9 @@ def _url(target: Target, ip: str, path: str) -> str:
 
 def _session(target: Target) -> aiohttp.ClientSession:
     context: ssl.SSLContext | bool = False if target.https else True
+    headers = {"Authorization": f"Bearer {target.key}"} if target.key else None
     # trust_env False: a proxy of the operator's environment must not carry a request to a pod IP.
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), trust_env=False)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context), trust_env=False, headers=headers)
 
 
 async def _bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes:
@@ -182,7 +193,7 @@ async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
                     session, _url(target, pages.source, f"/v1/golden/{quote(page.name, safe='')}"), page, deadline)
                 body = {"image": base64.b64encode(data).decode(), "max_new_tokens": target.max_new_tokens,
                         "timeout_sec": target.timeout_seconds}
-                text, tokens, outcome = await _page(session, url, body, deadline)
+                text, tokens, outcome = await _page(session, url, body, deadline, bool(target.key))
             except RuntimeError as exc:
                 return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
             outputs.append(Output.of(page.name, text, tokens, outcome))
@@ -208,12 +219,12 @@ def ensure(jobs: Jobs, key: Key, job: Job | None, pages: GoldenPages | None, tar
 
 
 async def golden_pages(kube: Kube, namespace: str, spec: OcrServiceSpec, desired_revision: str, prior: RolloutStatus,
-                       observed: Observed) -> GoldenPages | PagesProblem | None:
+                       observed: Observed, key: str | None = None) -> GoldenPages | PagesProblem | None:
     """The golden pages, read (one GET) only while the gate may need them: a new revision to
     roll out, a rollout in progress, or a pod held back by the readiness gate. None otherwise.
     From a ConfigMap, or (goldenPages.pvcPath) as a pod of the desired revision lists them: the
     operator mounts no PVC, the pod has the model volume and serves the folder read-only."""
-    gate, target = spec.rollout.quality_gate, Target.of(spec)
+    gate, target = spec.rollout.quality_gate, Target.of(spec, key)
     if gate is None or target is None:
         return None
     settled = desired_revision == prior.current_revision and prior.phase != PROGRESSING

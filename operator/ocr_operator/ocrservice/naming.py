@@ -36,6 +36,11 @@ def quality_name(name: str) -> str:
     return f"{name}-quality"
 
 
+def gate_key_name(name: str) -> str:
+    """The quality gate's key Secret (gatekey.py), only with spec.auth and a gate."""
+    return f"{name}-gate-key"
+
+
 def hpa_name(name: str) -> str:
     return name
 

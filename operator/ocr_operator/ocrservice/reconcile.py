@@ -22,8 +22,8 @@ from ocr_operator.runtime import plan
 from ocr_operator.runtime.controller import Context, Result, Runtime
 from ocr_operator.spec import KIND, OcrServiceSpec, SpecError, parse
 
-from . import children, gaterun, naming, revisions, rollout, snapshot, status
-from .render import Desired, render_all
+from . import children, gatekey, gaterun, naming, revisions, rollout, snapshot, status
+from .render import Desired, configmap, render_all
 from .rollout.gate import GateInputs
 from .rollout.machine import refuse_rollback
 from .rollout.pages import GoldenPages
@@ -151,7 +151,12 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
         log.warning("%s/%s: revision history entries %s do not match their hash or recorded digest: dropped", ns,
                     name, ", ".join(history.rejected + history.mismatched))
     gate_spec = spec.rollout.quality_gate
-    pages = await gaterun.golden_pages(rt.kube, ns, spec, fresh.revision, prior, observed)
+    # spec.auth with a gate: the gate's own key, written into its Secret before any pod mounts it.
+    gate_key = gatekey.current(owner, now.timestamp()) if configmap.gate_key(spec) else None
+    if gate_key is not None and (refused := await gatekey.write(rt.kube, owner, gate_key)) is not None:
+        log.warning("%s/%s: %s", ns, name, refused)
+    send_key = gate_key.send if gate_key is not None else None
+    pages = await gaterun.golden_pages(rt.kube, ns, spec, fresh.revision, prior, observed, send_key)
     finished = ctx.jobs.result(key) if ctx.jobs is not None else None
     gate = GateInputs(gate_spec, pages, parse_records(mine.get("QualityRecords")),
                       (owner.get("status") or {}).get("qualityGate"), finished)
@@ -210,7 +215,7 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
     result.writes += len(step.admit)
     if ctx.jobs is not None:
         gaterun.ensure(ctx.jobs, key, step.job, pages if isinstance(pages, GoldenPages) else None,
-                       gaterun.Target.of(spec))
+                       gaterun.Target.of(spec, send_key))
 
     waits = [RESYNC_SECONDS]
     if result.status_held:

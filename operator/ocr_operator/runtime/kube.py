@@ -235,6 +235,12 @@ class Kube:
                                    params={"fieldManager": self.identity.field_manager},
                                    body=patch, content_type="application/merge-patch+json")
 
+    async def json_patch(self, kind: str, namespace: str, name: str, ops: list[Mapping[str, Any]]) -> dict[str, Any]:
+        """A JSON patch (RFC 6902): its `test` operations make the whole patch conditional."""
+        return await self._request("PATCH", self.types[kind].path(namespace, name),
+                                   params={"fieldManager": self.identity.field_manager},
+                                   body=ops, content_type="application/json-patch+json")
+
     async def strategic_patch(self, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *,
                               subresource: str | None = None) -> dict[str, Any]:
         """A strategic merge patch: lists merge by their key (a pod's status conditions by type, so

@@ -18,7 +18,7 @@ from typing import AsyncIterator, TypeVar
 
 from fastapi import FastAPI
 
-from ocr_limits.quality import GOLDEN_DIR_ENV
+from ocr_limits.quality import GATE_KEY_FILE_ENV, GOLDEN_DIR_ENV, POD_IP_ENV
 
 from .. import __version__
 from ..engines.api import OcrEngine, PreparedPage
@@ -94,6 +94,9 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
 
     s = cfg.service
     keys = credentials.KeyStore(credentials.load_keys(s.api_keys_file) if s.api_keys_file else s.api_keys)
+    # The quality gate's keys (gatekey.py), from the operator's gate-key Secret, re-read like API_KEYS_FILE.
+    gate_file = os.environ.get(GATE_KEY_FILE_ENV) or None
+    gate_keys = credentials.KeyStore(credentials.load_keys(gate_file) if gate_file else ())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -101,6 +104,9 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
         # server.py puts uvicorn's SSLContext here: a renewed certificate is loaded into it.
         watched = credentials.watches(s.api_keys_file, keys, s.tls_cert_file, s.tls_key_file,
                                  app.state.tls_context)
+        if gate_file:
+            watched.append(credentials.Watch("gate_keys", (gate_file,), lambda c: gate_keys.replace(
+                c, f"{GATE_KEY_FILE_ENV}={gate_file}")))
         watcher = asyncio.create_task(credentials.watch(watched, lambda name, result: metrics.reloads.labels(
             name, result).inc())) if watched else None
         yield
@@ -114,6 +120,8 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
     app.state.service = service
     app.state.metrics = metrics
     app.state.api_keys = keys
+    app.state.gate_keys = gate_keys
+    app.state.pod_ip = os.environ.get(POD_IP_ENV) or None
     app.state.log = log
     app.state.tls_context = None  # server.py sets uvicorn's SSLContext here before serving over TLS
     app.include_router(router)

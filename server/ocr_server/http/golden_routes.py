@@ -1,6 +1,7 @@
 """GET /v1/golden and GET /v1/golden/{name}: the quality gate's golden pages (serving/golden.py reads them).
 
-The same API keys as /v1/ocr; errors are JSON from the one error table.
+The same API keys as /v1/ocr (a key whenever the server requires keys), and the quality gate's key
+when addressed to this pod (gatekey.py); errors are JSON from the one error table.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ router = APIRouter()
 
 
 async def _golden(request: Request) -> list[Golden]:
-    check_api_key(request)  # the same keys as /v1/ocr
+    check_api_key(request, gate=True)  # the same keys as /v1/ocr, and the gate's
     return await asyncio.to_thread(read_golden, request.app.state.golden_dir)
 
 

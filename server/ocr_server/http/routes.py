@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..serving.service import decode_base64
 from .bodies import parse_json, single_options
 from .budget import LEASE_KEY, BodyLease
 from .errors import error_response
+from .gatekey import addressed_to_pod, matches
 from .models import ErrorOut, OcrJsonRequest
 from .request_class import OPENAPI_PARAMETERS, read_request_class
 from .sse import frame, stream_response
@@ -38,20 +38,23 @@ MAX_FORM_FIELDS = 16
 MAX_FIELD_BYTES = 64 * 1024
 
 
-def check_api_key(request: Request) -> str:
+def check_api_key(request: Request, *, gate: bool = False) -> str:
     """Constant-time compare against every configured key; health and metrics never call this.
-    Returns the caller's tenant for the result cache (cache.tenant_id: '' without keys)."""
+    Returns the caller's tenant for the result cache (cache.tenant_id: '' without keys).
+    `gate`: a route the quality gate calls (golden pages, /v1/ocr), where the gate key is also
+    accepted when the request is addressed to the pod itself (gatekey.py)."""
     keys = request.app.state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
     if not keys:
         return tenant_id(None)
     header = request.headers.get("authorization", "")
     given = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-    ok = False
-    for key in keys:
-        ok |= hmac.compare_digest(given.encode(), key.encode())
-    if not ok:
-        raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
-    return tenant_id(given)
+    if matches(given, keys):
+        return tenant_id(given)
+    state = request.app.state
+    if (gate and matches(given, getattr(state, "gate_keys", None) and state.gate_keys.keys or ())
+            and addressed_to_pod(request.headers.get("host"), getattr(state, "pod_ip", None))):
+        return tenant_id(given)
+    raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
 
 
 def _retry_after(request: Request) -> int:
@@ -189,7 +192,7 @@ async def ocr(request: Request) -> Response:
     start = time.monotonic()
     try:
         request_class = read_request_class(request)
-        tenant = check_api_key(request)
+        tenant = check_api_key(request, gate=True)
         data, opts = await parse_request(request)
         if opts.stream:
             events = state.service.stream(data, opts, tenant=tenant, request_class=request_class)

@@ -87,11 +87,13 @@ def test_leader_election_gets_exactly_the_verbs_the_lease_needs_and_get_update_o
         assert rule["verbs"] == ["create"] or rule.get("resourceNames") == [RELEASE_NAME], rule
 
 
-def test_no_wildcards_and_secrets_only_read_by_name():
+def test_no_wildcards_and_secrets_never_listed_watched_updated_or_deleted():
+    """Secrets: read by name (an OcrBatch's), created and patched (the gate key's own, a JSON patch
+    that tests its ownerReference first); never listed or watched, never replaced or deleted."""
     for name in ("causalflow-ocr.namespacedRules", "causalflow-ocr.clusterRules", "causalflow-ocr.leaderElectionRules"):
         for (group, resource), verbs in granted(rules(name)).items():
             assert "*" not in (group, resource) and "*" not in verbs
-            assert resource != "secrets" or verbs == {"get"}, verbs
+            assert resource != "secrets" or verbs == {"get", "create", "patch"}, verbs
 
 
 def test_the_kinds_the_operator_applies_are_watched_whole_and_the_others_by_label():

@@ -248,9 +248,9 @@ def test_no_quality_gate_section_means_no_gate():
     assert S.parse({"image": "img"}).rollout.quality_gate is None
 
 
-def test_a_quality_gate_with_api_keys_is_refused_naming_both_fields():
-    with pytest.raises(S.SpecError, match="spec.rollout.qualityGate cannot be used with spec.auth"):
-        S.parse({**GATE_SPEC, "auth": {"secretName": "keys"}})
+def test_a_quality_gate_with_api_keys_is_accepted():
+    spec = S.parse({**GATE_SPEC, "auth": {"secretName": "keys"}})
+    assert spec.auth is not None and spec.rollout.quality_gate is not None
 
 
 def test_a_quality_gate_threshold_out_of_range_is_refused_naming_the_field():

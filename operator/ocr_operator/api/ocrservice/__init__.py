@@ -18,14 +18,14 @@ from .network import (
 )
 from .pods import RESERVED_LABEL_PREFIXES, EnvVar, LocalObjectReference, Resources, Toleration, reserved_labels_error
 from .rollout import GOLDEN_SOURCE_ERROR, GoldenPages, HealthCheck, QualityGate, Rollout
-from .root import GATE_AUTH_ERROR, GOLDEN_PVC_ERROR, OcrServiceSpec
+from .root import GOLDEN_PVC_ERROR, OcrServiceSpec
 from .scaling import DAYS, DEFAULT_METRIC, QUEUE_METRIC, RATIO_GPU_METRIC, Autoscaling, Behavior, Metric, Schedule
 from .server import Inference, Model, PvcSource
 from .status import OcrServiceStatus
 from .tokens import TOKEN_BUDGET_ERROR, TOKEN_ORDER_ERROR, engine_error, engine_serves
 
 __all__ = [
-    "DAYS", "DEFAULT_METRIC", "FIELD_FOR_ENV", "GATE_AUTH_ERROR", "GOLDEN_PVC_ERROR", "GOLDEN_SOURCE_ERROR",
+    "DAYS", "DEFAULT_METRIC", "FIELD_FOR_ENV", "GOLDEN_PVC_ERROR", "GOLDEN_SOURCE_ERROR",
     "OCRSERVICE", "OPERATOR_ENV", "QUEUE_METRIC", "RATIO_GPU_METRIC", "RESERVED_LABEL_PREFIXES", "TOKEN_BUDGET_ERROR",
     "TOKEN_ORDER_ERROR", "Auth", "Autoscaling", "Behavior", "EnvVar", "GoldenPages", "HealthCheck", "Inference",
     "LocalObjectReference", "Metric", "Model", "Monitoring", "NetworkPolicySpec", "OcrServiceSpec", "OcrServiceStatus",

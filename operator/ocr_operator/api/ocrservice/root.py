@@ -17,8 +17,6 @@ from .tokens import token_rules
 
 GOLDEN_PVC_ERROR = ("spec.rollout.qualityGate.goldenPages.pvcPath needs spec.model.pvc: the path is a folder inside "
                     "the model volume")
-GATE_AUTH_ERROR = ("spec.rollout.qualityGate cannot be used with spec.auth: the operator reads no Secret, so it has no "
-                   "API key for the gate's requests")
 
 
 def _gate(s: Any) -> Any:
@@ -37,8 +35,6 @@ def _rules() -> tuple[Rule, ...]:
         Rule("!has(self.rollout) || !has(self.rollout.qualityGate) || !has(self.rollout.qualityGate.goldenPages.pvcPath) "
              "|| (has(self.model) && has(self.model.pvc))", GOLDEN_PVC_ERROR, ".rollout.qualityGate.goldenPages.pvcPath",
              lambda s: _gate(s) is None or _gate(s).pvc_path is None or s.model.pvc is not None),
-        Rule("!has(self.auth) || !has(self.rollout) || !has(self.rollout.qualityGate)", GATE_AUTH_ERROR,
-             ".rollout.qualityGate", lambda s: s.auth is None or _gate(s) is None),
     ) + token_rules()
 
 

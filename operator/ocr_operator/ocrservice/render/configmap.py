@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from ocr_limits.quality import GOLDEN_DIR_ENV
+from ocr_limits.quality import GATE_KEY_FILE_ENV, GOLDEN_DIR_ENV, POD_IP_ENV
 
 from ocr_operator.api.ocrservice import server_config
 from ocr_operator.runtime.plan import canonical_json, short_hash
@@ -28,6 +28,9 @@ CHECKSUMS_KEY = "model-checksums.json"  # the file name ocr_server.checksums loo
 # when kubelet updates the volume, so keys rotate without a restart (an env var never changes).
 AUTH_DIR = "/etc/ocr/auth"
 API_KEYS_FILE = f"{AUTH_DIR}/api-keys"
+GATE_DIR = "/etc/ocr/gate"
+GATE_KEY_ENTRY = "gate-keys"  # the gate-key Secret's one entry, also the file's name
+GATE_KEY_FILE = f"{GATE_DIR}/{GATE_KEY_ENTRY}"
 
 
 def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
@@ -42,7 +45,15 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
         out.append({"name": "API_KEYS_FILE", "value": API_KEYS_FILE})
     if (path := golden_dir(spec)) is not None:
         out.append({"name": GOLDEN_DIR_ENV, "value": path})
+    if gate_key(spec):  # the gate's own key (ocrservice/gatekey.py), taken on the gate's requests to the pod
+        out += [{"name": GATE_KEY_FILE_ENV, "value": GATE_KEY_FILE},
+                {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     return out
+
+
+def gate_key(spec: OcrServiceSpec) -> bool:
+    """A gate key only where the gate must send one: a gated OcrService that requires API keys."""
+    return spec.auth is not None and spec.rollout.quality_gate is not None
 
 
 def golden_dir(spec: OcrServiceSpec) -> str | None:

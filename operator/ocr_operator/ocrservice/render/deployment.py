@@ -106,6 +106,11 @@ def _volumes(spec: OcrServiceSpec, name: str) -> tuple[list[dict], list[dict]]:
             "secretName": spec.auth.secret_name, "defaultMode": SECRET_MODE,
             "items": [{"key": spec.auth.key, "path": configmap.API_KEYS_FILE.rsplit("/", 1)[1]}]}})
         mounts.append({"name": "api-keys", "mountPath": configmap.AUTH_DIR, "readOnly": True})
+    if configmap.gate_key(spec):  # the operator's own gate-key Secret (gatekey.py), rotated in place
+        volumes.append({"name": "gate-key", "secret": {
+            "secretName": naming.gate_key_name(name), "defaultMode": SECRET_MODE,
+            "items": [{"key": configmap.GATE_KEY_ENTRY, "path": configmap.GATE_KEY_ENTRY}]}})
+        mounts.append({"name": "gate-key", "mountPath": configmap.GATE_DIR, "readOnly": True})
     return volumes, mounts
 
 
