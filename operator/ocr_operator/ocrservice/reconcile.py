@@ -22,8 +22,8 @@ from ocr_operator.runtime import plan
 from ocr_operator.runtime.controller import Context, Result, Runtime
 from ocr_operator.spec import KIND, OcrServiceSpec, SpecError, parse
 
-from . import children, gatekey, gaterun, naming, revisions, rollout, snapshot, status
-from .render import Desired, configmap, render_all
+from . import children, fetchprogress, gatekey, gaterun, naming, revisions, rollout, snapshot, status
+from .render import Desired, configmap, modelfetch, render_all
 from .rollout.gate import GateInputs
 from .rollout.machine import refuse_rollback
 from .rollout.pages import GoldenPages
@@ -47,6 +47,7 @@ def policy(spec: OcrServiceSpec) -> rollout.Policy:
         settle_seconds=r.settle_seconds,
         max_restarts=r.max_restarts,
         unschedulable_grace_seconds=r.unschedulable_grace_seconds,
+        fetch_seconds=modelfetch.fetch_seconds(spec),
     )
 
 
@@ -197,11 +198,15 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
         replan=lambda a, found: plan.plan_one(a.key, objects[a.key], found, me, a.name, APPLIED_HASH_KEY))
     result.writes += applied.writes
 
+    # spec.model.source.s3: the ModelFetching condition, from the fetching pod's last log line.
+    fetch = (await fetchprogress.read(rt.kube, ns, fresh.revision, observed, decision)
+             if modelfetch.s3_source(spec) is not None else None)
     new, changed = status.build(owner, status.Report(
         spec, fresh.revision, decision, deployment=applied.live.get("Deployment"),
         hpa=applied.live.get("HorizontalPodAutoscaler"), apply_errors=tuple(applied.errors),
         conflicts=tuple(applied.conflicts), active_schedule=desired.active_schedule,
-        scaled_to_zero_by=desired.scaled_to_zero_by, gate_record=step.record, gate_condition=step.condition),
+        scaled_to_zero_by=desired.scaled_to_zero_by, gate_record=step.record, gate_condition=step.condition,
+        fetch=fetch),
         now=now)
     events = [(e.type, e.reason, e.message) for e in outcome.events]
     # Told each time a reconcile finds it (the recorder aggregates repeats): the user must act.
@@ -222,6 +227,8 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
         waits.append(ctx.status_hold)
     if decision.requeue_after is not None:
         waits.append(decision.requeue_after)
+    if fetch is not None and fetch.pod is not None:
+        waits.append(fetchprogress.PROGRESS_REQUEUE_SECONDS)
     if spec.autoscaling is not None and spec.autoscaling.schedules:
         waits.append(_next_minute(now))
     result.requeue_after = min(waits)

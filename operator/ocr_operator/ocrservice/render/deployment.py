@@ -11,7 +11,7 @@ from ocr_operator.runtime.plan import canonical_json
 from ocr_operator.spec import OcrServiceSpec
 
 from .. import naming
-from . import configmap
+from . import configmap, modelfetch
 
 CONTAINER = "server"
 CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
@@ -187,6 +187,7 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         "automountServiceAccountToken": False,
         "securityContext": pod_security_context(),
     }
+    modelfetch.attach(spec, pod_spec, SERVER_UID, SERVER_GID)  # spec.model.source.s3: init containers, cache
     if spec.rollout.quality_gate is not None:
         # A new pod serves only once the quality gate passed its revision (gaterun.admit sets it).
         pod_spec["readinessGates"] = [{"conditionType": naming.GATE_CONDITION}]
