@@ -87,6 +87,9 @@ def watched() -> tuple[ApiKind, ...]:
 
 # The quality gate (gate/) sets its readiness condition on pods: their status subresource only.
 POD_STATUS_RULE = (("", "pods/status"), frozenset({"patch"}))
+# spec.model.source.s3: the fetching pod's last progress line, from its model-fetch container's log
+# (fetchprogress.py; the OcrBatch controller reads its workers' logs alike).
+POD_LOG_RULE = (("", "pods/log"), frozenset({"get"}))
 # The gate's key with spec.auth (gatekey.py): its own Secret created, and patched only after the
 # patch's test of its ownerReference; never read, listed or watched.
 GATE_KEY_SECRET = ApiKind("Secret", "", "v1", "secrets", ("create", "patch"), watched=False)
@@ -95,7 +98,7 @@ GATE_KEY_SECRET = ApiKind("Secret", "", "v1", "secrets", ("create", "patch"), wa
 def rbac_rules() -> dict[tuple[str, str], frozenset[str]]:
     """(apiGroup, resource) -> verbs the operator needs on the children and pods."""
     return {**{(k.group, k.plural): frozenset(k.verbs) for k in KINDS.values()}, POD_STATUS_RULE[0]: POD_STATUS_RULE[1],
-            (GATE_KEY_SECRET.group, GATE_KEY_SECRET.plural): frozenset(GATE_KEY_SECRET.verbs)}
+            POD_LOG_RULE[0]: POD_LOG_RULE[1], (GATE_KEY_SECRET.group, GATE_KEY_SECRET.plural): frozenset(GATE_KEY_SECRET.verbs)}
 
 
 def objects(name: str) -> list[tuple[str, str]]:
