@@ -21,6 +21,7 @@ from .rollout import GOLDEN_SOURCE_ERROR, GoldenPages, HealthCheck, QualityGate,
 from .root import GOLDEN_PVC_ERROR, OcrServiceSpec
 from .scaling import DAYS, DEFAULT_METRIC, QUEUE_METRIC, RATIO_GPU_METRIC, Autoscaling, Behavior, Metric, Schedule
 from .server import Inference, Model, PvcSource
+from .source import ImageSource, ModelCache, ModelSource, S3Source
 from .status import OcrServiceStatus
 from .tokens import TOKEN_BUDGET_ERROR, TOKEN_ORDER_ERROR, engine_error, engine_serves
 
@@ -28,8 +29,9 @@ __all__ = [
     "DAYS", "DEFAULT_METRIC", "FIELD_FOR_ENV", "GOLDEN_PVC_ERROR", "GOLDEN_SOURCE_ERROR",
     "OCRSERVICE", "OPERATOR_ENV", "QUEUE_METRIC", "RATIO_GPU_METRIC", "RESERVED_LABEL_PREFIXES", "TOKEN_BUDGET_ERROR",
     "TOKEN_ORDER_ERROR", "Auth", "Autoscaling", "Behavior", "EnvVar", "GoldenPages", "HealthCheck", "Inference",
-    "LocalObjectReference", "Metric", "Model", "Monitoring", "NetworkPolicySpec", "OcrServiceSpec", "OcrServiceStatus",
-    "PdbSpec", "PrometheusRuleSpec", "PvcSource", "QualityGate", "Resources", "Rollout", "Schedule",
+    "ImageSource", "LocalObjectReference", "Metric", "Model", "ModelCache", "ModelSource", "Monitoring",
+    "NetworkPolicySpec", "OcrServiceSpec", "OcrServiceStatus",
+    "PdbSpec", "PrometheusRuleSpec", "PvcSource", "QualityGate", "Resources", "Rollout", "S3Source", "Schedule",
     "ServiceMonitorSpec", "ServiceSpec", "TlsSpec", "Toleration", "engine_error", "engine_serves",
     "env_override_error", "reserved_labels_error", "server_config", "spec_fields",
 ]

@@ -11,6 +11,7 @@ from ocr_limits import CROP_TOKENS, GLOBAL_TOKENS, MAX_CROPS, MIN_CROPS, TOKEN_C
 from ocr_limits.settings import MODEL_REVISION
 
 from ..fields import Constraints, Rule, api, model
+from .source import ModelSource
 
 ABSOLUTE = "^/.*"
 
@@ -28,7 +29,11 @@ class Model:
     __rules__ = (Rule("!(has(self.pvc) && has(self.path))",
                       "spec.model.pvc and spec.model.path are mutually exclusive: weights come from a "
                       "PersistentVolumeClaim mounted at cacheDir, or from a path inside the image", ".path",
-                      lambda m: m.pvc is None or m.path is None),)
+                      lambda m: m.pvc is None or m.path is None),
+                 Rule("!has(self.source) || (!has(self.pvc) && !has(self.path))",
+                      "spec.model.source is mutually exclusive with spec.model.pvc and spec.model.path: the weights "
+                      "come from one place", ".source",
+                      lambda m: m.source is None or (m.pvc is None and m.path is None)))
 
     name: str = api("Model name ({env}); the server looks for weights in cacheDir/<name> unless path is set.",
                     setting="MODEL_NAME", min_length=1, max_length=253)
@@ -39,6 +44,9 @@ class Model:
     path: str | None = api("Absolute path of the weights inside the image ({env}); use instead of pvc when the "
                            "image carries the weights.", setting="MODEL_PATH", pattern=ABSOLUTE, max_length=4096)
     pvc: PvcSource | None = api("PersistentVolumeClaim holding the weights cache, mounted at cacheDir.")
+    source: ModelSource | None = api(
+        "Where the weights come from instead of pvc or path: an OCI image mounted read-only at cacheDir/<name>, or "
+        "an S3 prefix fetched into a cache volume.")
     checksums: tuple[tuple[str, str], ...] = api(
         "Expected sha256 of weight files, by path relative to the model directory (`python -m "
         "ocr_server.checksums DIR` prints this block). The server verifies every listed file before it loads the "
