@@ -123,13 +123,27 @@ def test_rbac_has_no_wildcards_no_secret_listing_and_no_escalation(values):
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
             assert not {"nodes", "roles", "clusterroles", "rolebindings"} & set(rule["resources"]), rule
-            # Secrets: only get by name (an OcrBatch's S3 credentials' presence and its callback key).
-            assert "secrets" not in rule["resources"] or rule["verbs"] == ["get"], rule
+            # Secrets: get by name (an OcrBatch's S3 credentials' presence and its callback key), create
+            # and patch (the gate key's own Secret, patched only after its ownerReference tested); never listed.
+            assert "secrets" not in rule["resources"] or set(rule["verbs"]) <= {"get", "create", "patch"}, rule
             assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
             if "update" in rule["verbs"]:  # blockOwnerDeletion on children; renewing the one Lease
                 assert (rule["resources"], rule["verbs"]) in ((["ocrservices/finalizers"], ["update"]),
                                                               (["ocrbatches/finalizers"], ["update"])) or (
                     rule["resources"] == ["leases"] and rule["resourceNames"] == ["ocr-causalflow-ocr"]), rule
+
+
+def test_the_operator_reads_its_gate_key_seed_from_a_mounted_secret_of_its_own():
+    rendered = template()
+    [seed] = [s for s in by_kind(rendered, "Secret") if s["metadata"]["name"].endswith("-gate-key-seed")]
+    [deployment] = by_kind(rendered, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == seed["metadata"]["name"]]
+    container = pod["containers"][0]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert mount["readOnly"] and env["OCR_OPERATOR_GATE_KEY_SEED_FILE"] == f"{mount['mountPath']}/seed"
+    assert len(seed["data"]["seed"]) >= 48
 
 
 def test_operator_container_is_locked_down():
