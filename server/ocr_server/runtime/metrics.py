@@ -91,7 +91,7 @@ class Metrics:
         self.split_parts = Histogram("ocr_split_parts", "Parts a page was split into (SPLIT_PAGES / split=auto)", buckets=SPLIT_BUCKETS, registry=r)
         self.stream_disconnects = Counter("ocr_stream_disconnects", "Streamed requests whose client went away before the end", registry=r)
         self.reloads = Counter("ocr_secret_reloads", "New API_KEYS_FILE or TLS certificate content tried while serving, "
-                               "by secret (api_keys, tls) and result (ok; failed: the loaded one stays)",
+                               "by secret (api_keys, gate_keys, tls) and result (ok; failed: the loaded one stays)",
                                ["secret", "result"], registry=r)
         self._gpu_index: int | None = None
         self._nvml = None
