@@ -19,6 +19,7 @@ from ocr_operator.spec import OcrServiceSpec
 
 from . import naming
 from .conditions import AVAILABLE, DEGRADED, MODEL_FETCHING, ORDER, PROGRESSING, QUALITY_GATE, READY, SCALING_ACTIVE
+from .render import modelimage
 from .render import service as service_render
 from .rollout import FAILED, NO_GOOD_REVISION, ROLLED_BACK, Decision
 from .rollout import PROGRESSING as PHASE_PROGRESSING
@@ -117,7 +118,7 @@ def build(owner: Mapping[str, Any], report: Report | InvalidSpec, *,
         ]
         # Keep what the last valid spec reported about revisions and the rollout.
         for key in ("currentRevision", "desiredRevision", "lastGoodRevision", "failedRevision", "failedReason",
-                    "failedMessage", "rollout", "url", "gpuUtilization", "activeSchedule", "qualityGate"):
+                    "failedMessage", "rollout", "url", "gpuUtilization", "activeSchedule", "qualityGate", "model"):
             if key in old:
                 new[key] = old[key]
     else:
@@ -131,6 +132,9 @@ def build(owner: Mapping[str, Any], report: Report | InvalidSpec, *,
         new["desiredRevision"] = report.desired_revision
         new["rollout"] = {k: v for k, v in rstatus.to_status().items() if v is not None}
         new["url"] = service_render.url(owner, spec)
+        template = (dep.get("spec") or {}).get("template")
+        if template:
+            new["model"] = modelimage.running_model(template)
         util = gpu_utilization(spec, report.hpa)
         if util is not None:
             new["gpuUtilization"] = util

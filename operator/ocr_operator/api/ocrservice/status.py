@@ -58,6 +58,16 @@ class ModelFetchStatus:
 
 
 @model
+class RunningModel:
+    """The weights of the pod template the Deployment runs (after a rollback, the last good revision's)."""
+
+    source: str | None = api("Where they come from: image (spec.model.source.image), s3, pvc, or serverImage "
+                             "(inside the server image).")
+    reference: str | None = api("The image reference, S3 URL, claim name or server image.")
+    digest: str | None = api("The image's digest (sha256:...), for source image.")
+
+
+@model
 class OcrServiceStatus:
     """Observed state, written by the operator only."""
 
@@ -85,6 +95,8 @@ class OcrServiceStatus:
                                                  "(spec.rollout.qualityGate).")
     model_fetch: ModelFetchStatus | None = api("The weights' fetch from S3 while a pod fetches them "
                                                "(spec.model.source.s3); absent otherwise.")
+    model: RunningModel | None = api("The weights the Deployment's pods run now (its pod template's), which after a "
+                                     "rollback are not the spec's.")
     gpu_utilization: str | None = api("current/target utilisation from the autoscaler, e.g. 45/80.")
     active_schedule: str | None = api("Name of the open autoscaling schedule window, if any.")
     url: str | None = api("In-cluster URL of the service.")

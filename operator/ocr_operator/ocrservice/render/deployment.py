@@ -11,7 +11,7 @@ from ocr_operator.runtime.plan import canonical_json
 from ocr_operator.spec import OcrServiceSpec
 
 from .. import naming
-from . import configmap, modelfetch
+from . import configmap, modelfetch, modelimage
 
 CONTAINER = "server"
 CONFIG_HASH_KEY = f"{naming.PREFIX}/config-hash"
@@ -96,6 +96,7 @@ def _volumes(spec: OcrServiceSpec, name: str) -> tuple[list[dict], list[dict]]:
         if pvc.sub_path:
             mount["subPath"] = pvc.sub_path
         mounts.append(mount)
+    modelimage.attach(spec, volumes, mounts)  # spec.model.source.image: an image volume at cacheDir/<name>
     # Secrets as whole volumes, never subPath mounts: kubelet updates those files in place when the
     # Secret changes (a renewed certificate, rotated keys) and the server re-reads them.
     if spec.tls_secret_name:
