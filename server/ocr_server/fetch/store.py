@@ -107,6 +107,14 @@ class Bucket:
                                      subscribers=[_Progress(on_bytes)])
 
     def close(self, cancel: bool = False) -> None:
-        if self.manager is not None:
-            self.manager.shutdown(cancel=cancel, cancel_msg="model fetch stopped")
-            self.manager = None
+        """Wait for the transfers, or with `cancel` stop those in flight."""
+        manager, self.manager = self.manager, None
+        if manager is None:
+            return
+        if cancel:
+            # TransferManager.shutdown(cancel=True) hands its message on as the exception type
+            # (s3transfer 0.19: TypeError once a transfer is in flight); leaving its context with
+            # an error cancels them as intended.
+            manager.__exit__(RuntimeError, RuntimeError("model fetch stopped"), None)
+        else:
+            manager.shutdown()

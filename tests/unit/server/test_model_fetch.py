@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import signal
+import threading
 
 import pytest
 
@@ -12,6 +15,7 @@ from localcluster.s3server import S3Server
 from ocr_server.fetch import CHECKSUM_MISMATCH, FETCH_FAILED, FetchError
 from ocr_server.fetch.cache import Cache, key_of
 from ocr_server.fetch.fetcher import Fetch
+from ocr_server.fetch.report import Reporter
 
 from .fetch_support import WEIGHTS, checksums, gets, lines, reporter, settings, sha, upload
 
@@ -134,3 +138,23 @@ def test_least_recently_used_keys_are_evicted_past_the_cache_bound(s3, tmp_path)
     assert bucket and lines(out)[-1]["evicted"] == [key_of(checksums(old))]
     assert sorted(p.name for p in cache_dir.iterdir() if not p.name.startswith(".")) == sorted(
         [key_of(checksums(new)), key_of(checksums())])
+
+
+def test_a_mismatch_while_other_objects_are_in_flight_still_names_the_file(s3, tmp_path):
+    """The large object's transfer is held in flight (versitygw stopped at its first part, resumed a
+    second later) while the small one's mismatch stops the fetch."""
+    files = {"a.json": b"{}", "z.safetensors": bytes(range(256)) * (16 * 4096)}  # 16 MiB in 1 MiB ranges
+    bucket = upload(s3, {**files, "a.json": b"{ }"})
+
+    class HoldsTheLargeObject(Reporter):
+        def add_bytes(self, n: int) -> None:
+            if n > 1000 and not getattr(self, "held", False):
+                self.held = True
+                os.kill(s3.pid, signal.SIGSTOP)
+                threading.Timer(1.5, os.kill, (s3.pid, signal.SIGCONT)).start()
+            super().add_bytes(n)
+
+    rep = HoldsTheLargeObject(out=io.StringIO(), every=0, termination_log=None)
+    with pytest.raises(FetchError, match="a.json from s3://.* has sha256") as err:
+        Fetch(settings(s3, bucket, tmp_path, given=checksums(files), concurrency=2), rep).run()
+    assert err.value.reason == CHECKSUM_MISMATCH and rep.held
