@@ -1,39 +1,19 @@
 """spec.model.source.s3's render (render/modelfetch.py): the model-fetch init container, its
-credentials by secretKeyRef, the cache volume by kind, and the server's read-only view of it.
-
-The spec's model gets its `source` here as the API's attributes (url, credentials_secret, cache:
-kind, node_root, max_bytes) on the parsed spec's own model fields."""
+credentials by secretKeyRef, the cache volume by kind, and the server's read-only view of it."""
 
 from __future__ import annotations
 
-import dataclasses
-from types import SimpleNamespace
-
-from ocr_operator.ocrservice.render import deployment
 from ocr_operator.ocrservice.render import modelfetch as M
+from ocr_operator.ocrservice.render import render_all
 
 from .helpers import owner, parsed
 
 SOURCE = {"s3": {"url": "s3://models/ocr/v1/", "credentialsSecret": "model-store"}}
 
 
-def _s3(s3: dict | None) -> SimpleNamespace | None:
-    if s3 is None:
-        return None
-    cache = s3.get("cache")
-    return SimpleNamespace(url=s3["url"], credentials_secret=s3["credentialsSecret"], cache=None if cache is None else
-                           SimpleNamespace(kind=cache.get("kind"), node_root=cache.get("nodeRoot"),
-                                           max_bytes=cache.get("maxBytes")))
-
-
 def pod_spec(model: dict) -> dict:
-    source = model.pop("source", None)
     body = owner({"model": model})
-    spec = parsed(body)
-    if source is not None:
-        fields = {f.name: getattr(spec.model, f.name) for f in dataclasses.fields(spec.model)}
-        spec = dataclasses.replace(spec, model=SimpleNamespace(**fields, source=SimpleNamespace(s3=_s3(source.get("s3")))))
-    return deployment.render_pod_template(body, spec, config_hash="h")["spec"]
+    return render_all(body, parsed(body)).objects["Deployment"]["spec"]["template"]["spec"]
 
 
 def init(spec: dict, name: str = "model-fetch") -> dict:
