@@ -1,6 +1,6 @@
 """Write a complete, tiny, randomly initialised DeepSeek-OCR-2 model directory.
 
-`python -m ocr_server_testing.tiny_model DIR [--layout native|official] [--for-vllm]`
+`python -m ocr_server_testing.tiny_model DIR [--layout native|official] [--for-vllm] [--seed N] [--loop]`
 
 The model is transformers' real `DeepseekOcr2ForConditionalGeneration` (same modules, same key
 names, same 144/256 query embeddings, so the same visual token counts as the real model) with tiny
@@ -122,6 +122,7 @@ REAL_ENCODER = {
 }
 VLLM_TEXT = {**TINY_TEXT, "num_attention_heads": 2, "num_key_value_heads": 2}  # head_dim 32
 HEAD_SCALE = 50.0  # lm_head multiplier of the --for-vllm model: sharp logits, large greedy margins
+LOOP_EMBEDDING = 1000.0  # make_it_loop: far above what the random layers add to the residual stream
 
 
 def _byte_level_alphabet() -> list[str]:
@@ -237,8 +238,24 @@ def tiny_official_config(for_vllm: bool = False) -> dict:
     }
 
 
-def build_model(seed: int = 0, for_vllm: bool = False):
-    """The native model with the tiny (or --for-vllm) config, float32, seeded."""
+def make_it_loop(model) -> None:
+    """Weights that repeat <td> until the token budget ends, whatever the page: every token's
+    embedding gets a large constant in one dimension, which then dominates the last hidden state
+    after the final norm (positive), and the output head keeps only <td>'s row, reading that
+    dimension; every other logit is 0. <td> is on the n-gram guard's whitelist (tables repeat their
+    cell tags), so the guard lets the loop run: the server's outcome is `loop`."""
+    import torch
+
+    with torch.no_grad():
+        dim = 0
+        model.get_input_embeddings().weight[:, dim] = LOOP_EMBEDDING
+        head = model.get_output_embeddings().weight
+        head.zero_()
+        head[SPECIAL_TOKENS["<td>"], dim] = 1.0
+
+
+def build_model(seed: int = 0, for_vllm: bool = False, loop: bool = False):
+    """The native model with the tiny (or --for-vllm) config, float32, seeded; `loop`: make_it_loop."""
     import torch
     from transformers import DeepseekOcr2Config, DeepseekOcr2ForConditionalGeneration
 
@@ -255,6 +272,8 @@ def build_model(seed: int = 0, for_vllm: bool = False):
                 p.normal_(0.0, 0.02)
         if for_vllm:
             model.lm_head.weight.mul_(HEAD_SCALE)
+    if loop:
+        make_it_loop(model)
     return model
 
 
@@ -271,7 +290,8 @@ def write_readme(out: Path, layout: str) -> None:
     )
 
 
-def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0, for_vllm: bool = False) -> Path:
+def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0, for_vllm: bool = False,
+                     loop: bool = False) -> Path:
     """Write the tiny model directory in the given checkpoint layout and return its path.
 
     for_vllm: the official layout with the real vision tower (vLLM loads only that), weights
@@ -282,7 +302,7 @@ def write_tiny_model(out_dir: str | Path, layout: str = "native", seed: int = 0,
     out.mkdir(parents=True, exist_ok=True)
     if for_vllm:
         layout = "official"
-    model = build_model(seed, for_vllm)
+    model = build_model(seed, for_vllm, loop)
     tokenizer = build_tokenizer()
     if layout == "native":
         model.config.name_or_path = TINY_MODEL_NAME
@@ -323,8 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--for-vllm", action="store_true",
                         help="official layout with the real vision tower sizes and a tiny language model: loads in both engines")
+    parser.add_argument("--loop", action="store_true",
+                        help="weights that repeat <td> until the token budget ends (make_it_loop): the server's outcome loop")
     args = parser.parse_args(argv)
-    out = write_tiny_model(args.dir, args.layout, args.seed, for_vllm=args.for_vllm)
+    out = write_tiny_model(args.dir, args.layout, args.seed, for_vllm=args.for_vllm, loop=args.loop)
     print(f"wrote {'for-vllm' if args.for_vllm else args.layout} tiny model to {out}. {TINY_NOTICE}", file=sys.stderr)
     return 0
 

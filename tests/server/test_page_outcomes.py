@@ -8,6 +8,7 @@ import re
 import pytest
 
 from . import samples
+from .conftest import start_server
 
 pytestmark = pytest.mark.server
 
@@ -25,3 +26,23 @@ def test_a_page_cut_off_by_max_new_tokens_answers_truncated_and_is_counted_under
     assert answer["pages"][0]["finished"] is False
     assert answer["pages"][0]["outcome"] == "truncated"
     assert count(after, "truncated") == count(before, "truncated") + 1 and count(before, "truncated") >= 0
+
+
+@pytest.fixture(scope="module")
+def looping_server(tmp_path_factory):
+    from ocr_server_testing.tiny_model import write_tiny_model
+
+    model = write_tiny_model(tmp_path_factory.mktemp("looping") / "model", loop=True)
+    server = start_server(tmp_path_factory.mktemp("looping-server"), {"MODEL_PATH": str(model), "OCR_REVISION": "rev-loop"})
+    yield server
+    server.stop()
+
+
+def test_the_test_helpers_looping_model_answers_loop_past_the_ngram_guard_and_is_counted(looping_server):
+    with looping_server.client() as c:
+        answer = c.post("/v1/ocr", json={"image": base64.b64encode(samples.png(300, 200, seed=78)).decode(),
+                                         "max_new_tokens": 64}).json()
+        metrics = c.get("/metrics").text
+    page = answer["pages"][0]
+    assert page["outcome"] == "loop" and page["usage"]["generated_tokens"] == 64 and page["finished"] is False
+    assert 'ocr_page_outcomes_total{outcome="loop",revision="rev-loop"} 1.0' in metrics
