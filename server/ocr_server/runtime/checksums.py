@@ -98,14 +98,22 @@ def expected_for(config_file: str | None) -> dict[str, str]:
     return data
 
 
+def expected_in(model_dir: Path) -> dict[str, str]:
+    """The list inside the model directory (a weights image from `python -m ocr_server.package`);
+    empty when there is none. The operator's list, when given, wins."""
+    path = Path(model_dir) / FILE_NAME
+    return expected_for(str(path)) if path.is_file() else {}
+
+
 def verify_configured(model_dir: Path, config_file: str | None, log=None, *, require: bool = False) -> int:
     """Verify what the operator asked for; returns the number of files checked.
 
-    No list (no file beside CONFIG_FILE, or an empty one) verifies nothing: a warning, or with
+    The list is the one beside CONFIG_FILE, else the one inside the model directory (a weights
+    image's). No list verifies nothing: a warning, or with
     REQUIRE_CHECKSUMS=true a ChecksumError that stops start-up, so a lost ConfigMap key cannot
     quietly turn verification off."""
     log = log or logging.getLogger("ocr_server.checksums")
-    expected = expected_for(config_file)
+    expected = expected_for(config_file) or expected_in(model_dir)
     if not expected:
         where = str(Path(config_file).parent / FILE_NAME) if config_file else f"{FILE_NAME} (CONFIG_FILE is not set)"
         if require:
