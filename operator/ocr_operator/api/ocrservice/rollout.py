@@ -49,6 +49,14 @@ class GoldenPages:
         sets_env=(GOLDEN_DIR_ENV,))
 
 
+def _rate(outcome: str, pages: str, more: str = ""):
+    """A reference-free criterion of the gate: the share of its pages with one server outcome."""
+    return api(f"Largest share of the gate's pages {pages} (the server's page outcome `{outcome}`, as in "
+               f"ocr_page_outcomes_total), 0..1; above it the revision fails with QualityRegression naming this "
+               f"field. Unset: not judged. Needs no reference, so it judges the first revision too.{more}",
+               minimum=0, maximum=1)
+
+
 @model
 class QualityGate:
     """spec.rollout.qualityGate: golden pages compared before a new revision takes traffic (the
@@ -66,16 +74,11 @@ class QualityGate:
     timeout_seconds: int = api("Deadline of each gate request (at most spec.inference.timeoutSeconds); the pages' "
                                "time also extends the new pods' startup budget.", minimum=1,
                                maximum=gate.MAX_GATE_TIMEOUT_SECONDS, default=gate.DEFAULT_GATE_TIMEOUT_SECONDS)
-    max_loop_rate: float | None = api(
-        "Largest share of the gate's pages whose output loops (repeats itself: the server's reference-free outcome "
-        "`loop`, as in ocr_page_outcomes_total), 0..1; unset: not judged. Judged on the new revision's own output, "
-        "so it applies to the first revision too.", minimum=0, maximum=1)
-    max_truncated_rate: float | None = api(
-        "Largest share of the gate's pages cut off by the token budget before the end (outcome `truncated`), 0..1; "
-        "unset: not judged. The gate's budget is maxNewTokens: set it above the golden pages' longest text.",
-        minimum=0, maximum=1)
-    max_empty_rate: float | None = api("Largest share of the gate's pages answered with no text (outcome `empty`), "
-                                       "0..1; unset: not judged.", minimum=0, maximum=1)
+    max_loop_rate: float | None = _rate("loop", "whose output repeats itself")
+    max_truncated_rate: float | None = _rate(
+        "truncated", "cut off by the token budget before their end",
+        " The gate's budget is maxNewTokens: set it above the golden pages' longest text.")
+    max_empty_rate: float | None = _rate("empty", "answered with no text")
 
 
 @model
