@@ -46,6 +46,8 @@ ROTATION_ENV = "OCR_OPERATOR_GATE_KEY_ROTATION_SECONDS"
 DEFAULT_ROTATION_SECONDS = 86400
 MIN_ROTATION_SECONDS = 600  # far above kubelet's Secret sync, so the next key is on the pods in time
 DATA_KEY = configmap.GATE_KEY_ENTRY  # the entry the pods mount
+# An unchanged Secret is written again this often (one PATCH): a deleted or edited one comes back.
+REASSERT_SECONDS = 600
 PREFIX = "gk-"
 
 
@@ -83,7 +85,7 @@ def patch_ops(owner_uid: str, body: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 # ---------- I/O ----------
 _seed: bytes | None = None
-_written: dict[tuple[str, str], tuple[str, str]] = {}  # (ns, name) -> (uid, file) last written
+_written: dict[tuple[str, str], tuple[str, str, int]] = {}  # (ns, name) -> (uid, file, re-assert slot) last written
 
 
 def seed(env: Mapping[str, str] = os.environ) -> bytes:
@@ -108,13 +110,14 @@ def current(owner: Mapping[str, Any], now: float) -> Keys:
     return keys(seed(), owner["metadata"]["uid"], now, rotation_seconds())
 
 
-async def write(kube: Kube, owner: Mapping[str, Any], k: Keys) -> str | None:
+async def write(kube: Kube, owner: Mapping[str, Any], k: Keys, now: float) -> str | None:
     """Write the keys into the OcrService's own gate-key Secret (created when missing); a message
     when a Secret of that name is someone else's (then nothing is written). One request per
-    rotation (the last write is remembered)."""
+    rotation and per REASSERT_SECONDS (the last write is remembered)."""
     md = owner["metadata"]
     ns, name, uid = md["namespace"], naming.gate_key_name(md["name"]), md["uid"]
-    if _written.get((ns, name)) == (uid, k.file):
+    done = (uid, k.file, int(now // REASSERT_SECONDS))
+    if _written.get((ns, name)) == done:
         return None
     body = render(owner, k.file)
     try:
@@ -128,5 +131,5 @@ async def write(kube: Kube, owner: Mapping[str, Any], k: Keys) -> str | None:
             if exc2.status == 409:  # created meanwhile: patched at the next reconcile
                 return None
             raise
-    _written[(ns, name)] = (uid, k.file)
+    _written[(ns, name)] = done
     return None

@@ -154,7 +154,7 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
     gate_spec = spec.rollout.quality_gate
     # spec.auth with a gate: the gate's own key, written into its Secret before any pod mounts it.
     gate_key = gatekey.current(owner, now.timestamp()) if configmap.gate_key(spec) else None
-    if gate_key is not None and (refused := await gatekey.write(rt.kube, owner, gate_key)) is not None:
+    if gate_key is not None and (refused := await gatekey.write(rt.kube, owner, gate_key, now.timestamp())) is not None:
         log.warning("%s/%s: %s", ns, name, refused)
     send_key = gate_key.send if gate_key is not None else None
     pages = await gaterun.golden_pages(rt.kube, ns, spec, fresh.revision, prior, observed, send_key)
