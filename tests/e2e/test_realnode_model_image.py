@@ -70,12 +70,19 @@ def package_and_import(cluster, weights: Path, repository: str) -> tuple[str, fl
     archive = weights.parent / f"{weights.name}.tar"
     archive.unlink(missing_ok=True)
     b.run("push", tag, f"docker-archive:{archive}:{tag}")
-    cluster.real_node.import_image(archive, tag)
+    b.run("rmi", tag)  # built again on every run: nothing piles up in the harness's storage
+    node = cluster.real_node
+    node.import_image(archive, tag)
     archive.unlink()
-    digest = image_targets(cluster.real_node.ctr("images", "ls", f"name=={tag}").stdout)[tag]
+    listing = image_targets(node.ctr("images", "ls").stdout)
+    digest = listing[tag]
     # The repo digest ref the CRI records for a pulled image (an imported one has none): without it
-    # the kubelet finds no `name:tag@digest` ("not present with pull policy of Never").
-    cluster.real_node.ctr("images", "tag", "--force", tag, f"{repository}@{digest}")
+    # the kubelet finds no `name:tag@digest` ("not present with pull policy of Never"). The refs
+    # of earlier runs' digests go, so the node's store keeps one image per repository.
+    node.ctr("images", "tag", "--force", tag, f"{repository}@{digest}")
+    old = [ref for ref in listing if ref.startswith(f"{repository}@") and ref != f"{repository}@{digest}"]
+    if old:
+        node.ctr("images", "rm", *old)
     return f"{tag}@{digest}", seconds
 
 
