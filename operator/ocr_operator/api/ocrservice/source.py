@@ -48,6 +48,10 @@ class ModelCache:
 
 @model
 class S3Source(S3Location):
+    credentials_secret: str = api(
+        "Name of a Secret in this namespace with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, and optionally "
+        "AWS_ENDPOINT_URL (a server other than AWS) and AWS_REGION; the model-fetch init container reads them as "
+        "environment variables (the operator never reads the Secret).", min_length=1, max_length=253, required=True)
     cache: ModelCache | None = api("Where the fetched weights are kept (the Node cache when unset).")
 
 
