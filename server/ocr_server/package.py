@@ -74,7 +74,9 @@ def build(model_dir: Path, tag: str, buildah: list[str]) -> str:
             run("copy", "--chown", "0:0", ctr, f"{model_dir}/.", "/")
             run("copy", "--chown", "0:0", ctr, str(sums), f"/{FILE_NAME}")
         run("config", "--label", f"{LABEL}=sha256:{hashlib.sha256(listing).hexdigest()}", ctr)
-        return run("commit", "--rm", "--quiet", ctr, tag)
+        # Every timestamp at the epoch (the config's and the layer's files'): the same weights give
+        # the same digest, so packaging them again is no new revision of an OcrService.
+        return run("commit", "--rm", "--quiet", "--timestamp", "0", ctr, tag)
     except BaseException:
         subprocess.run([*buildah, "rm", ctr], capture_output=True)
         raise

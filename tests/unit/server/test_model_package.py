@@ -85,3 +85,11 @@ def test_the_operators_list_wins_over_the_one_inside_the_model_directory(tmp_pat
     (config.parent / checksums.FILE_NAME).write_text(
         json.dumps({"config.json": hashlib.sha256(b'{"model_type": "tiny"}').hexdigest()}))
     assert checksums.verify_configured(d, str(config)) == 1
+
+
+def test_the_same_weights_package_to_the_same_image_so_a_rebuild_is_no_new_revision(tmp_path, buildah):
+    d = weights(tmp_path)
+    first = package.build(d, "localhost/weights:a", buildah)
+    for p in d.rglob("*"):  # a copy made later: other mtimes, the same bytes
+        p.touch()
+    assert package.build(d, "localhost/weights:b", buildah) == first
