@@ -216,6 +216,17 @@ def test_the_operator_never_gets_a_secret_and_leaves_one_it_does_not_own_as_it_i
     requests = keyed.operator_requests()
     print(f"\noperator API requests on Secrets: { {k: v for k, v in requests.items() if 'secrets' in k} }")
     assert after["metadata"]["resourceVersion"] == before and not after["metadata"].get("ownerReferences")
+
+    def degraded() -> dict | None:  # the user is told, not only the operator's log
+        conds = {c["type"]: c for c in ((keyed.ocr.get("ocrs", other) or {}).get("status") or {}).get("conditions", [])}
+        c = conds.get("Degraded") or {}
+        return c if c.get("status") == "True" and c.get("reason") == "ChildConflict" else None
+
+    cond = wait_for(degraded, timeout=60, interval=0.5, message=f"OcrService {other} Degraded with ChildConflict")
+    assert "is not this OcrService's gate-key Secret" in cond["message"], cond
+    wait_for(lambda: "gate-key Secret" in keyed.cluster.kubectl(
+        "get", "events", "-n", keyed.namespace, "--field-selector", f"involvedObject.name={other},reason=ChildConflict",
+        "-o", "json").stdout, timeout=60, interval=1, message=f"a ChildConflict Event on OcrService {other}")
     assert base64.b64decode(after["data"]["gate-keys"]) == b"the-user-s-own-value"
     assert not [k for k in requests if k.startswith("GET secrets")], json.dumps(requests)
     assert requests.get("POST secrets", 0) >= 1, requests  # its own gate-key Secrets, created

@@ -154,8 +154,11 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
     gate_spec = spec.rollout.quality_gate
     # spec.auth with a gate: the gate's own key, written into its Secret before any pod mounts it.
     gate_key = gatekey.current(owner, now.timestamp()) if configmap.gate_key(spec) else None
+    # A Secret of that name that is not ours: a child conflict like any other (Degraded, an Event).
+    key_conflicts: tuple[str, ...] = ()
     if gate_key is not None and (refused := await gatekey.write(rt.kube, owner, gate_key, now.timestamp())) is not None:
         log.warning("%s/%s: %s", ns, name, refused)
+        key_conflicts = (refused,)
     send_key = gate_key.send if gate_key is not None else None
     pages = await gaterun.golden_pages(rt.kube, ns, spec, fresh.revision, prior, observed, send_key)
     finished = ctx.jobs.result(key) if ctx.jobs is not None else None
@@ -204,13 +207,13 @@ async def reconcile(rt: Runtime, owner: Mapping[str, Any], ctx: Context) -> Resu
     new, changed = status.build(owner, status.Report(
         spec, fresh.revision, decision, deployment=applied.live.get("Deployment"),
         hpa=applied.live.get("HorizontalPodAutoscaler"), apply_errors=tuple(applied.errors),
-        conflicts=tuple(applied.conflicts), active_schedule=desired.active_schedule,
+        conflicts=(*applied.conflicts, *key_conflicts), active_schedule=desired.active_schedule,
         scaled_to_zero_by=desired.scaled_to_zero_by, gate_record=step.record, gate_condition=step.condition,
         fetch=fetch),
         now=now)
     events = [(e.type, e.reason, e.message) for e in outcome.events]
     # Told each time a reconcile finds it (the recorder aggregates repeats): the user must act.
-    events += [("Warning", status.CHILD_CONFLICT, conflict) for conflict in applied.conflicts]
+    events += [("Warning", status.CHILD_CONFLICT, conflict) for conflict in (*applied.conflicts, *key_conflicts)]
     rolling_out = rollout.PROGRESSING in (prior.phase, decision.status.phase)
     await _write_status(rt, owner, new, changed, events, result, hold=0.0 if finished else ctx.status_hold,
                         rollout_tells=rolling_out)
