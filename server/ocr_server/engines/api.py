@@ -78,6 +78,9 @@ class ModelInfo:
     device: str
     dtype: str
     decoder: str = "generate"  # generate | slots (DECODER)
+    # Token ids whose repetition is no loop: the n-gram guard's whitelist (TD_TOKENS), which the page
+    # outcome classifier (serving/outcome.py) leaves out too, so a table of empty cells reads ok.
+    repeat_allowed: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

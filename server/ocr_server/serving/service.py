@@ -352,7 +352,7 @@ class OcrServing(Generic[P]):
             split_out = SplitOut(reason=job.split.reason, overlap_px=job.split.overlap, parts=[
                 PartOut(box=list(box), layout=Layout.of(it.plan), generated_tokens=len(g.token_ids), finished=g.finished)
                 for box, it, g in zip(job.split.boxes, job.items, gens)])
-        outcome = classify([(g.token_ids, g.finished) for g in gens], parsed.text)
+        outcome = classify([(g.token_ids, g.finished) for g in gens], parsed.text, self.info.repeat_allowed)
         self.metrics.page_outcome(outcome)
         return PageOut(
             page=job.number, text=parsed.text, raw=parsed.raw,

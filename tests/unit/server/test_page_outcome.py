@@ -70,3 +70,22 @@ def test_outcomes_are_counted_with_the_pods_revision_every_outcome_from_zero():
     assert 'ocr_page_outcomes_total{outcome="loop",revision="5d8f7c"} 1.0' in text
     for outcome in O.OUTCOMES:
         assert f'ocr_page_outcomes_total{{outcome="{outcome}",revision="5d8f7c"}}' in text
+
+
+TD, TD_END = 128821, 128822  # the tokenizer's <td> and </td>, the ids the n-gram guard lets repeat
+
+
+def test_a_table_of_empty_cells_that_ends_with_eos_is_not_a_loop():
+    ids = prose(40) + [TD, TD_END] * 300 + prose(20, seed=3)
+    assert O.classify([(ids, True)], "table", allowed=frozenset({TD, TD_END})) == O.OK
+
+
+def test_a_loop_between_cell_tags_is_still_a_loop():
+    line = [TD] + prose(12, seed=4) + [TD_END]
+    ids = prose(60) + line * 40
+    assert O.classify([(ids, False)], "table", allowed=frozenset({TD, TD_END})) == O.LOOP
+
+
+def test_cell_tags_repeated_until_the_budget_runs_out_are_a_loop():
+    ids = prose(40) + [TD] * 600
+    assert O.classify([(ids, False)], "table", allowed=frozenset({TD, TD_END})) == O.LOOP

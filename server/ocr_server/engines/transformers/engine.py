@@ -203,6 +203,7 @@ class Engine:
         self.info = ModelInfo(
             name=name, revision=revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
             device=str(device), dtype=str(dtype).replace("torch.", ""), decoder=self.decoder,
+            repeat_allowed=frozenset(self.whitelist),
         )
         return self.info
 

@@ -201,7 +201,8 @@ class VllmEngine:
         # "cuda:GPU_ID": the GPU metrics read that (physical) device, as for the transformers engine.
         shown = device if device == "cpu" else f"cuda:{r.gpu_id}"
         self.info = ModelInfo(name=name, revision=revision(model_dir, self.cfg.model.revision, tiny),
-                              layout="official (read by vLLM)", tiny=tiny, device=shown, dtype=dtype)
+                              layout="official (read by vLLM)", tiny=tiny, device=shown, dtype=dtype,
+                              repeat_allowed=frozenset(self.whitelist))
         return self.info
 
     def shutdown(self) -> None:
