@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -44,6 +46,23 @@ def ocr_crd(cluster):
 def operator_kubeconfig(cluster) -> Path:
     path = getattr(cluster, "operator_kubeconfig", None)
     return Path(path) if path and Path(path).exists() else Path(cluster.kubeconfig)
+
+
+@contextlib.contextmanager
+def operator_namespace(cluster, prefix: str, log: Path) -> Iterator[tuple[str, OperatorProcess]]:
+    """A fresh namespace `<prefix>-<5 hex>` with its default ServiceAccount, and an operator process
+    watching only it (not started: the caller starts it when its set-up is ready); the operator is
+    stopped and the namespace deleted (without waiting) at the end (module-scoped real-node fixtures)."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", namespace)
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
+    try:
+        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
+                 timeout=30, message=f"default ServiceAccount in {namespace}")
+        yield namespace, op
+    finally:
+        op.stop()
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice import naming
 from ocr_operator.ocrservice.rollout.verdict import parse_records
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
+from tests.e2e.operator_fixtures import OcrHelpers, operator_namespace
 from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, REPO, SteadyClient, pod_ready, real_ocrservice,
                                          server_pods, service_client, tiny_model_claim)
 from tests.server import samples
@@ -162,13 +162,7 @@ def model_b(volume) -> str:
 
 @pytest.fixture(scope="module")
 def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path_factory):
-    namespace = f"t-realnode-gate-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", namespace)
-    log = tmp_path_factory.mktemp("gate") / "operator.log"
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
-    try:
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
-                 timeout=30, message=f"default ServiceAccount in {namespace}")
+    with operator_namespace(cluster, "t-realnode-gate", tmp_path_factory.mktemp("gate") / "operator.log") as (namespace, op):
         model_b(tiny_model_volume)
         image = product_images.on_node("server")
         op.start()
@@ -179,9 +173,6 @@ def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
             print(f"\nOcrService {NAME} (model A, gated) applied -> settled: {time.monotonic() - t0:.1f}s; "
                   f"first gate: {st.get('qualityGate')}")
             yield service
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,9 @@ import uuid
 import httpx
 import pytest
 
-from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice import naming
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
+from tests.e2e.operator_fixtures import OcrHelpers, operator_namespace
 from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client, tiny_model_claim, tls_secret
 from tests.e2e.test_realnode_quality_gate import PAGES, model_b
 from tests.server import samples
@@ -105,13 +104,8 @@ def _send(client: httpx.Client, method: str, url: str, headers: dict, **ext) -> 
 
 @pytest.fixture(scope="module")
 def keyed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path_factory):
-    namespace = f"t-realnode-gatekey-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", namespace)
     work = tmp_path_factory.mktemp("gatekey")
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], work / "operator.log")
-    try:
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
-                 timeout=30, message=f"default ServiceAccount in {namespace}")
+    with operator_namespace(cluster, "t-realnode-gatekey", work / "operator.log") as (namespace, op):
         model_b(tiny_model_volume)
         for weights in ("weights", "weights-b"):  # the golden pages beside each model's weights
             folder = tiny_model_volume / weights / GOLDEN
@@ -132,9 +126,6 @@ def keyed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
             print(f"\nOcrService {NAME} (auth + tls + gate, model A) applied -> settled: {time.monotonic() - t0:.1f}s; "
                   f"first gate: {st.get('qualityGate')}")
             yield service
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 @pytest.fixture(autouse=True)

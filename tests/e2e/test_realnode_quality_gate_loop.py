@@ -15,14 +15,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
-from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice import naming
-from tests.e2e.operator_fixtures import operator_kubeconfig
+from tests.e2e.operator_fixtures import operator_namespace
 from tests.e2e.realnode_fixtures import DEFAULT_MODEL_NAME, REPO, server_pods, tiny_model_claim
 from tests.e2e.test_realnode_quality_gate import NAME, PAGES, Gated
 
@@ -45,20 +43,12 @@ def looping_model(volume) -> str:
 
 @pytest.fixture(scope="module")
 def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path_factory):
-    namespace = f"t-realnode-loop-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", namespace)
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path_factory.mktemp("loop") / "operator.log")
-    try:
-        wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace, check=False).returncode == 0,
-                 timeout=30, message=f"default ServiceAccount in {namespace}")
+    with operator_namespace(cluster, "t-realnode-loop", tmp_path_factory.mktemp("loop") / "operator.log") as (namespace, op):
         looping_model(tiny_model_volume)
         image = product_images.on_node("server")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as pvc:
             yield Gated(cluster, namespace, op, image, pvc, tiny_model_volume)
-    finally:
-        op.stop()
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def test_a_model_forced_to_loop_fails_the_gate_on_max_loop_rate_and_is_rolled_back_before_serving(gated):
