@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import tarfile
 
@@ -13,8 +12,6 @@ import pytest
 
 from ocr_server import package
 from ocr_server.runtime import checksums
-
-pytestmark = pytest.mark.skipif(shutil.which("buildah") is None, reason="buildah is not installed")
 
 
 def weights(tmp_path):
