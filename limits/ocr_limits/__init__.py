@@ -3,8 +3,9 @@
 The operator (its typed API models, and through them the CRDs' defaults, enums and CEL rules and
 its own checks) and the server (its configuration defaults and startup checks, the
 crop plan) both import these, so a limit cannot differ between the API server, the operator and a
-running pod. Pure data and pure functions, no dependencies: the operator image imports this without
-torch, and this package imports nothing of the project.
+running pod. Pure data and pure functions, one small dependency (rapidfuzz, for the quality gate's
+page distance): the operator image imports this without torch, and this package imports nothing of
+the project.
 
 - tokens: the model's visual-token arithmetic (views, crops, 256..1120);
 - engines: what each inference engine can serve, and the defaults that follow the engine;

@@ -78,12 +78,17 @@ def test_every_setting_names_one_key_of_the_servers_config_file():
     assert L.setting("MAX_VISUAL_TOKENS").key == "model.max_visual_tokens"
 
 
-def test_the_package_imports_only_the_standard_library_and_itself():
-    imported = set()
+def test_the_package_imports_the_standard_library_itself_and_rapidfuzz_for_the_page_distance_only():
+    imported: dict[str, set[str]] = {}
     for source in PACKAGE.glob("*.py"):
         for node in ast.walk(ast.parse(source.read_text())):
             if isinstance(node, ast.Import):
-                imported |= {a.name.split(".")[0] for a in node.names}
+                names = {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "dataclasses", "datetime", "math", "typing"}, imported
+                names = {node.module.split(".")[0]}
+            else:
+                continue
+            for name in names:
+                imported.setdefault(name, set()).add(source.name)
+    assert set(imported) <= {"__future__", "dataclasses", "datetime", "math", "typing", "rapidfuzz"}, imported
+    assert imported.get("rapidfuzz", {"quality.py"}) == {"quality.py"}
