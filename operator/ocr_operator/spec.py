@@ -45,6 +45,7 @@ from .api.ocrservice import (
     Schedule,
     ServiceMonitorSpec,
     ServiceSpec,
+    Shadow,
     engine_error,
     engine_serves,
     env_override_error,
@@ -70,6 +71,6 @@ __all__ = [
     "GOLDEN_SOURCE_ERROR", "GROUP", "KIND", "PLURAL", "QUEUE_METRIC", "RATIO_GPU_METRIC", "RESERVED_LABEL_PREFIXES",
     "TOKEN_BUDGET_ERROR", "TOKEN_ORDER_ERROR", "VERSION", "Auth", "Autoscaling", "HealthCheck", "Inference", "Metric",
     "Model", "NetworkPolicySpec", "OcrServiceSpec", "PdbSpec", "PrometheusRuleSpec", "PvcSource", "QualityGate",
-    "Resources", "Rollout", "Schedule", "ServiceMonitorSpec", "ServiceSpec", "SpecError", "engine_error",
+    "Resources", "Rollout", "Schedule", "ServiceMonitorSpec", "ServiceSpec", "Shadow", "SpecError", "engine_error",
     "engine_serves", "env_override_error", "parse", "reserved_labels_error", "validate",
 ]

@@ -75,6 +75,12 @@ INVALID = [
      "spec.env must not set GOLDEN_DIR: set spec.rollout.qualityGate.goldenPages.pvcPath instead"),
     ("a golden pages path out of the volume", {"model": {"pvc": {"claimName": "w"}}, "rollout": {
         "qualityGate": {"goldenPages": {"pvcPath": "../secrets"}}}}, "spec.rollout.qualityGate.goldenPages.pvcPath"),
+    *[(f"shadow {field} {value}", {"rollout": {"qualityGate": {"goldenPages": {"configMapName": "g"},
+                                                                "shadow": {field: value}}}},
+       f"spec.rollout.qualityGate.shadow.{field}")
+      for field, value in (("samplePercent", 0), ("samplePercent", 101), ("maxPages", 0), ("maxPages", 257),
+                           ("maxSeconds", 9), ("maxSeconds", 3601), ("noisePages", -1), ("noisePages", 9),
+                           ("maxMeanDistance", 1.5), ("maxPageDistance", -0.1))],
 ]
 
 
@@ -117,6 +123,14 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
     assert spec["resources"]["gpus"] == 1
     assert spec["replicas"] == 1 and "autoscaling" not in spec  # one pod, no HPA, unless asked
+
+
+def test_an_empty_shadow_sample_is_defaulted_by_the_api_server(cluster, validation_ns):
+    body = ocrservice("shadowed", rollout={"qualityGate": {"goldenPages": {"configMapName": "g"}, "shadow": {}}})
+    cluster.kubectl("apply", "-n", validation_ns, "-f", "-", input=yaml.safe_dump(body))
+    obj = yaml.safe_load(cluster.kubectl("get", "ocrs", "shadowed", "-n", validation_ns, "-o", "yaml").stdout)
+    assert obj["spec"]["rollout"]["qualityGate"]["shadow"] == {
+        "samplePercent": 10, "maxPages": 32, "maxSeconds": 300, "noisePages": 2}  # thresholds: the gate's own
 
 
 def test_kubectl_explain_documents_the_fields(cluster, ocr_crd):

@@ -17,7 +17,7 @@ from .network import (
     TlsSpec,
 )
 from .pods import RESERVED_LABEL_PREFIXES, EnvVar, LocalObjectReference, Resources, Toleration, reserved_labels_error
-from .rollout import GOLDEN_SOURCE_ERROR, GoldenPages, HealthCheck, QualityGate, Rollout
+from .rollout import GOLDEN_SOURCE_ERROR, GoldenPages, HealthCheck, QualityGate, Rollout, Shadow
 from .root import GOLDEN_PVC_ERROR, OcrServiceSpec
 from .scaling import DAYS, DEFAULT_METRIC, QUEUE_METRIC, RATIO_GPU_METRIC, Autoscaling, Behavior, Metric, Schedule
 from .server import Inference, Model, PvcSource
@@ -32,6 +32,6 @@ __all__ = [
     "ImageSource", "LocalObjectReference", "Metric", "Model", "ModelCache", "ModelSource", "Monitoring",
     "NetworkPolicySpec", "OcrServiceSpec", "OcrServiceStatus",
     "PdbSpec", "PrometheusRuleSpec", "PvcSource", "QualityGate", "Resources", "Rollout", "S3Source", "Schedule",
-    "ServiceMonitorSpec", "ServiceSpec", "TlsSpec", "Toleration", "engine_error", "engine_serves",
+    "ServiceMonitorSpec", "Shadow", "ServiceSpec", "TlsSpec", "Toleration", "engine_error", "engine_serves",
     "env_override_error", "reserved_labels_error", "server_config", "spec_fields",
 ]

@@ -1,4 +1,5 @@
-"""spec.rollout: probes, the rollback budget, and the quality gate's golden pages (bounds: ocr_limits.quality)."""
+"""spec.rollout: probes, the rollback budget, and the quality gate's golden and shadow pages (bounds:
+ocr_limits.quality)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,43 @@ def _rate(outcome: str, pages: str, more: str = ""):
 
 
 @model
+class Shadow:
+    __description__ = (
+        "Shadow pages: while the new revision's first pod is held back by the readiness gate, the serving pods "
+        "(the last good revision) copy a sample of their live POST /v1/ocr requests to it, each after the client's "
+        "answer was sent, and the gate compares the held pod's answer with the one the client got (the same "
+        "distance as the golden pages). No client sees the held pod's answer or waits for a copy. A request whose "
+        "client asked for no retention (header Cache-Control: no-store or X-OCR-Retention: none) is never copied, "
+        "nor a streamed one. The copies live only in the serving pod's memory (at most "
+        f"{gate.MAX_SHADOW_QUEUE_PAGES} pages and {gate.MAX_SHADOW_QUEUE_BYTES // (1024 * 1024)} MiB waiting in "
+        "each) until the held pod answered; the gate's result keeps distances, outcomes and sha256 hashes, never a "
+        "page or a text. The gate arms the serving pods with its own key (the pods get it with this field or "
+        "spec.auth): adding this field without spec.auth gives the pods the key in that same revision, so its "
+        "serving pods cannot be armed yet and it is judged on its golden pages only. A revision passes when both "
+        "the golden pages and the shadow sample pass; a shadow failure is QualityRegression naming the shadow "
+        "sample. The first revision (no last good one) has no shadow sample.")
+
+    sample_percent: int = api("Share of the serving pods' eligible live requests copied, in percent.", minimum=1,
+                              maximum=100, default=gate.DEFAULT_SHADOW_SAMPLE_PERCENT)
+    max_pages: int = api("Shadow pages judged at most: the gate stops waiting once this many are judged (each "
+                         "serving pod copies at most this many).", minimum=1, maximum=gate.MAX_SHADOW_PAGES,
+                         default=gate.DEFAULT_SHADOW_MAX_PAGES)
+    max_seconds: int = api(
+        "How long the serving pods copy requests, from the start of the gate; it also extends the new pods' "
+        "startup budget. With fewer pages judged by then the verdict takes those (none: the golden pages alone "
+        "decide, and the status says so).", minimum=gate.MIN_SHADOW_SECONDS, maximum=gate.MAX_SHADOW_SECONDS,
+        default=gate.DEFAULT_SHADOW_SECONDS)
+    noise_pages: int = api(
+        "Of the first copies, how many the serving pod also answers a second time itself: the largest distance "
+        "between its own two answers is the noise floor, taken off each shadow page's distance before it is judged "
+        "(0: no floor).", minimum=0, maximum=gate.MAX_SHADOW_NOISE_PAGES, default=gate.DEFAULT_SHADOW_NOISE_PAGES)
+    max_mean_distance: float | None = api("Largest mean distance over the shadow pages (after the noise floor); "
+                                          "unset: the gate's maxMeanDistance.", minimum=0, maximum=1)
+    max_page_distance: float | None = api("Largest distance of any one shadow page (after the noise floor); unset: "
+                                          "the gate's maxPageDistance.", minimum=0, maximum=1)
+
+
+@model
 class QualityGate:
     """spec.rollout.qualityGate: golden pages compared before a new revision takes traffic (the
     operator's gate decides, its runner sends the pages). Bounds: ocr_limits.quality."""
@@ -79,6 +117,7 @@ class QualityGate:
         "truncated", "cut off by the token budget before their end",
         " The gate's budget is maxNewTokens: set it above the golden pages' longest text.")
     max_empty_rate: float | None = _rate("empty", "answered with no text")
+    shadow: Shadow | None = api()
 
 
 @model

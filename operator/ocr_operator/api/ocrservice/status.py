@@ -27,6 +27,22 @@ class PageDistance:
 
 
 @model
+class ShadowStatus:
+    """The shadow sample's verdict (spec.rollout.qualityGate.shadow): counts and distances only."""
+
+    pages: int | None = api("Shadow pages judged (the held pod answered them).")
+    sampled: int | None = api("Live requests the serving pods copied.")
+    errors: int | None = api("Copies the held pod gave no answer to, and serving pods whose shadow endpoints failed.")
+    mean_distance: float | None = api("Mean distance of the judged pages, after the noise floor.")
+    worst_distance: float | None = api("Largest distance of a judged page, after the noise floor.")
+    noise_floor: float | None = api("The largest distance between the serving revision's own two answers to a page "
+                                    "(taken off each page's distance).")
+    seconds: float | None = api("Seconds from the serving pods' arming to the sample's end.")
+    message: str | None = api("The shadow verdict: the counts, and a failure's worst page (by its sha256) and "
+                              "threshold.")
+
+
+@model
 class QualityGateStatus:
     revision: str | None = api("The revision judged.")
     attempt: str | None = api("The rollout attempt (its start time) the verdict belongs to.")
@@ -43,6 +59,7 @@ class QualityGateStatus:
     worst_distance: float | None = api("That page's distance.")
     seconds: float | None = api("Seconds the golden pages took on the pod.")
     pages: tuple[PageDistance, ...] = api("Each compared page's distance.", max_items=16)
+    shadow: ShadowStatus | None = api("The shadow sample's verdict (spec.rollout.qualityGate.shadow).")
 
 
 @model
