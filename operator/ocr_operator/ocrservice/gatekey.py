@@ -1,6 +1,7 @@
 """The quality gate's key with spec.auth: a Secret the operator creates, owns and rotates.
 
-A gated OcrService that requires API keys gets a Secret `<name>-gate-key` (ownerReference to the
+A gated OcrService that requires API keys, or whose gate takes shadow pages (the serving pods are
+armed with this key: PUT /v1/shadow), gets a Secret `<name>-gate-key` (ownerReference to the
 OcrService, so garbage collection removes it). Its one entry holds the gate keys of three
 consecutive rotation periods: the previous, the current and the next. The pods mount it whole
 (GATE_KEY_FILE; kubelet updates the file in place, the server re-reads it while serving) and

@@ -11,6 +11,7 @@ from .helpers import owner, parsed
 
 SEED, UID, DAY = b"seed-of-the-test", "11111111-2222-3333-4444-555555555555", 86400
 GATE = {"qualityGate": {"goldenPages": {"configMapName": "golden"}}}
+SHADOW = {"qualityGate": {"goldenPages": {"configMapName": "golden"}, "shadow": {}}}
 
 
 def _server(body: dict) -> dict:
@@ -81,3 +82,16 @@ def test_with_a_gate_key_a_401_is_asked_again_within_the_deadline():
 
 def test_without_a_gate_key_a_401_fails_the_page():
     assert not gaterun.retried(401, keyed=False)
+
+
+def test_shadow_pages_without_api_keys_give_the_pods_the_gate_key_file_and_pod_ip():
+    spec = _server(owner({"rollout": SHADOW}))  # the gate arms the serving pods with its key
+    (vol,) = [v for v in spec["volumes"] if v["name"] == "gate-key"]
+    assert vol["secret"]["secretName"] == naming.gate_key_name("ocr")
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env["GATE_KEY_FILE"]["value"] == configmap.GATE_KEY_FILE
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+
+
+def test_the_gate_with_shadow_pages_and_no_api_keys_sends_its_key():
+    assert configmap.gate_key(parsed(owner({"rollout": SHADOW})))

@@ -307,6 +307,14 @@ def test_the_network_policy_exists_only_when_asked_and_lists_the_sources():
         {"ipBlock": {"cidr": "10.0.0.0/8"}}]}]
 
 
+def test_with_shadow_pages_the_network_policy_admits_the_services_own_pods():
+    shadow = {"qualityGate": {"goldenPages": {"configMapName": "golden"}, "shadow": {}}}
+    np = children({"networkPolicy": {"enabled": True, "allowSameNamespace": False}, "rollout": shadow}
+                  ).objects["NetworkPolicy"]
+    assert np["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8080}], "from": [
+        {"podSelector": {"matchLabels": naming.selector_labels("ocr")}}]}]  # the serving pods copy pages to the held one
+
+
 def test_the_service_monitor_needs_both_the_toggle_and_its_crd():
     on = {"monitoring": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}}
     assert children().objects["ServiceMonitor"] is None

@@ -156,6 +156,6 @@ class Rollout:
         "pods keep serving; no pod of the new revision serves a client before the gate passes. A pass sets the pod "
         "condition True on its pods and the rollout goes on; a failure fails the revision with reason "
         "QualityRegression (rolled back like a health failure). Golden pages that are missing or too large hold the "
-        "rollout (condition QualityGate False). With spec.auth the gate sends its own key, from a Secret <name>-gate-key "
-        "the operator creates, owns and rotates; the pods take that key only on the gate's requests to themselves (the "
-        "golden pages and /v1/ocr addressed to the pod's IP).")
+        "rollout (condition QualityGate False). With spec.auth or shadow the gate sends its own key, from a Secret "
+        "<name>-gate-key the operator creates, owns and rotates; the pods take that key only on the gate's requests to "
+        "themselves (the golden pages, /v1/ocr and /v1/shadow addressed to the pod's IP).")

@@ -52,8 +52,10 @@ def server_env(spec: OcrServiceSpec) -> list[dict[str, Any]]:
 
 
 def gate_key(spec: OcrServiceSpec) -> bool:
-    """A gate key only where the gate must send one: a gated OcrService that requires API keys."""
-    return spec.auth is not None and spec.rollout.quality_gate is not None
+    """A gate key only where the gate must send one: a gated OcrService that requires API keys, or
+    whose gate arms its serving pods for shadow pages (PUT /v1/shadow takes the gate key only)."""
+    gate = spec.rollout.quality_gate
+    return gate is not None and (spec.auth is not None or gate.shadow is not None)
 
 
 def golden_dir(spec: OcrServiceSpec) -> str | None:

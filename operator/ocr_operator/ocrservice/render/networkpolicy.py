@@ -1,4 +1,5 @@
-"""networking.k8s.io/v1 NetworkPolicy admitting the server port from the listed sources only."""
+"""networking.k8s.io/v1 NetworkPolicy admitting the server port from the listed sources only (and,
+with shadow pages, from the OcrService's own pods: the serving pods send their copies to the held one)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec) -> dict[str, Any] | N
         sources.append({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}})
     for cidr in np.allowed_cidrs:
         sources.append({"ipBlock": {"cidr": cidr}})
+    gate = spec.rollout.quality_gate
+    if gate is not None and gate.shadow is not None:
+        sources.append({"podSelector": {"matchLabels": naming.selector_labels(name)}})
     ingress: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": spec.service.port}]}
     if sources:
         ingress["from"] = sources
