@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ocr_limits.quality import MAX_GOLDEN_BYTES, MAX_GOLDEN_PAGES, MAX_PAGE_TEXT_CHARS
+from ocr_limits.quality import MAX_GOLDEN_BYTES, MAX_GOLDEN_PAGES, MAX_PAGE_TEXT_CHARS, page_distance
 from ocr_operator import spec as S
 from ocr_operator.ocrservice.rollout import RolloutStatus
 from ocr_operator.ocrservice.rollout import gate as G
@@ -95,6 +95,10 @@ def test_distance_is_the_normalised_levenshtein_distance():
     assert V.distance("abcd", "abcx") == 0.25
     assert V.distance("abcd", "") == 1.0
     assert V.distance("", "") == 0.0
+
+
+def test_the_golden_pages_distance_is_the_shared_page_distance_the_shadow_pages_use():
+    assert V.distance("abc", "abx") == page_distance("abc", "abx") == 0.3333  # rounded to 4 places, as the server's
 
 
 def test_the_same_outputs_as_the_baseline_pass_with_distance_zero():

@@ -10,7 +10,8 @@ old pods keep all the traffic. The gate then goes through its phases (status.qua
 - Waiting: for a pod of the revision to load its model, for usable golden pages, or for a Ready
   pod of the last good revision to record the baseline from;
 - Recording: the last good revision's outputs on the golden pages are recorded (a RECORD job);
-- Running: the pages are sent to the new revision's pod (a GATE job);
+- Running: the pages are sent to the new revision's pod (a GATE job); with shadow pages the job
+  first arms the Ready pods of the last good revision to copy live requests to it (shadow.py);
 - Passed: every awaiting pod of the revision is admitted (its condition set True), the rollout
   goes on, and the outputs become the baseline once the revision is the last good one;
 - Failed: the revision fails with QualityRegression or QualityGateError, and the revisions'
@@ -30,6 +31,8 @@ from ocr_operator.spec import QualityGate
 
 from .model import PROGRESSING, Failure, RolloutStatus
 from .pages import GatePod, GoldenPages, PagesProblem, first_pod
+from .shadow import ShadowResult, combine
+from .shadow import judge as judge_shadow
 from .verdict import Output, Recording, Records, Verdict, judge
 
 # failed_reason values and QualityGate condition reasons (CamelCase, stable).
@@ -46,7 +49,8 @@ GATE, RECORD = "gate", "record"
 class Job:
     """Send the golden pages to one pod. `kind` gate: judge its revision; record: its outputs
     become the baseline. `attempt` is the rollout's startedAt: a result of another attempt is
-    never applied."""
+    never applied. `serving`: with shadow pages, the Ready pods of the last good revision (name,
+    IP) the gate arms; not in `key`, so a change of the serving pods does not restart the job."""
 
     kind: str
     revision: str
@@ -54,6 +58,7 @@ class Job:
     ip: str
     attempt: str | None
     digest: str
+    serving: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, str | None, str]:
@@ -62,12 +67,14 @@ class Job:
 
 @dataclass(frozen=True)
 class Result:
-    """A finished job: each page's output, or the error that stopped it, and the seconds it took."""
+    """A finished job: each page's output, or the error that stopped it, the seconds it took, and
+    with shadow pages what the serving pods recorded (None: no last good revision to copy from)."""
 
     job: Job
     outputs: tuple[Output, ...] = ()
     error: str | None = None
     seconds: float = 0.0
+    shadow: ShadowResult | None = None
 
 
 @dataclass(frozen=True)
@@ -118,10 +125,14 @@ def conclude(gate: GateInputs, rollout: RolloutStatus) -> Outcome:
         return Outcome({**base, "phase": FAILED, "reason": REASON_GATE_ERROR, "message": message}, records,
                        Failure(REASON_GATE_ERROR, message, job.pod))
     baseline = records.baseline if records.baseline is not None and records.baseline.digest == job.digest else None
-    verdict = judge(result.outputs, pages, baseline, gate.spec)
+    shadow = judge_shadow(result.shadow, gate.spec)
+    verdict = combine(judge(result.outputs, pages, baseline, gate.spec, result.shadow.pages if result.shadow else ()),
+                      shadow)
     record = {**base, "phase": PASSED if verdict.passed else FAILED, "against": verdict.against,
               "meanDistance": verdict.mean, "worstPage": verdict.worst_page, "worstDistance": verdict.worst,
               "pages": [{"name": n, "distance": d} for n, d in verdict.distances], "message": verdict.message}
+    if shadow is not None:
+        record["shadow"] = shadow.to_status()
     if not verdict.passed:
         return Outcome({**record, "reason": REASON_QUALITY_REGRESSION}, records,
                        Failure(REASON_QUALITY_REGRESSION, verdict.message, job.pod), verdict)
@@ -200,9 +211,18 @@ def next_step(gate: GateInputs, outcome: Outcome, pods: Iterable[GatePod], rollo
     if target is None:
         return _waiting_for_pod(admit, revision, attempt, records)
     message = f"sending {len(pages.pages)} golden pages to pod {target.name} of revision {revision}"
-    return Step(admit, Job(GATE, revision, target.name, target.ip or "", attempt, pages.digest),
+    serving = _serving(pods, last_good) if gate.spec.shadow is not None else ()
+    if serving:
+        message += f", and copies of live requests from {len(serving)} pods of revision {last_good}"
+    return Step(admit, Job(GATE, revision, target.name, target.ip or "", attempt, pages.digest, serving),
                 {"revision": revision, "attempt": attempt, "phase": RUNNING, "pod": target.name, "message": message},
                 records, ("Unknown", "GateRunning", message))
+
+
+def _serving(pods: Iterable[GatePod], last_good: str | None) -> tuple[tuple[str, str], ...]:
+    """The pods the shadow pages come from: every Ready pod of the last good revision with an IP."""
+    return tuple(sorted((p.name, p.ip) for p in pods if last_good is not None and p.revision == last_good
+                        and p.ready and not p.deleting and p.ip))
 
 
 def _waiting_for_pod(admit: tuple[str, ...], revision: str, attempt: str | None, records: Records) -> Step:
@@ -227,8 +247,8 @@ def _condition(record: Mapping[str, Any] | None) -> tuple[str, str, str] | None:
 
 def budget_seconds(gate: QualityGate | None, pages: GoldenPages | PagesProblem | None) -> float:
     """Extra startup time a gated pod may take: recording the baseline and the gate itself, each
-    at most one timeout per page (pages sent one at a time)."""
+    at most one timeout per page (pages sent one at a time), and the shadow pages' maxSeconds."""
     if gate is None:
         return 0.0
     count = len(pages.pages) if isinstance(pages, GoldenPages) else 1
-    return 2.0 * count * gate.timeout_seconds
+    return 2.0 * count * gate.timeout_seconds + (gate.shadow.max_seconds if gate.shadow is not None else 0.0)

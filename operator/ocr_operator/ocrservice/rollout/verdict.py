@@ -1,9 +1,10 @@
 """The quality gate's verdict: each page's output, its distance to the reference, the judgement
 against the thresholds, and the recorded outputs the quality ConfigMap holds. Pure.
 
-The distance of a page is rapidfuzz's normalised Levenshtein distance: the edit distance divided
-by the longer text's length (0: the same text, 1: nothing in common), the character error rate
-bounded to 0..1.
+The distance of a page is ocr_limits.quality.page_distance, the one the server's shadow pages are
+judged by too: rapidfuzz's normalised Levenshtein distance, the edit distance divided by the longer
+text's length (0: the same text, 1: nothing in common), the character error rate bounded to 0..1,
+rounded to 4 places.
 """
 
 from __future__ import annotations
@@ -14,19 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rapidfuzz.distance import Levenshtein
-
-from ocr_limits.quality import MAX_PAGE_TEXT_CHARS
+from ocr_limits.quality import bounded_text as bounded
+from ocr_limits.quality import page_distance as distance
 from ocr_operator.spec import QualityGate
 
 from .. import naming
-from .outcomes import judge_rates
+from .outcomes import Judged, judge_rates
 from .pages import GoldenPages
-
-
-def bounded(text: str) -> str:
-    """A recorded (and compared) text: at most MAX_PAGE_TEXT_CHARS characters."""
-    return text[:MAX_PAGE_TEXT_CHARS]
 
 
 @dataclass(frozen=True)
@@ -76,11 +71,6 @@ class Recording:
         return cls(value["revision"], str(value.get("pagesDigest") or ""), outputs)
 
 
-def distance(reference: str, candidate: str) -> float:
-    """Normalised edit distance, 0..1 (rapidfuzz): Levenshtein distance / the longer length."""
-    return float(Levenshtein.normalized_distance(bounded(reference), bounded(candidate)))
-
-
 @dataclass(frozen=True)
 class Verdict:
     passed: bool
@@ -90,15 +80,17 @@ class Verdict:
     worst_page: str | None
     worst: float
     message: str
-    signal: str | None = None  # the failed criterion: maxLoopRate, maxTruncatedRate, maxEmptyRate (None: distances or none)
+    signal: str | None = None  # the failed criterion: maxLoopRate, maxTruncatedRate, maxEmptyRate, shadow (else None)
 
 
-def judge(outputs: Iterable[Output], pages: GoldenPages, baseline: Recording | None, gate: QualityGate) -> Verdict:
-    """The distances (`judge_distances`), then the outcome rates (outcomes.judge_rates): a
-    revision passes when both do; a failed rate names its signal first in the message."""
+def judge(outputs: Iterable[Output], pages: GoldenPages, baseline: Recording | None, gate: QualityGate,
+          also: Iterable[Judged] = ()) -> Verdict:
+    """The distances (`judge_distances`), then the outcome rates (outcomes.judge_rates) of the
+    golden pages' outputs and `also` (the shadow pages): a revision passes when both do; a failed
+    rate names its signal first in the message."""
     outputs = tuple(outputs)
     verdict = judge_distances(outputs, pages, baseline, gate)
-    failed_rate, rates = judge_rates(outputs, gate)
+    failed_rate, rates = judge_rates((*outputs, *also), gate)
     if failed_rate is not None:
         return replace(verdict, passed=False, signal=failed_rate.split(":", 1)[0],
                        message=f"{failed_rate}; {verdict.message}")
@@ -123,7 +115,7 @@ def judge_distances(outputs: Iterable[Output], pages: GoldenPages, baseline: Rec
         else:
             continue
         sources.add(source)
-        distances.append((page.name, round(distance(reference or "", got.get(page.name, "")), 4)))
+        distances.append((page.name, distance(reference or "", got.get(page.name, ""))))
     against = " and ".join(sorted(sources)) or "nothing (no expected text and no last good revision)"
     if not distances:
         return Verdict(True, against, (), 0.0, None, 0.0,
