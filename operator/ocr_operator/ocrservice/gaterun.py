@@ -11,7 +11,8 @@ requests to itself. Over TLS the pod's certificate
 is not verified: it names the Service, not the pod's IP, and the pages and answers are no secret.
 Golden pages on the model PVC (goldenPages.pvcPath) are listed by a pod of the new revision
 (GET /v1/golden, `listing`) and each page's bytes fetched from it just before it is sent, checked
-against the sha256 it listed: the operator mounts no volume.
+against the sha256 it listed: the operator mounts no volume. With shadow pages the GATE job arms the
+serving pods before the golden pages and collects their copies' results after them (shadowrun.py).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from ocr_limits.timestamps import iso
 from ocr_operator.runtime.bounded import TooLarge, read_limited
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError, Kube
-from ocr_operator.spec import OcrServiceSpec
+from ocr_operator.spec import OcrServiceSpec, Shadow
 
-from . import naming
+from . import naming, shadowrun
 from .rollout import Observed, RolloutStatus
-from .rollout.gate import Job, Result
+from .rollout.gate import GATE, Job, Result
 from .rollout.model import PROGRESSING
 from .rollout.outcomes import answer_outcome
 from .rollout.pages import GoldenPages, Page, PagesProblem, pages_pod, read_listing, read_pages
@@ -65,7 +66,8 @@ class Target:
     https: bool
     max_new_tokens: int
     timeout_seconds: int
-    key: str | None = None  # the gate key (gatekey.py) with spec.auth
+    key: str | None = None  # the gate key (gatekey.py) with spec.auth or shadow pages
+    shadow: Shadow | None = None  # spec.rollout.qualityGate.shadow
 
     @classmethod
     def of(cls, spec: OcrServiceSpec, key: str | None = None) -> "Target | None":
@@ -75,7 +77,7 @@ class Target:
         if gate is None:
             return None
         return cls(spec.service.port, bool(spec.tls_secret_name), min(gate.max_new_tokens, spec.inference.max_new_tokens),
-                   min(gate.timeout_seconds, spec.inference.timeout_seconds), key)
+                   min(gate.timeout_seconds, spec.inference.timeout_seconds), key, gate.shadow)
 
 
 def retried(status: int, keyed: bool) -> bool:
@@ -108,7 +110,8 @@ async def _page(session: aiohttp.ClientSession, url: str, body: dict, deadline: 
 
 
 def _url(target: Target, ip: str, path: str) -> str:
-    return f"{'https' if target.https else 'http'}://{ip}:{target.port}{path}"
+    host = f"[{ip}]" if ":" in ip else ip  # an IPv6 pod
+    return f"{'https' if target.https else 'http'}://{host}:{target.port}{path}"
 
 
 def _session(target: Target) -> aiohttp.ClientSession:
@@ -181,23 +184,37 @@ async def _fetch(session: aiohttp.ClientSession, url: str, page: Page, deadline:
 
 async def run(job: Job, pages: GoldenPages, target: Target) -> Result:
     """Send every page of `pages` to the pod of `job`; the outputs, or the first error. Pages on
-    the model PVC are fetched first from the pod that listed them (pages.source)."""
+    the model PVC are fetched first from the pod that listed them (pages.source). A GATE job with
+    shadow pages and serving pods arms them first and collects their copies' results last."""
     started = time.monotonic()
     url = _url(target, job.ip, "/v1/ocr")
     outputs: list[Output] = []
     async with _session(target) as session:
-        for page in pages.pages:
-            deadline = time.monotonic() + target.timeout_seconds + 10
-            try:
-                data = page.data if pages.source is None else await _fetch(
-                    session, _url(target, pages.source, f"/v1/golden/{quote(page.name, safe='')}"), page, deadline)
-                body = {"image": base64.b64encode(data).decode(), "max_new_tokens": target.max_new_tokens,
-                        "timeout_sec": target.timeout_seconds}
-                text, tokens, outcome = await _page(session, url, body, deadline, bool(target.key))
-            except RuntimeError as exc:
-                return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
-            outputs.append(Output.of(page.name, text, tokens, outcome))
-    return Result(job, tuple(outputs), None, time.monotonic() - started)
+        sample = None
+        if job.kind == GATE and target.shadow is not None and job.serving:
+            sample = shadowrun.Sample(session, lambda ip: _url(target, ip, shadowrun.PATH), target.shadow,
+                                      job.attempt or job.revision)
+            await sample.arm(job.serving, _url(target, job.ip, ""), target.timeout_seconds)
+        try:
+            for page in pages.pages:
+                deadline = time.monotonic() + target.timeout_seconds + 10
+                try:
+                    data = page.data if pages.source is None else await _fetch(
+                        session, _url(target, pages.source, f"/v1/golden/{quote(page.name, safe='')}"), page, deadline)
+                    body = {"image": base64.b64encode(data).decode(), "max_new_tokens": target.max_new_tokens,
+                            "timeout_sec": target.timeout_seconds}
+                    text, tokens, outcome = await _page(session, url, body, deadline, bool(target.key))
+                except RuntimeError as exc:
+                    return Result(job, tuple(outputs), f"page {page.name}: {exc}", time.monotonic() - started)
+                outputs.append(Output.of(page.name, text, tokens, outcome))
+            golden = time.monotonic() - started  # status.qualityGate.seconds; the shadow pages have their own
+            if sample is None:
+                return Result(job, tuple(outputs), None, golden)
+            await sample.poll()
+            return Result(job, tuple(outputs), None, golden, await sample.finish())
+        finally:
+            if sample is not None and not sample.done:
+                await sample.abandon()
 
 
 def ensure(jobs: Jobs, key: Key, job: Job | None, pages: GoldenPages | None, target: Target | None) -> None:
@@ -211,8 +228,10 @@ def ensure(jobs: Jobs, key: Key, job: Job | None, pages: GoldenPages | None, tar
         log.info("%s/%s: quality gate: %s job on pod %s (revision %s), %d pages", *key, job.kind, job.pod,
                  job.revision, len(pages.pages))
         result = await run(job, pages, target)
-        log.info("%s/%s: quality gate: %s job on pod %s ended in %.1fs%s", *key, job.kind, job.pod, result.seconds,
-                 f": {result.error}" if result.error else "")
+        log.info("%s/%s: quality gate: %s job on pod %s ended in %.1fs%s%s", *key, job.kind, job.pod, result.seconds,
+                 f": {result.error}" if result.error else "",
+                 f"; shadow pages: {len(result.shadow.pages)} from {len(result.shadow.armed)} pods in "
+                 f"{result.shadow.seconds:.1f}s" if result.shadow is not None else "")
         return result
 
     jobs.ensure(key, job.key, send, on_error=lambda exc: Result(job, (), f"{type(exc).__name__}: {exc}"))

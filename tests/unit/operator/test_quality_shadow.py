@@ -124,7 +124,8 @@ def test_a_passing_revision_reports_its_shadow_sample_in_the_status():
 def test_the_first_revision_has_no_shadow_sample_and_says_so():
     out = conclude(None)
     assert out.failure is None
-    assert out.record["shadow"]["message"] == "shadow sample: not taken: no last good revision serves live requests to copy"
+    assert out.record["shadow"]["message"] == ("shadow sample: not taken: no Ready pod of a last good revision to copy "
+                                               "live requests from")
 
 
 def test_a_looping_shadow_page_counts_in_the_gates_loop_rate():

@@ -145,7 +145,7 @@ def judge(result: ShadowResult | None, gate: QualityGate) -> ShadowVerdict | Non
         return None
     if result is None:
         return ShadowVerdict(True, 0, 0, 0, None, None, 0.0, 0.0,
-                             f"{PREFIX} not taken: no last good revision serves live requests to copy")
+                             f"{PREFIX} not taken: no Ready pod of a last good revision to copy live requests from")
     floor = round(max(result.noise, default=0.0), 4)
     judged = [(p, round(max(0.0, p.distance - floor), 4)) for p in result.pages if p.judged and p.distance is not None]
     errors = sum(1 for p in result.pages if not p.judged) + len(result.errors)
