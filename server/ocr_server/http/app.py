@@ -19,6 +19,7 @@ from typing import AsyncIterator, TypeVar
 from fastapi import FastAPI
 
 from ocr_limits.quality import GATE_KEY_FILE_ENV, GOLDEN_DIR_ENV, POD_IP_ENV
+from ocr_limits.request_classes import BATCH
 
 from .. import __version__
 from ..engines.api import OcrEngine, PreparedPage
@@ -28,10 +29,12 @@ from ..runtime.config import ServerConfig
 from ..runtime.metrics import Metrics
 from ..runtime.plugins import EngineHooks
 from ..serving.service import OcrServing
+from ..serving.shadow import Shadow
 from .budget import BodyBudget, BodyBudgetMiddleware
 from .golden_routes import router as golden_router
 from .openai_routes import router as openai_router
 from .routes import router
+from .shadow_routes import router as shadow_router
 
 log = logging.getLogger("ocr_server")
 EXIT_LOAD_FAILED = 3
@@ -97,6 +100,11 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
     # The quality gate's keys (gatekey.py), from the operator's gate-key Secret, re-read like API_KEYS_FILE.
     gate_file = os.environ.get(GATE_KEY_FILE_ENV) or None
     gate_keys = credentials.KeyStore(credentials.load_keys(gate_file) if gate_file else ())
+    pod_ip = os.environ.get(POD_IP_ENV) or None
+    # Shadow pages (serving/shadow.py): only where the gate can arm them; its noise replays are
+    # batch-class requests that bypass the result cache.
+    shadow = Shadow(lambda data, opts: service.ocr(data, opts, use_cache=False, request_class=BATCH),
+                    metrics) if gate_file and pod_ip else None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -113,6 +121,8 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
         task.cancel()
         if watcher is not None:
             watcher.cancel()
+        if shadow is not None:
+            await shadow.close()
         await service.stop()
 
     app = FastAPI(title="CausalFlow OCR server", version=__version__, lifespan=lifespan)
@@ -121,13 +131,15 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
     app.state.metrics = metrics
     app.state.api_keys = keys
     app.state.gate_keys = gate_keys
-    app.state.pod_ip = os.environ.get(POD_IP_ENV) or None
+    app.state.pod_ip = pod_ip
+    app.state.shadow = shadow
     app.state.log = log
     app.state.tls_context = None  # server.py sets uvicorn's SSLContext here before serving over TLS
     app.include_router(router)
     app.include_router(openai_router)
     app.state.golden_dir = os.environ.get(GOLDEN_DIR_ENV) or None  # the quality gate's pages (serving/golden.py)
     app.include_router(golden_router)
+    app.include_router(shadow_router)
     # Request bodies are reserved in one budget before they are read (budget.py, routes.read_body).
     app.add_middleware(BodyBudgetMiddleware, budget=BodyBudget(s.max_inflight_body_bytes))
     return app

@@ -2,11 +2,12 @@
 
 The operator owns a Secret of gate keys per OcrService and mounts it in the pods (GATE_KEY_FILE,
 re-read like API_KEYS_FILE: credentials.py). A gate key is no API key: it opens only the gate's
-own requests, the golden pages (GET /v1/golden, /v1/golden/{name}) and POST /v1/ocr, and only
+own requests, the golden pages (GET /v1/golden, /v1/golden/{name}), POST /v1/ocr and shadow
+pages (/v1/shadow: the gate's key only, never an API key), and only
 when they are addressed to the pod itself (the Host is the pod's IP, POD_IP, as the operator
 sends them), never through the Service. Anywhere else it is refused like any unknown key.
 
-Pure: `matches`, `addressed_to_pod`.
+Pure: `matches`, `bearer`, `addressed_to_pod`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ def matches(given: str, keys: Iterable[str]) -> bool:
     for key in keys:
         ok |= hmac.compare_digest(given.encode(), key.encode())
     return ok and bool(given)
+
+
+def bearer(authorization: str) -> str:
+    """The key of an `Authorization: Bearer <key>` header ('' for anything else)."""
+    return authorization[7:].strip() if authorization.lower().startswith("bearer ") else ""
 
 
 def addressed_to_pod(host: str | None, pod_ip: str | None) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -22,10 +23,11 @@ from ..serving.cache import tenant_id
 from ..serving.events import Delta, Done, Event
 from ..serving.schema import OcrOptions, OcrResponse
 from ..serving.service import decode_base64
+from .answer import ocr_answer, shadow_ticket
 from .bodies import parse_json, single_options
 from .budget import LEASE_KEY, BodyLease
 from .errors import error_response
-from .gatekey import addressed_to_pod, matches
+from .gatekey import addressed_to_pod, bearer, matches
 from .models import ErrorOut, OcrJsonRequest
 from .request_class import OPENAPI_PARAMETERS, read_request_class
 from .sse import frame, stream_response
@@ -38,23 +40,35 @@ MAX_FORM_FIELDS = 16
 MAX_FIELD_BYTES = 64 * 1024
 
 
-def check_api_key(request: Request, *, gate: bool = False) -> str:
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: its tenant for the result cache (cache.tenant_id: '' without keys), and
+    whether it came with the quality gate's key (the gate's own pages: shadow pages never copy them)."""
+
+    tenant: str
+    gate: bool = False
+
+
+def authenticate(request: Request, *, gate: bool = False) -> Caller:
     """Constant-time compare against every configured key; health and metrics never call this.
-    Returns the caller's tenant for the result cache (cache.tenant_id: '' without keys).
     `gate`: a route the quality gate calls (golden pages, /v1/ocr), where the gate key is also
-    accepted when the request is addressed to the pod itself (gatekey.py)."""
-    keys = request.app.state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
-    if not keys:
-        return tenant_id(None)
-    header = request.headers.get("authorization", "")
-    given = header[7:].strip() if header.lower().startswith("bearer ") else request.headers.get("x-api-key", "")
-    if matches(given, keys):
-        return tenant_id(given)
+    accepted when the request is addressed to the pod itself (gatekey.py), API keys or none."""
     state = request.app.state
+    keys = state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
+    given = bearer(request.headers.get("authorization", "")) or request.headers.get("x-api-key", "")
     if (gate and matches(given, getattr(state, "gate_keys", None) and state.gate_keys.keys or ())
             and addressed_to_pod(request.headers.get("host"), getattr(state, "pod_ip", None))):
-        return tenant_id(given)
+        return Caller(tenant_id(given if keys else None), gate=True)
+    if not keys:
+        return Caller(tenant_id(None))
+    if matches(given, keys):
+        return Caller(tenant_id(given))
     raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
+
+
+def check_api_key(request: Request, *, gate: bool = False) -> str:
+    """authenticate's tenant."""
+    return authenticate(request, gate=gate).tenant
 
 
 def _retry_after(request: Request) -> int:
@@ -103,10 +117,10 @@ def _options(values: dict) -> OcrOptions:
     try:
         return OcrOptions(**values)
     except ValidationError as exc:
-        raise InvalidOptions(_explain(exc), param=_param(exc)) from None
+        raise InvalidOptions(explain(exc), param=error_param(exc)) from None
 
 
-def _explain(exc: ValidationError) -> str:
+def explain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"]) or "body"
@@ -115,7 +129,7 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _param(exc: ValidationError) -> str | None:
+def error_param(exc: ValidationError) -> str | None:
     errs = exc.errors()
     return ".".join(str(x) for x in errs[0]["loc"]) if errs else None
 
@@ -154,7 +168,7 @@ async def parse_request(request: Request) -> tuple[bytes, OcrOptions]:
         try:
             req = OcrJsonRequest(**payload)
         except ValidationError as exc:
-            raise InvalidOptions(_explain(exc), param=_param(exc)) from None
+            raise InvalidOptions(explain(exc), param=error_param(exc)) from None
         data = decode_base64(req.image)
         if len(data) > cfg.max_body_bytes:
             raise PayloadTooLarge(f"the decoded image exceeds the limit of {cfg.max_body_bytes} bytes", param="image")
@@ -190,21 +204,25 @@ _STREAM_DOC = {"text/event-stream": {"schema": {"type": "string"}, "description"
 async def ocr(request: Request) -> Response:
     state = request.app.state
     start = time.monotonic()
+    caller = Caller("")
     try:
         request_class = read_request_class(request)
-        tenant = check_api_key(request, gate=True)
+        caller = authenticate(request, gate=True)
         data, opts = await parse_request(request)
         if opts.stream:
-            events = state.service.stream(data, opts, tenant=tenant, request_class=request_class)
+            events = state.service.stream(data, opts, tenant=caller.tenant, request_class=request_class)
             await anext(events)  # Started: errors up to here are plain JSON answers
+            shadow_ticket(request, caller.gate, stream=True, status=200)  # counted, never copied
             return stream_response(request, events, _ocr_events, _ocr_error, endpoint="/v1/ocr", start=start)
-        result = await state.service.ocr(data, opts, tenant=tenant, request_class=request_class)
-        response: Response = JSONResponse(result.model_dump())
+        result = await state.service.ocr(data, opts, tenant=caller.tenant, request_class=request_class)
+        response: Response = ocr_answer(request, result, data, opts, gate=caller.gate, ready=time.monotonic())
     except OcrError as exc:
         response = error_response(exc)
     except Exception:  # noqa: BLE001 - never a traceback to the client
         state.log.exception("unexpected error in /v1/ocr")
         response = error_response(RuntimeError())
+    if response.status_code != 200:
+        shadow_ticket(request, caller.gate, stream=False, status=response.status_code)  # counted, never copied
     record(request, "/v1/ocr", response.status_code, start)
     return response
 

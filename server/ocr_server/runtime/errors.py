@@ -37,6 +37,12 @@ class GoldenMissing(NotFound):
     type = "golden_pages_missing"
 
 
+class ShadowUnavailable(NotFound):
+    """/v1/shadow (serving/shadow.py) on a server without GATE_KEY_FILE or POD_IP: no gate can arm it."""
+
+    type = "shadow_unavailable"
+
+
 class GoldenTooLarge(OcrError):
     status, type = 413, "golden_pages_too_large"
 

@@ -29,6 +29,7 @@ SPLIT_BUCKETS = (2, 3, 4, 6, 8, 12, 16)
 PREPROCESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
 RATIO_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1)
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+SEND_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 
 
 # Every metric family the server exports, as it appears on /metrics (the histogram families also
@@ -39,10 +40,15 @@ CPU_METRIC_NAMES = (
     "ocr_cache_misses_total", "ocr_pages_dropped_expired_total", "ocr_model_loaded", "ocr_warmup_seconds",
     "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total", "ocr_preprocess_seconds",
     "ocr_preprocess_ratio", "ocr_queued_requests", "ocr_queue_wait_seconds", "ocr_requests_shed_total",
-    "ocr_page_outcomes_total",
+    "ocr_page_outcomes_total", "ocr_shadow_copies_total", "ocr_answer_send_seconds",
 )
 # serving/outcome.py's outcomes (the runtime layer imports no serving module; a unit test pins them equal).
 PAGE_OUTCOMES = ("ok", "loop", "truncated", "empty")
+# What became of the /v1/ocr answers shadow pages considered (serving/shadow.py): judged (the held
+# pod answered, its distance recorded), error (no answer: timeout, connection), dropped (the queue
+# was full, the page too large, or the shadow disarmed before it was sent), or not copied: notOk,
+# stream, noRetention (Cache-Control: no-store or X-OCR-Retention: none), notDrawn (not in the sample).
+SHADOW_RESULTS = ("judged", "error", "dropped", "notOk", "stream", "noRetention", "notDrawn")
 GPU_METRIC_NAMES = (
     "ocr_gpu_utilization_ratio", "ocr_gpu_memory_used_bytes", "ocr_gpu_memory_total_bytes",
     "ocr_gpu_temperature_celsius", "ocr_torch_cuda_allocated_bytes", "ocr_torch_cuda_max_allocated_bytes",
@@ -93,6 +99,16 @@ class Metrics:
         self.reloads = Counter("ocr_secret_reloads", "New API_KEYS_FILE or TLS certificate content tried while serving, "
                                "by secret (api_keys, gate_keys, tls) and result (ok; failed: the loaded one stays)",
                                ["secret", "result"], registry=r)
+        self.shadow_copies = Counter("ocr_shadow_copies", "POST /v1/ocr answers shadow pages considered while armed, "
+                                     "by result: judged, error, dropped, or why not copied (notOk, stream, "
+                                     "noRetention, notDrawn)", ["result"], registry=r)
+        for result in SHADOW_RESULTS:
+            self.shadow_copies.labels(result)
+        self.answer_send = Histogram("ocr_answer_send_seconds", "Time from a /v1/ocr answer being ready to its last "
+                                     "byte handed to the connection, by whether shadow pages copy it (sampled, none)",
+                                     ["shadow"], buckets=SEND_BUCKETS, registry=r)
+        for shadow in ("sampled", "none"):
+            self.answer_send.labels(shadow)
         self._gpu_index: int | None = None
         self._nvml = None
 

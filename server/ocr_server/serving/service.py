@@ -212,22 +212,25 @@ class OcrServing(Generic[P]):
 
     # ---------- the request ----------
     async def ocr(self, data: bytes, opts: OcrOptions, ngram: NGramSettings | None = None, *, tenant: str = "",
-                  request_class: str = INTERACTIVE) -> OcrResponse:
+                  request_class: str = INTERACTIVE, use_cache: bool = True) -> OcrResponse:
         """The whole response at once."""
-        async for event in self.stream(data, opts, ngram, live=False, tenant=tenant, request_class=request_class):
+        async for event in self.stream(data, opts, ngram, live=False, tenant=tenant, request_class=request_class,
+                                       use_cache=use_cache):
             if isinstance(event, Done):
                 return event.response
         raise RuntimeError("the request ended without a result")
 
     async def stream(self, data: bytes, opts: OcrOptions, ngram: NGramSettings | None = None, *, live: bool = True,
-                     tenant: str = "", request_class: str = INTERACTIVE) -> AsyncGenerator[Event, None]:
+                     tenant: str = "", request_class: str = INTERACTIVE,
+                     use_cache: bool = True) -> AsyncGenerator[Event, None]:
         """Started, then Delta(text) as the first page is generated (live), the rest of the text, Done(response).
 
         The deltas joined are the response's `raw`. Only the first page streams token by token; later
         pages and split pages (their merge needs every part) arrive when generation ends.
         Errors before Started are the request's; after it they end the stream. `tenant`
         (cache.tenant_id of the API key) scopes the result cache; `request_class` (engines/scheduling.py) orders
-        admission and the engine's queue.
+        admission and the engine's queue. `use_cache=False` neither reads nor fills the result
+        cache: the page is generated again (shadow.py's noise replay).
         """
         if not self.ready:
             raise ModelLoading("the model is still loading", retry_after=5)
@@ -242,7 +245,7 @@ class OcrServing(Generic[P]):
                            param="min_new_tokens")
         prompt = self.prompt_text(opts)  # a bad prompt is refused before any work
         key = self._key(data, opts, max_new, ngram, tenant)
-        hit = self.cache.get(key)
+        hit = self.cache.get(key) if use_cache else None
         if hit is not None:
             self.metrics.cache_hits.inc()
             yield Started()
@@ -251,7 +254,8 @@ class OcrServing(Generic[P]):
             yield Done(hit.model_copy(update={"cached": True,
                                                "timings": {"total_ms": round((time.monotonic() - t_start) * 1000, 2)}}))
             return
-        self.metrics.cache_misses.inc()
+        if use_cache:
+            self.metrics.cache_misses.inc()
 
         loop = asyncio.get_running_loop()
         sent = ""
@@ -302,7 +306,8 @@ class OcrServing(Generic[P]):
             "total_ms": round(total_s * 1000, 2),
         }
         response = self._assemble(fmt, jobs, results, timings, token_ids=opts.return_token_ids)
-        self.cache.put(key, response)
+        if use_cache:
+            self.cache.put(key, response)
         raw = response.raw
         if raw.startswith(sent):
             if raw[len(sent):]:
