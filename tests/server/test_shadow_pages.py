@@ -137,6 +137,20 @@ def test_copies_to_other_weights_are_judged_at_a_distance_above_zero(servers):
     assert all(p["candidateSha256"] and p["error"] is None for p in report["pages"])
 
 
+def test_a_copy_the_held_pod_never_answers_is_recorded_unjudged_as_a_connection_error(servers):
+    from localcluster.ports import free_port
+
+    nobody = type("Nobody", (), {"url": f"http://127.0.0.1:{free_port()}"})
+    with servers["serving"].client() as c:
+        assert _arm(c, nobody).status_code == 200
+        _ocr(c, 361)
+        report = _until(lambda: (r := c.get("/v1/shadow", headers=GATE).json())["pending"] == 0
+                        and len(r["pages"]) == 1 and r, 30, "1 page recorded")
+        c.delete("/v1/shadow", headers=GATE)
+    page = report["pages"][0]
+    assert page["error"] == "connection" and page["distance"] is None and page["candidateSha256"] is None
+
+
 def test_a_request_asking_for_no_retention_is_not_copied(servers):
     with servers["serving"].client() as c:
         assert _arm(c, servers["same"]).status_code == 200

@@ -186,12 +186,13 @@ class CopyPost:
             answer = self.conn.getresponse()
             body = answer.read(MAX_ANSWER_BYTES + 1)
             if len(body) > MAX_ANSWER_BYTES:
-                return Answer(error="answer larger than 4 MiB")
+                return Answer(error="invalid answer: larger than 4 MiB")
             return Answer(answer.status, body)
         except TimeoutError:
             return Answer(error="timeout")
         except (OSError, http.client.HTTPException) as exc:
-            return Answer(error=f"connection: {type(exc).__name__}")
+            log.info("shadow copy to %s: %s", self.target, exc)
+            return Answer(error="connection")
         finally:
             self.conn.close()
 
@@ -206,7 +207,8 @@ class CopyPost:
 
 
 def judge(copy: Copy, sha: str, answer: Answer, seconds: float) -> dict[str, Any]:
-    """One copy's record: hashes, distance, outcomes, seconds; never a text. Pure."""
+    """One copy's record: hashes, distance, outcomes, seconds; never a text. `error`: timeout,
+    connection, or an invalid answer (then unjudged: distance None). Pure."""
     record: dict[str, Any] = {
         "sha256": sha, "servingSha256": hashlib.sha256(bounded_text(copy.text).encode()).hexdigest(),
         "candidateSha256": None, "distance": None, "status": None, "servingOutcome": copy.outcome,
@@ -220,7 +222,7 @@ def judge(copy: Copy, sha: str, answer: Answer, seconds: float) -> dict[str, Any
         text = str(body["text"])
         outcome = worst(str(p["outcome"]) for p in body.get("pages") or () if p.get("outcome"))
     except (ValueError, KeyError, TypeError, AttributeError):
-        return {**record, "error": "answer is no OCR response"}
+        return {**record, "error": "invalid answer: no OCR response"}
     return {**record, "candidateSha256": hashlib.sha256(bounded_text(text).encode()).hexdigest(),
             "distance": page_distance(copy.text, text), "candidateOutcome": outcome}
 
@@ -365,7 +367,7 @@ class Shadow:
 
     async def _one(self, run: _Run, copy: Copy) -> None:
         arm = run.arm
-        sha = hashlib.sha256(copy.data).hexdigest()
+        sha = await asyncio.to_thread(lambda: hashlib.sha256(copy.data).hexdigest())  # a large page: off the loop
         timeout = min(copy.opts.timeout_sec or arm.timeout_seconds, arm.timeout_seconds)
         options = copy.opts.model_dump(exclude_none=True, exclude={"stream", "timeout_sec"})
 
@@ -384,7 +386,7 @@ class Shadow:
             if answer.status not in RETRY_STATUSES or self.clock() + RETRY_AFTER_S >= deadline:
                 break
             await asyncio.sleep(RETRY_AFTER_S)
-        record = judge(copy, sha, answer, self.clock() - t0)
+        record = await asyncio.to_thread(judge, copy, sha, answer, self.clock() - t0)  # JSON of up to 4 MiB
         run.pages.append(record)
         self.metrics.shadow_copies.labels("error" if record["distance"] is None else "judged").inc()
         if run.noise_tried < arm.noise_pages:
