@@ -17,7 +17,7 @@ declared here (NAMES):
   ocr_operator_ocrservices{phase}                    OcrServices by rollout phase (Healthy, Progressing, RolledBack, ...)
   ocr_operator_ocrservice_conditions{type,status}    OcrServices by condition (Ready=True, Degraded=False, ...)
   ocr_operator_workqueue_depth                       keys waiting for a reconcile
-  ocr_operator_quality_gate_distance{namespace,ocrservice,stat}  the quality gate's last verdict
+  ocr_operator_quality_gate_distance{namespace,ocrservice,stat}  the quality gate's last verdict (golden, shadow)
                                                      (status.qualityGate): mean or worst page distance, 0..1
   ocr_operator_model_fetch_ratio{namespace,ocrservice}  the weights' fetch from S3 under way (status.modelFetch):
                                                      bytes fetched over the model's, 0..1; absent when no pod fetches
@@ -67,7 +67,8 @@ class StateCollector(Collector):
                                        labels=["method", "resource"])
         gate = GaugeMetricFamily("ocr_operator_quality_gate_distance",
                                  "The quality gate's last verdict per OcrService: mean or worst page normalised edit "
-                                 "distance (0..1)", labels=["namespace", "ocrservice", "stat"])
+                                 "distance (0..1) of the golden pages (stat mean, worst) and of the shadow sample "
+                                 "(shadowMean, shadowWorst)", labels=["namespace", "ocrservice", "stat"])
         fetch = GaugeMetricFamily("ocr_operator_model_fetch_ratio",
                                   "The weights' fetch from S3 under way per OcrService: bytes fetched over the "
                                   "model's (0..1)", labels=["namespace", "ocrservice"])
@@ -91,6 +92,10 @@ class StateCollector(Collector):
                     where = [str(md.get("namespace")), str(md.get("name"))]
                     gate.add_metric(where + ["mean"], float(verdict["meanDistance"]))
                     gate.add_metric(where + ["worst"], float(verdict.get("worstDistance") or 0.0))
+                    shadow = verdict.get("shadow") or {}
+                    if shadow.get("pages") and shadow.get("meanDistance") is not None:  # a shadow sample was judged
+                        gate.add_metric(where + ["shadowMean"], float(shadow["meanDistance"]))
+                        gate.add_metric(where + ["shadowWorst"], float(shadow.get("worstDistance") or 0.0))
             for phase, n in sorted(by_phase.items()):
                 phases.add_metric([phase], n)
             for (type_, status), n in sorted(by_cond.items()):

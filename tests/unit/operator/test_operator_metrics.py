@@ -126,3 +126,23 @@ def test_a_fetch_from_s3_under_way_is_exported_as_a_ratio_per_ocrservice():
     s = asyncio.run(run())
     assert s[("ocr_operator_model_fetch_ratio", (("namespace", "team-a"), ("ocrservice", "fetching")))] == 0.425
     assert not [k for k in s if k[0] == "ocr_operator_model_fetch_ratio" and ("ocrservice", "serving") in k[1]]
+
+
+def test_the_shadow_samples_distances_are_exported_beside_the_golden_pages():
+    async def run() -> dict:
+        c = controller(Runtime(None, wiring.store()), workers=1)
+        m = OperatorMetrics()
+        m.state.controller = c
+        c.owner_event("ADDED", owner(name="gated", status={"qualityGate": {
+            "phase": "Failed", "meanDistance": 0.9, "worstDistance": 0.95,
+            "shadow": {"pages": 4, "meanDistance": 0.31, "worstDistance": 0.77}}}))
+        c.owner_event("ADDED", owner(name="unsampled", status={"qualityGate": {
+            "phase": "Passed", "meanDistance": 0.0, "worstDistance": 0.0, "shadow": {"pages": 0}}}))
+        return samples(m)
+
+    s = asyncio.run(run())
+    where = (("namespace", "team-a"), ("ocrservice", "gated"))
+    assert s[("ocr_operator_quality_gate_distance", where + (("stat", "shadowMean"),))] == 0.31
+    assert s[("ocr_operator_quality_gate_distance", where + (("stat", "shadowWorst"),))] == 0.77
+    assert not [k for k in s if k[0] == "ocr_operator_quality_gate_distance" and ("ocrservice", "unsampled") in k[1]
+                and ("stat", "shadowMean") in k[1]]
