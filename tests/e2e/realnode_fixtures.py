@@ -32,6 +32,7 @@ import ssl
 import subprocess
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
@@ -252,7 +253,9 @@ def tls_secret(cluster, namespace: str, secret: str, dns_name: str, workdir: Pat
 class SteadyClient(threading.Thread):
     """OCR requests through `client` one at a time until stopped (or `max_requests` / `max_seconds`),
     each on a new page (no result-cache hit), `pause` seconds apart: every outcome kept. An answer
-    counts as good when it is a 200 and, with `visual_tokens`, reports that many visual tokens."""
+    counts as good when it is a 200 and, with `visual_tokens`, reports that many visual tokens.
+    `revisions` counts the good answers by the model revision they report (model.revision: which
+    weights answered)."""
 
     def __init__(self, client: OcrClient, *, first_seed: int = 0, max_new_tokens: int | None = None,
                  visual_tokens: int | None = None, pause: float = 0.1, max_requests: int = 400,
@@ -264,6 +267,7 @@ class SteadyClient(threading.Thread):
         self.stop_event = threading.Event()
         self.ok = 0
         self.failures: list[str] = []
+        self.revisions: Counter[str] = Counter()
 
     def _good(self, r: httpx.Response) -> bool:
         if r.status_code != 200:
@@ -278,6 +282,7 @@ class SteadyClient(threading.Thread):
             try:
                 r = self.client.ocr(samples.png(320, 240, seed=self.first_seed + i), **self.data)
                 if self._good(r):
+                    self.revisions[r.json()["model"]["revision"]] += 1
                     self.ok += 1
                 else:
                     self.failures.append(f"#{i}: HTTP {r.status_code} {r.text[:200]}")
