@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ocr_limits.outages import exponential
+
 TRANSIENT = frozenset({408, 500, 502, 503, 504})
 FATAL = frozenset({401, 403})
 
@@ -64,12 +66,6 @@ def retry_after_seconds(value: str | None, policy: RetryPolicy) -> float | None:
     if seconds != seconds or seconds < 0:  # NaN, negative
         return None
     return min(seconds, policy.max_retry_after)
-
-
-def exponential(attempt: int, jitter: float, base_seconds: float, cap_seconds: float) -> float:
-    """The worker's one backoff (a page's retries, the storage's): exponential in the attempt
-    (0-based), capped, scaled by jitter in [0.5, 1] so that retries started together spread out."""
-    return min(cap_seconds, base_seconds * 2 ** min(attempt, 30)) * (0.5 + 0.5 * jitter)
 
 
 def backoff(attempt: int, jitter: float, policy: RetryPolicy) -> float:

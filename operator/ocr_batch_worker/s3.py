@@ -25,6 +25,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from ocr_limits.outages import BUCKET, CREDENTIALS, MISSING, TRANSIENT, s3_answer
+
 from .storage import (AccessRefused, LocationNotFound, ObjectTooLarge, StoreError, TooManyObjects,
                       TransientStoreError, check_key)
 
@@ -34,15 +36,6 @@ MAX_CREDENTIAL_CHARS = 256
 PAGE_SIZE = 1000  # S3's largest ListObjectsV2 page
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _REGION = re.compile(r"[a-z0-9-]{1,32}")
-# S3 error codes; versitygw answers an unknown access key with 404 XAdminUserNotFound (AWS: 403).
-BUCKET_CODES = frozenset({"NoSuchBucket"})
-CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-                              "XAdminUserNotFound", "InvalidToken", "ExpiredToken", "403"})
-MISSING_CODES = frozenset({"NoSuchKey", "NotFound", "404"})
-# Answers that say "later": throttling, and the server's own failures (any 5xx).
-TRANSIENT_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded",
-                             "TooManyRequests", "RequestTimeout", "InternalError",
-                             "ServiceUnavailable", "503", "500", "502", "504"})
 # botocore's own retries, before patience.py's: a few quick ones, with its jittered backoff.
 BOTO_RETRIES = {"max_attempts": 4, "mode": "standard"}
 # An attempt that got no answer in time: told to patience.py at once (S3Store.attempt_timed_out).
@@ -218,16 +211,9 @@ def total_size(content_range: str | None, content_length: int) -> int:
 
 
 def error_type(code: str, status: int | None) -> type[S3Error]:
-    """Which error an S3 error answer is: its code, else (an answer without a body) its status."""
-    if code in TRANSIENT_CODES or (status is not None and (status >= 500 or status == 429)):
-        return S3Unavailable
-    if code in BUCKET_CODES:
-        return BucketNotFound
-    if code in CREDENTIAL_CODES or status == 403:
-        return CredentialsRejected
-    if code in MISSING_CODES or status == 404:
-        return ObjectNotFound
-    return S3Error
+    """Which error an S3 error answer is (ocr_limits.outages.s3_answer: its code, else its status)."""
+    return {TRANSIENT: S3Unavailable, BUCKET: BucketNotFound, CREDENTIALS: CredentialsRejected,
+            MISSING: ObjectNotFound}.get(s3_answer(code, status), S3Error)
 
 
 class S3Store:
