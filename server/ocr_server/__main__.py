@@ -12,7 +12,7 @@ import sys
 
 
 def main() -> int:
-    from .runtime import checksums
+    from .runtime import checksums, modelcache
     from .runtime.config import ConfigError, load_config, startup_warnings
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -22,6 +22,8 @@ def main() -> int:
         logging.getLogger().setLevel(cfg.service.log_level.upper())
         for warning in startup_warnings(cfg):
             log.warning("%s", warning)
+        # A fetched model's cache key stays locked until this process exits: never evicted under it.
+        held = modelcache.hold(cfg.model.model_dir)
         from .engines.factory import create_engine
         from .runtime.plugins import load_plugins
 
@@ -35,7 +37,7 @@ def main() -> int:
         log.error("configuration error: %s", exc)
         print(f"ocr_server: configuration error: {exc}", file=sys.stderr)
         return 2
-    except checksums.ChecksumError as exc:
+    except (checksums.ChecksumError, modelcache.KeyGone) as exc:
         log.error("%s", exc)
         print(f"ocr_server: {exc}", file=sys.stderr)
         return 2
@@ -44,6 +46,7 @@ def main() -> int:
     from .http.server import serve
 
     app = build_app(cfg, engine, hooks=hooks)
+    app.state.model_cache_lock = held  # the open descriptor is the lock: kept for the process's life
     log.info("listening on %s://%s:%d (model loads in the background; /health answers 503 until ready)",
              "https" if cfg.service.tls_cert_file else "http", cfg.service.host, cfg.service.port)
     serve(app, cfg)
