@@ -53,16 +53,13 @@ PROMPT_TEXT_TOKENS, IMAGE_TOKENS = 1024, 1121  # the server's prompt bound (prom
 
 
 def model_dir(given: str | None) -> Path:
-    """--model-path, else the tests' cached --for-vllm tiny model, else one written now (a minute)."""
+    """--model-path, else the --for-vllm tiny model from the cache of tiny models (written there
+    first if it is not: a minute)."""
     if given:
         return Path(given)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalflow-ocr"
-    cached = sorted((d for d in cache.glob("tiny-vllm-*") if (d / "README.md").is_file()), key=lambda d: d.stat().st_mtime)
-    if cached:
-        return cached[-1]
-    from ocr_server_testing.tiny_model import write_tiny_model
+    from ocr_server_testing import tiny_cache
 
-    return write_tiny_model(Path(tempfile.mkdtemp(prefix="tiny-vllm-")), for_vllm=True)
+    return tiny_cache.cached(for_vllm=True)
 
 
 def max_model_len(max_new: int) -> int:

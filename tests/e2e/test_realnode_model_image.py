@@ -30,6 +30,7 @@ from localcluster.buildah import Buildah, state_dir
 from localcluster.imagebuild import ensure_tiny_model
 from localcluster.nodeconfig import image_targets
 from localcluster.waiting import wait_for
+from ocr_server_testing import tiny_cache
 from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, REPO, pod_ready, real_ocrservice, server_pods,
                                          service_client)
 from tests.e2e.test_realnode_quality_gate import GATE_TOKENS, GOLDEN, golden_configmap
@@ -46,8 +47,7 @@ def weights_dir(root: Path, name: str, *, seed: int = 0, readme: str = "") -> Pa
     out = root / name
     if not (out / "config.json").exists():
         if seed:
-            subprocess.run([sys.executable, "-m", "ocr_server_testing.tiny_model", str(out), "--seed", str(seed)],
-                           cwd=REPO, check=True, capture_output=True)
+            tiny_cache.copy_to(out, seed=seed)
         else:
             shutil.copytree(REPO / ensure_tiny_model(log=print), out)
         (out / ".complete").unlink(missing_ok=True)

@@ -3,8 +3,8 @@ gate on maxLoopRate before it serves, whatever its distances.
 
 The same machinery as test_realnode_quality_gate.py (real server pods from the product's image,
 the operator as a local process, three golden pages in a ConfigMap), in its own namespace: tiny
-model A serves (weights/), then the spec moves to the looping tiny model (weights-loop/, written by
-`python -m ocr_server_testing.tiny_model --loop`: it repeats <td>, which the n-gram guard lets
+model A serves (weights/), then the spec moves to the looping tiny model (weights-loop/, the generator's
+`--loop` variant from the cache of tiny models, ocr_server_testing.tiny_cache: it repeats <td>, which the n-gram guard lets
 through, until the gate's budget ends) with maxLoopRate 0 and distance thresholds of 1 (so the
 distances alone pass). The held pod answers every golden page with outcome loop, the revision
 fails with QualityRegression naming maxLoopRate, and the operator rolls it back.
@@ -12,16 +12,15 @@ fails with QualityRegression naming maxLoopRate, and the operator rolls it back.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 
 from localcluster.waiting import wait_for
+from ocr_server_testing import tiny_cache
 from ocr_operator.ocrservice import naming
 from tests.e2e.operator_fixtures import operator_namespace
-from tests.e2e.realnode_fixtures import DEFAULT_MODEL_NAME, REPO, server_pods, tiny_model_claim
+from tests.e2e.realnode_fixtures import DEFAULT_MODEL_NAME, server_pods, tiny_model_claim
 from tests.e2e.test_realnode_quality_gate import NAME, PAGES, Gated
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -33,8 +32,7 @@ def looping_model(volume) -> str:
     """The looping tiny model under the volume's weights-loop/: the subPath that serves it."""
     out = volume / LOOP_WEIGHTS / DEFAULT_MODEL_NAME
     if not (out / ".complete").exists():
-        subprocess.run([sys.executable, "-m", "ocr_server_testing.tiny_model", str(out), "--loop"], cwd=REPO,
-                       check=True, capture_output=True)
+        tiny_cache.copy_to(out, loop=True)
         (out / ".complete").write_text("")
     for path in [volume / LOOP_WEIGHTS, *(volume / LOOP_WEIGHTS).rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)

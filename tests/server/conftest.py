@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from localcluster.ports import free_port
+from ocr_server_testing import tiny_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,16 +118,13 @@ def wait_for(server: ServerProcess, status: int, timeout: float = 120) -> httpx.
 
 @pytest.fixture(scope="session")
 def tiny_native(tmp_path_factory) -> Path:
-    from ocr_server_testing.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny-native"), layout="native")
+    """A copy of the tiny model (native layout), from the cache of tiny models (tiny_cache.py)."""
+    return tiny_cache.copy_to(tmp_path_factory.mktemp("tiny-native"), layout="native")
 
 
 @pytest.fixture(scope="session")
 def tiny_official(tmp_path_factory) -> Path:
-    from ocr_server_testing.tiny_model import write_tiny_model
-
-    return write_tiny_model(tmp_path_factory.mktemp("tiny-official"), layout="official")
+    return tiny_cache.copy_to(tmp_path_factory.mktemp("tiny-official"), layout="official")
 
 
 MAIN_ENV = {
@@ -173,35 +171,9 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 def tiny_vllm_model_dir() -> Path:
-    """The --for-vllm tiny model (real vision tower, 0.9 GB), written once per version of its code.
-
-    Writing it costs a minute on 2 cores, so it is kept under ~/.cache/causalflow-ocr, keyed by the
-    hash of the code that writes it (a change rewrites it); a lock keeps two test workers from
-    writing it at once."""
-    import fcntl
-    import hashlib
-    import shutil
-
-    from ocr_server.engines.transformers import convert
-    from ocr_server.engines import tiny_marker
-    from ocr_server_testing import official_layout, tiny_model
-
-    digest = hashlib.sha256(b"".join(Path(m.__file__).read_bytes()
-                                     for m in (tiny_model, official_layout, convert, tiny_marker))).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "causalflow-ocr"
-    cache.mkdir(parents=True, exist_ok=True)
-    final = cache / f"tiny-vllm-{digest}"
-    with (cache / "tiny-vllm.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (final / "README.md").is_file():
-            partial = cache / f"tiny-vllm-{digest}.partial"
-            shutil.rmtree(partial, ignore_errors=True)
-            tiny_model.write_tiny_model(partial, for_vllm=True)
-            partial.rename(final)
-            for old in cache.glob("tiny-vllm-*"):
-                if old != final and old.is_dir():
-                    shutil.rmtree(old, ignore_errors=True)
-    return final
+    """The --for-vllm tiny model (real vision tower, 0.9 GB), read-only from the cache of tiny
+    models (tiny_cache.py: written once per version of its code, a minute on 2 cores)."""
+    return tiny_cache.cached(for_vllm=True)
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from ocr_server_testing import tiny_cache
+
 from . import samples
 from .conftest import start_server
 
@@ -30,9 +32,7 @@ def test_a_page_cut_off_by_max_new_tokens_answers_truncated_and_is_counted_under
 
 @pytest.fixture(scope="module")
 def looping_server(tmp_path_factory):
-    from ocr_server_testing.tiny_model import write_tiny_model
-
-    model = write_tiny_model(tmp_path_factory.mktemp("looping") / "model", loop=True)
+    model = tiny_cache.cached(loop=True)  # the looping tiny model, read-only
     server = start_server(tmp_path_factory.mktemp("looping-server"), {"MODEL_PATH": str(model), "OCR_REVISION": "rev-loop"})
     yield server
     server.stop()

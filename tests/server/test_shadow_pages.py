@@ -18,6 +18,8 @@ import time
 import httpx
 import pytest
 
+from ocr_server_testing import tiny_cache
+
 from . import samples
 from .conftest import start_server
 from .secret_volume import write_secret_volume
@@ -33,14 +35,12 @@ RECORD_KEYS = {"sha256", "servingSha256", "candidateSha256", "distance", "status
 
 @pytest.fixture(scope="module")
 def servers(tiny_native, tmp_path_factory):
-    from ocr_server_testing.tiny_model import write_tiny_model
-
     tmp = tmp_path_factory.mktemp("shadow")
     keys, gate = tmp / "api-keys-secret", tmp / "gate-key-secret"
     write_secret_volume(keys, {"api-keys": f"{API_KEY}\n".encode()})
     write_secret_volume(gate, {"gate-keys": f"{GATE_KEY}\n".encode()})
     keyed = {"API_KEYS_FILE": str(keys / "api-keys"), "GATE_KEY_FILE": str(gate / "gate-keys"), **ENV}
-    other_model = write_tiny_model(tmp / "other-model", seed=1)
+    other_model = tiny_cache.cached(seed=1)  # other weights, read-only
     started = {}
     try:
         started["serving"] = start_server(tmp, {"MODEL_PATH": str(tiny_native), **keyed}, wait_ready=False)
