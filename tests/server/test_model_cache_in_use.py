@@ -108,3 +108,12 @@ def test_a_server_whose_key_was_evicted_before_it_took_the_lock_says_so(tmp_path
                           wait_ready=False)
     assert server.proc.wait(60) == 2
     assert f"links to {cache / key}, which the node's cache no longer holds (evicted before this server" in server.log()
+
+
+def test_a_key_another_pod_fetched_moments_ago_is_not_evicted_before_its_server_starts(s3, tmp_path):
+    cache = tmp_path / "cache"
+    just, old = "sha256-" + "f" * 64, "sha256-" + "0" * 64
+    published(cache, just, hours_ago=0, files={"f.bin": b"f" * 4000})  # its server not started yet
+    published(cache, old, hours_ago=2, files={"o.bin": b"o" * 4000})
+    assert fetch(s3, cache, tmp_path, {"b.bin": b"b" * 4000}, max_bytes=4500)["evicted"] == [old]
+    assert (cache / just / "f.bin").is_file()

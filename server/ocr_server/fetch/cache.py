@@ -4,14 +4,17 @@ of a node (a hostPath) or private to one pod (an emptyDir).
     <root>/sha256-<hex>/           a published model: every file verified, never written again
     <root>/.staging/sha256-<hex>/  a fetch under way (kept across restarts: verified files are not
                                    fetched again), with verified.json, its journal
-    <root>/.locks/sha256-<hex>     flock(2): one fetcher per key on the node at a time
+    <root>/.locks/sha256-<hex>     flock(2): one fetcher per key on the node at a time, shared by
+                                   the servers reading the key (never removed: the same inode for all)
     <root>/.trash/                 evicted keys, renamed here before they are removed
 
 A key names its content (the sha256 of the canonical list of the files' sha256), so two
 OcrServices with the same weights share one copy, and a published directory is complete or absent:
 it appears by one rename of its staging directory. Use refreshes the directory's mtime; eviction
-removes the least recently used keys, other than the one in use, until the root holds at most
-`max_bytes`, skipping any key another fetcher holds the lock of.
+removes the least recently used keys, other than the one this fetch publishes, until the root holds
+at most `max_bytes`. It never removes a key in use: one whose lock it cannot take at once (a fetcher
+holds it exclusively, a server reading the key shares it: runtime/modelcache.py), nor one fetched or
+hit in the last IN_USE_GRACE_SECONDS (its pod's server may not have started to hold it yet).
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
+from ..runtime.modelcache import LOCKS, PREFIX, lock_file
 from . import FETCH_FAILED, FetchError
 
 JOURNAL = "verified.json"
-PREFIX = "sha256-"
+# The init container's exit to its server's shared lock takes seconds; a key fetched or hit this
+# recently counts as in use.
+IN_USE_GRACE_SECONDS = 300
 
 
 def normalize(checksums: Mapping[str, str]) -> dict[str, str]:
@@ -55,10 +61,17 @@ def dir_bytes(path: Path) -> int:
     return total
 
 
+def eviction_order(keys: list[tuple[float, str, int]], keep: str, now: float,
+                   grace: float = IN_USE_GRACE_SECONDS) -> list[tuple[str, int]]:
+    """The (key, bytes) eviction may try, least recently used first, of (mtime, key, bytes): never
+    `keep`, never a key used less than `grace` seconds before `now`."""
+    return [(name, size) for mtime, name, size in sorted(keys) if name != keep and now - mtime >= grace]
+
+
 class Cache:
     def __init__(self, root: Path) -> None:
         self.root = root
-        for sub in (".staging", ".locks", ".trash"):
+        for sub in (".staging", LOCKS, ".trash"):
             try:
                 (root / sub).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -83,7 +96,7 @@ class Cache:
     def lock(self, key: str, deadline: float, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
         """Hold the key's lock (flock: released by the kernel if the holder dies), waiting for another
         fetcher of the same key until `deadline` (time.monotonic())."""
-        fd = os.open(self.root / ".locks" / key, os.O_RDWR | os.O_CREAT, 0o664)
+        fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
             told = False
             while True:
@@ -158,18 +171,18 @@ class Cache:
         return target
 
     def evict(self, keep: str, max_bytes: int) -> list[str]:
-        """Remove least recently used keys (never `keep`, never one locked by a fetcher) until the
-        published keys hold at most `max_bytes`. Returns the keys removed."""
+        """Remove least recently used keys (see eviction_order; never one whose lock is held) until
+        the published keys hold at most `max_bytes`. Returns the keys removed."""
         if max_bytes <= 0:
             return []
         keys = [(p.stat().st_mtime, p.name, dir_bytes(p)) for p in self.root.iterdir()
                 if p.is_dir() and p.name.startswith(PREFIX)]
         total = sum(size for *_, size in keys)
         removed = []
-        for _mtime, name, size in sorted(keys):
+        for name, size in eviction_order(keys, keep, time.time()):
             if total <= max_bytes:
                 break
-            if name == keep or not self._try_unpublish(name):
+            if not self._try_unpublish(name):
                 continue
             total -= size
             removed.append(name)
@@ -178,13 +191,16 @@ class Cache:
         return removed
 
     def _try_unpublish(self, key: str) -> bool:
-        fd = os.open(self.root / ".locks" / key, os.O_RDWR | os.O_CREAT, 0o664)
+        fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False  # a fetcher of that key is at work: not evicted now
-        else:
-            os.rename(self.published(key), self.root / ".trash" / f"{key}.{uuid.uuid4().hex}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # a fetcher of that key is at work, or a server reads it: not evicted now
+            try:
+                os.rename(self.published(key), self.root / ".trash" / f"{key}.{uuid.uuid4().hex}")
+            except FileNotFoundError:
+                return False  # another pod's eviction took it since the listing
             return True
         finally:
             os.close(fd)
