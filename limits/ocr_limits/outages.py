@@ -133,3 +133,8 @@ class Outage:
             seen = self._recoveries
             self._changed.wait_for(lambda: self.stopping.is_set() or self._recoveries != seen, timeout=seconds)
         return self.stopping.is_set()
+
+
+# The model fetcher's outage budget (spec.model.source.s3.maxOutageSeconds, FETCH_MAX_OUTAGE_SECONDS).
+DEFAULT_FETCH_OUTAGE_SECONDS = 300
+MAX_FETCH_OUTAGE_SECONDS = 3600

@@ -12,10 +12,12 @@ atomically into a cache keyed by the list's digest, and links the server's model
 - cache.py: the cache root (a node's hostPath shared by its pods, or the pod's emptyDir): keys,
   the per-key lock, staging and atomic publish, least-recently-used eviction;
 - report.py: progress as JSON lines on stdout, the final reason in the termination message;
-- fetcher.py: the run, bounded in objects, bytes, time and stalls.
+- waiting.py: S3 outages (no answer, a 5xx, throttling) waited out within FETCH_MAX_OUTAGE_SECONDS;
+- fetcher.py: the run, bounded in objects, bytes, time, stalls and outages.
 
 A failure ends the container with a termination message whose first word is the reason the operator
-reads: `ModelFetchFailed` (the store refused, could not be reached, or stalled; a bound was passed)
+reads: `ModelFetchFailed` (the store refused, stalled, or could not be reached for longer than
+the outage budget; a bound was passed)
 or `ChecksumMismatch` (naming the file).
 """
 

@@ -2,8 +2,12 @@
 
 Bounded: the listing by FETCH_MAX_OBJECTS and FETCH_MAX_TOTAL_BYTES, the whole run by
 FETCH_TIMEOUT_SECONDS (waiting for another pod's fetch of the same key included), and the
-transfer by FETCH_STALL_SECONDS without a byte. With spec.model.checksums the key is known before
-any request, so a cache hit (a scale-up on a node that has the weights) asks the store nothing.
+transfer by FETCH_STALL_SECONDS without a byte while the store answers. An S3 outage (no answer, a
+5xx, throttling) is waited out within FETCH_MAX_OUTAGE_SECONDS (waiting.py): a listing or a read is
+tried again, a file whose download failed starts again (the files verified so far stay, and a
+restarted fetch skips them too); every other failure of the store ends the fetch at once. With
+spec.model.checksums the key is known before any request, so a cache hit (a scale-up on a node
+that has the weights) asks the store nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from . import CHECKSUM_MISMATCH, FETCH_FAILED, FetchError
 from .cache import Cache, key_of, link, normalize
 from .report import Reporter
 from .settings import Settings
-from .store import Bucket, explain
+from .store import Bucket, StoreOutage, explain
+from .waiting import StoreWait
 
 POLL_SECONDS = 0.2
 
@@ -77,6 +82,7 @@ class Fetch:
         self.cache = Cache(settings.cache_dir)
         self.bucket: Bucket | None = None
         self.stalled = False
+        self.wait = StoreWait(settings.max_outage_seconds, reporter, lambda: self._bounds(False))
 
     def run(self) -> Path:
         """The published model directory (linked from settings.link); FetchError on failure."""
@@ -88,12 +94,13 @@ class Fetch:
                 if self.cache.hit(key):
                     return self._finish(key, "hit")
         self.bucket = Bucket(self.s)
-        objects = self.bucket.list()
+        bucket = self.bucket
+        objects = self.wait.call(bucket.list)
         if expected is None:
             if FILE_NAME not in objects:
                 raise FetchError(CHECKSUM_MISMATCH, f"no checksum list: the OcrService sets no spec.model.checksums "
                                                     f"and {self.s.url}{FILE_NAME} does not exist (one is required)")
-            expected = read_list(self.bucket.read_small(FILE_NAME), f"{self.s.url}{FILE_NAME}")
+            expected = read_list(self.wait.call(lambda: bucket.read_small(FILE_NAME)), f"{self.s.url}{FILE_NAME}")
             source = f"{self.s.url}{FILE_NAME}"
         files = weight_files(objects)
         check_cover(files, expected, self.s.url, source)
@@ -130,26 +137,54 @@ class Fetch:
             raise
         self.bucket.close()
 
+    def _start(self, stage: Path, name: str, counted: dict[str, int]):
+        """One file's download; `counted[name]`: its bytes so far (lost if it fails)."""
+        assert self.bucket is not None
+        counted[name] = 0
+
+        def on_bytes(n: int) -> None:
+            counted[name] += n
+            self.report.add_bytes(n)
+        return self.bucket.download(name, str(stage / name), on_bytes)
+
     def _transfer(self, key: str, stage: Path, todo: list[str], journal: dict,
                   expected: Mapping[str, str], source: str) -> None:
         assert self.bucket is not None
         if journal:
             self.report.emit("resumed", verified_files=len(journal))
-        downloads = {}
+        downloads, counted = {}, {}
+        due: dict[str, float] = {}  # the files waiting out an outage: when each starts again
+        tries: dict[str, int] = {}  # each file's failed tries in the current outage
         for name in todo:
             (stage / name).parent.mkdir(parents=True, exist_ok=True)
-            downloads[name] = self.bucket.download(name, str(stage / name), self.report.add_bytes)
+            downloads[name] = self._start(stage, name, counted)
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as hasher:
             hashing = {}
-            while downloads or hashing:
+            while downloads or hashing or due:
                 for name, future in list(downloads.items()):
                     if future.done():
                         del downloads[name]
                         try:
                             future.result()
                         except Exception as exc:  # noqa: BLE001 - boto3's and s3transfer's errors alike
-                            raise explain(exc, f"{self.s.url}{name}", self.bucket.endpoint) from None
+                            err = explain(exc, f"{self.s.url}{name}", self.bucket.endpoint)
+                            if not isinstance(err, StoreOutage):
+                                raise err from None
+                            self.report.restarted(counted[name])
+                            due[name] = time.monotonic() + self.wait.failed(err, tries.get(name, 0))
+                            tries[name] = tries.get(name, 0) + 1
+                            continue
+                        self.wait.ok()
                         hashing[name] = hasher.submit(sha256_file, stage / name)
+                if self.wait.down and self.report.last_bytes_at > (self.wait.outage.since or 0.0):
+                    self.wait.ok()  # bytes came since the outage began: the store answers again
+                if not self.wait.down:
+                    tries.clear()
+                for name, when in list(due.items()):
+                    if when <= time.monotonic() or not self.wait.down:  # due, or the store is back
+                        del due[name]
+                        downloads[name] = self._start(stage, name, counted)
+                        self.report.restarted(0)  # the stall bound counts from this start
                 for name, future in list(hashing.items()):
                     if future.done():
                         del hashing[name]
@@ -166,7 +201,7 @@ class Fetch:
         self.report.file_done(name)
 
     def _bounds(self, transferring: bool) -> None:
-        if transferring and self.report.stalled_for() > self.s.stall_seconds:
+        if transferring and not self.wait.down and self.report.stalled_for() > self.s.stall_seconds:
             self.stalled = True
             raise FetchError(FETCH_FAILED, f"the download from {self.s.url} stalled: no byte for "
                                            f"{self.s.stall_seconds:.0f}s (FETCH_STALL_SECONDS)")

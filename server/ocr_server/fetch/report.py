@@ -4,6 +4,11 @@ the OcrService's ModelFetching condition) and, when it ends in failure, the term
 A progress line:
     {"event": "progress", "percent": 42.0, "bytes": ..., "total_bytes": ..., "files": 3, "total_files": 7,
      "mb_per_s": 180.5, "seconds": 12.3}
+While the store is down (an outage the fetch waits out, fetcher.py), each failed try writes a
+progress line with "waiting" (what the operator's ModelFetching condition shows) and "outage":
+    {"event": "progress", ..., "waiting": "waiting for S3: 503 from http://s3:7070; retry 3, 4s waited,
+     296s of the 300s outage budget left", "outage": {"reason": "503 from http://s3:7070", "retries": 3,
+     "waited_seconds": 4.0, "budget_left_seconds": 296.0, "budget_seconds": 300.0}}
 The last line is `"event": "done"` (with "cache": "hit" or "miss") or `"event": "failed"` (with
 "reason" and "message"). The termination message is `<Reason>: <message>` (at most 4 KiB, the
 kubelet's bound), the reason first so that `kubectl describe pod` and the operator read it alike.
@@ -37,7 +42,7 @@ class Reporter:
         self.total_bytes = self.total_files = 0
         self.bytes = self.files = 0
         self.last_line = 0.0
-        self.last_bytes_at = time.monotonic()
+        self.last_bytes_at = self.started_at = time.monotonic()
 
     def emit(self, event: str, **fields) -> None:
         line = json.dumps({"event": event, **fields}, sort_keys=False)
@@ -61,7 +66,8 @@ class Reporter:
         now = time.monotonic()
         with self.lock:
             self.bytes += n
-            self.last_bytes_at = now
+            if n > 0:  # s3transfer takes back what a retried part had counted: no news of the store
+                self.last_bytes_at = now
             due = now - self.last_line >= self.every
             if due:
                 self.last_line = now
@@ -74,7 +80,21 @@ class Reporter:
         self.emit("progress", **self._numbers(), file=name)
 
     def stalled_for(self) -> float:
-        return time.monotonic() - self.last_bytes_at
+        return time.monotonic() - max(self.last_bytes_at, self.started_at)
+
+    def restarted(self, lost_bytes: int) -> None:
+        """A download starts again (after an outage): the bytes it had counted are lost, and the
+        stall bound counts from now."""
+        with self.lock:
+            self.bytes -= lost_bytes
+            self.started_at = time.monotonic()
+
+    def waiting_for_store(self, reason: str, retries: int, waited: float, left: float, budget: float) -> None:
+        message = (f"waiting for S3: {reason}; retry {retries}, {waited:.0f}s waited, "
+                   f"{max(left, 0.0):.0f}s of the {budget:.0f}s outage budget left")
+        self.emit("progress", **self._numbers(), waiting=message, outage={
+            "reason": reason, "retries": retries, "waited_seconds": round(waited, 1),
+            "budget_left_seconds": round(max(left, 0.0), 1), "budget_seconds": budget})
 
     def done(self, **fields) -> None:
         self.emit("done", **self._numbers(), **fields)

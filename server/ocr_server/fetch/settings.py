@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from ocr_limits.outages import DEFAULT_FETCH_OUTAGE_SECONDS
+
 from . import FETCH_FAILED, FetchError
 
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -25,7 +27,10 @@ DEFAULTS = {
     "FETCH_CONCURRENCY": 8,
     "FETCH_CHUNK_BYTES": 16 << 20,
     "FETCH_PROGRESS_SECONDS": 2,
+    # The longest S3 outage waited out (spec.model.source.s3.maxOutageSeconds); 0: none.
+    "FETCH_MAX_OUTAGE_SECONDS": DEFAULT_FETCH_OUTAGE_SECONDS,
 }
+ZERO_ALLOWED = ("FETCH_CACHE_MAX_BYTES", "FETCH_MAX_OUTAGE_SECONDS")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class Settings:
     concurrency: int = DEFAULTS["FETCH_CONCURRENCY"]
     chunk_bytes: int = DEFAULTS["FETCH_CHUNK_BYTES"]
     progress_seconds: float = DEFAULTS["FETCH_PROGRESS_SECONDS"]
+    max_outage_seconds: float = DEFAULTS["FETCH_MAX_OUTAGE_SECONDS"]
 
     @property
     def url(self) -> str:
@@ -71,7 +77,7 @@ def _number(env: Mapping[str, str], name: str, kind=int):
         value = kind(raw)
     except ValueError:
         raise FetchError(FETCH_FAILED, f"{name}: {raw!r} is not a number") from None
-    if value < 0 or (value == 0 and name != "FETCH_CACHE_MAX_BYTES"):
+    if value < 0 or (value == 0 and name not in ZERO_ALLOWED):
         raise FetchError(FETCH_FAILED, f"{name}: {raw!r} must be positive")
     return value
 
@@ -92,4 +98,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         stall_seconds=_number(env, "FETCH_STALL_SECONDS", float),
         cache_max_bytes=_number(env, "FETCH_CACHE_MAX_BYTES"), concurrency=_number(env, "FETCH_CONCURRENCY"),
         chunk_bytes=_number(env, "FETCH_CHUNK_BYTES"),
-        progress_seconds=_number(env, "FETCH_PROGRESS_SECONDS", float))
+        progress_seconds=_number(env, "FETCH_PROGRESS_SECONDS", float),
+        max_outage_seconds=_number(env, "FETCH_MAX_OUTAGE_SECONDS", float))

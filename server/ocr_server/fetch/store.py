@@ -2,7 +2,8 @@
 (boto3's TransferConfig: objects over one chunk come in ranged GETs, in parallel threads).
 
 Every failure of the store is a FetchError(ModelFetchFailed) naming the URL and the answer, never
-the access key."""
+the access key; one the store may get over (no answer, a 5xx, throttling) is a StoreOutage, which
+the fetch waits out within its outage budget (fetcher.py)."""
 
 from __future__ import annotations
 
@@ -12,28 +13,50 @@ import boto3
 import botocore.config
 import botocore.exceptions
 from boto3.s3.transfer import TransferConfig, create_transfer_manager
+from s3transfer.exceptions import RetriesExceededError
 from s3transfer.subscribers import BaseSubscriber
+
+from ocr_limits.outages import BUCKET, CREDENTIALS, MISSING, TRANSIENT, s3_answer
 
 from . import FETCH_FAILED, FetchError
 from .settings import Settings
 
-CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "XAdminUserNotFound",
-                              "InvalidToken", "ExpiredToken", "403"})
 BOTO_ERRORS = (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError)
+# No answer, or an answer cut short: the store may come back (after botocore's and s3transfer's own
+# few retries). A ClientError is transient by its code (ocr_limits.outages.s3_answer: 5xx, throttling).
+NO_ANSWER = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError,
+             botocore.exceptions.IncompleteReadError, RetriesExceededError, TimeoutError, ConnectionError)
+
+
+class StoreOutage(FetchError):
+    """A failure the store may get over (no answer, a 5xx, throttling): the fetch waits it out
+    within its outage budget. `why` is the failure in a few words (no key, no credentials)."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(FETCH_FAILED, message)
+        self.why = why
 
 
 def explain(exc: Exception, what: str, endpoint: str) -> FetchError:
-    """The ModelFetchFailed a boto3 failure stands for."""
+    """The ModelFetchFailed a boto3 failure stands for: a StoreOutage when it may pass."""
     if isinstance(exc, botocore.exceptions.ClientError):
-        code = str(exc.response.get("Error", {}).get("Code", "")) or str(
-            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-        if code in CREDENTIAL_CODES:
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        kind, code = s3_answer(code, status), code or str(status or "")
+        if kind == TRANSIENT:
+            return StoreOutage(f"{what}: {code} from {endpoint}", f"{code} from {endpoint}")
+        if kind == CREDENTIALS:
             return FetchError(FETCH_FAILED, f"{endpoint} refused the credentials for {what} ({code}): "
                                             "check the credentials Secret")
-        if code == "NoSuchBucket":
+        if kind == BUCKET:
             return FetchError(FETCH_FAILED, f"{what}: the bucket does not exist on {endpoint}")
+        if kind == MISSING:
+            return FetchError(FETCH_FAILED, f"{what}: no such object on {endpoint} ({code})")
         return FetchError(FETCH_FAILED, f"{what}: {code} from {endpoint}")
-    return FetchError(FETCH_FAILED, f"{what}: no answer from {endpoint} ({type(exc).__name__}: {exc})")
+    if isinstance(exc, NO_ANSWER):
+        return StoreOutage(f"{what}: no answer from {endpoint} ({type(exc).__name__}: {exc})",
+                           f"no answer from {endpoint} ({type(exc).__name__})")
+    return FetchError(FETCH_FAILED, f"{what}: {type(exc).__name__} from {endpoint}: {exc}")
 
 
 class _Progress(BaseSubscriber):
