@@ -7,10 +7,11 @@ model-checksums.json (spec.model.checksums) when the OcrService lists them, and 
 
 - kind Node: a hostPath (DirectoryOrCreate) at cache.nodeRoot, shared by the pods of the node; the
   fetcher keys it by the checksum list's digest, locks a key against a second pod fetching it, and
-  evicts least recently used keys past cache.maxBytes. The kubelet creates the directory as root,
-  so a first init container (`model-cache-owner`, root with CAP_CHOWN alone) hands it to the
-  server's user when it is not theirs already; a hostPath volume already needs a namespace that
-  allows it (Pod Security "privileged");
+  evicts least recently used keys past cache.maxBytes, never one a server of the node holds (the
+  server locks the key its model directory links to: ocr_server/runtime/modelcache.py). The kubelet
+  creates the directory as root, so a first init container (`model-cache-owner`, root with CAP_CHOWN
+  alone) hands it to the server's user when it is not theirs already; a hostPath volume already
+  needs a namespace that allows it (Pod Security "privileged");
 - kind EmptyDir: the pod's own emptyDir (fetched again by every new pod), bounded by cache.maxBytes,
   which is added to the server container's ephemeral storage so the kubelet does not evict the pod
   for holding its weights.
