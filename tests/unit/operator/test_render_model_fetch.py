@@ -3,6 +3,8 @@ credentials by secretKeyRef, the cache volume by kind, and the server's read-onl
 
 from __future__ import annotations
 
+import pytest
+
 from ocr_operator.ocrservice.render import modelfetch as M
 from ocr_operator.ocrservice.render import render_all
 
@@ -72,3 +74,15 @@ def test_spec_checksums_reach_the_fetcher_through_the_configmap_file():
 def test_a_pvc_source_renders_no_fetch():
     spec = pod_spec({"pvc": {"claimName": "weights"}})
     assert "initContainers" not in spec
+
+
+def test_the_outage_budget_reaches_the_fetcher_and_adds_to_its_bound_and_the_startup_budget():
+    for given, budget in ((None, 300), (0, 0), (3600, 3600)):
+        source = {"s3": {**SOURCE["s3"], **({} if given is None else {"maxOutageSeconds": given})}}
+        env = {e["name"]: e.get("value") for e in init(pod_spec({"source": source}))["env"]}
+        assert env["FETCH_MAX_OUTAGE_SECONDS"] == str(budget)
+        assert env["FETCH_TIMEOUT_SECONDS"] == str(M.FETCH_TIMEOUT_SECONDS + budget)
+        body = owner({"model": {"source": source}})
+        assert M.fetch_seconds(parsed(body)) == M.FETCH_TIMEOUT_SECONDS + budget
+    with pytest.raises(Exception, match="3600"):
+        parsed(owner({"model": {"source": {"s3": {**SOURCE["s3"], "maxOutageSeconds": 3601}}}}))

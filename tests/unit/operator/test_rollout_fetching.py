@@ -102,3 +102,15 @@ def test_a_fetcher_waiting_for_another_pods_fetch_shows_no_percentage():
     waiting = json.dumps({"event": "waiting", "message": "another pod of this node is fetching the same weights"})
     assert parse_progress(waiting) is None
     assert condition("svc-1", None, None) == ("True", "Fetching", "pod svc-1 is fetching the model")
+
+
+def test_the_condition_shows_that_the_fetcher_waits_for_s3_why_and_the_budget_left():
+    line = {"event": "progress", "percent": 16.7, "bytes": 4194304, "total_bytes": 25165824, "files": 1,
+            "total_files": 6, "mb_per_s": 1.1, "seconds": 3.8,
+            "waiting": "waiting for S3: no answer from http://10.0.0.5:7070 (EndpointConnectionError); retry 3, "
+                       "2s waited, 298s of the 300s outage budget left",
+            "outage": {"reason": "no answer from http://10.0.0.5:7070 (EndpointConnectionError)", "retries": 3,
+                       "waited_seconds": 2.4, "budget_left_seconds": 297.6, "budget_seconds": 300}}
+    assert condition("svc-1", parse_progress(json.dumps(line)), None) == ("True", "Fetching", (
+        "pod svc-1: waiting for S3: no answer from http://10.0.0.5:7070 (EndpointConnectionError); retry 3, 2s "
+        "waited, 298s of the 300s outage budget left; 16.7% (0.00/0.03 GB, 1/6 files, 1 MB/s)"))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ocr_limits.outages import DEFAULT_FETCH_OUTAGE_SECONDS, MAX_FETCH_OUTAGE_SECONDS
+
 from ..fields import Rule, api, model
 from ..ocrbatch.batch import S3Location
 
@@ -53,6 +55,12 @@ class S3Source(S3Location):
         "AWS_ENDPOINT_URL (a server other than AWS) and AWS_REGION; the model-fetch init container reads them as "
         "environment variables (the operator never reads the Secret).", min_length=1, max_length=253, required=True)
     cache: ModelCache | None = api("Where the fetched weights are kept (the Node cache when unset).")
+    max_outage_seconds: int = api(
+        "Longest S3 outage the model-fetch init container waits out (no answer, a 5xx, throttling; refused "
+        "credentials, a missing object and a checksum mismatch fail at once): it tries again with a capped "
+        "exponential backoff, writing why and the budget left into the ModelFetching condition, and past it fails "
+        "the revision with ModelFetchFailed. Added to the fetch's bound and to a new pod's startup budget. 0: no "
+        "waiting.", minimum=0, maximum=MAX_FETCH_OUTAGE_SECONDS, default=DEFAULT_FETCH_OUTAGE_SECONDS)
 
 
 @model

@@ -25,6 +25,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from ocr_limits.outages import DEFAULT_FETCH_OUTAGE_SECONDS
+
 from ocr_operator.spec import OcrServiceSpec
 
 from . import configmap
@@ -36,7 +38,8 @@ LINK_VOLUME = "model-link"
 CACHE_MOUNT = "/var/cache/causalflow-ocr/models"
 NODE = "Node"
 EMPTY_DIR = "EmptyDir"
-# The fetch's bound (FETCH_TIMEOUT_SECONDS), also added to a new pod's startup budget (Policy.fetch_seconds).
+# The fetch's bound without outages; FETCH_TIMEOUT_SECONDS is it plus spec.model.source.s3.maxOutageSeconds
+# (the longest S3 outage the fetcher waits out), also added to a new pod's startup budget (Policy.fetch_seconds).
 FETCH_TIMEOUT_SECONDS = 1800
 STALL_SECONDS = 120
 LINK_SIZE_LIMIT = "1Mi"
@@ -51,8 +54,15 @@ def s3_source(spec: OcrServiceSpec) -> Any | None:
     return getattr(source, "s3", None) if source is not None else None
 
 
+def _max_outage(s3: Any) -> int:
+    value = getattr(s3, "max_outage_seconds", None)
+    return DEFAULT_FETCH_OUTAGE_SECONDS if value is None else int(value)
+
+
 def fetch_seconds(spec: OcrServiceSpec) -> float:
-    return float(FETCH_TIMEOUT_SECONDS) if s3_source(spec) is not None else 0.0
+    """The fetch's whole bound (FETCH_TIMEOUT_SECONDS): a transfer's and the outage budget's."""
+    s3 = s3_source(spec)
+    return float(FETCH_TIMEOUT_SECONDS + _max_outage(s3)) if s3 is not None else 0.0
 
 
 DEFAULT_NODE_ROOT = "/var/lib/causalflow-ocr/models"
@@ -98,8 +108,9 @@ def _env(spec: OcrServiceSpec, s3: Any) -> list[dict[str, Any]]:
         {"name": "FETCH_URL", "value": s3.url},
         {"name": "FETCH_CACHE_DIR", "value": CACHE_MOUNT},
         {"name": "FETCH_LINK", "value": posixpath.join(spec.model.cache_dir, spec.model.name)},
-        {"name": "FETCH_TIMEOUT_SECONDS", "value": str(FETCH_TIMEOUT_SECONDS)},
+        {"name": "FETCH_TIMEOUT_SECONDS", "value": str(int(fetch_seconds(spec)))},
         {"name": "FETCH_STALL_SECONDS", "value": str(STALL_SECONDS)},
+        {"name": "FETCH_MAX_OUTAGE_SECONDS", "value": str(_max_outage(s3))},
         {"name": "HOME", "value": "/tmp"},
     ]
     if spec.model.checksums:

@@ -26,6 +26,8 @@ LOG_LIMIT_BYTES = 4096
 # While a pod fetches, the reconcile comes back this often to refresh the percentage (its pod's
 # status does not change meanwhile, so no watch event would wake it).
 PROGRESS_REQUEUE_SECONDS = 10.0
+# The most of a progress line's "waiting" (the fetcher's S3 outage: its reason is at most 200 characters).
+MAX_WAITING_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Progress:
     files: int = 0
     total_files: int = 0
     mb_per_s: float = 0.0
+    waiting: str = ""  # the fetcher waits out an S3 outage: why, and the budget left
 
 
 def parse_progress(log_tail: str) -> Progress | None:
@@ -79,7 +82,8 @@ def parse_progress(log_tail: str) -> Progress | None:
             try:
                 return Progress(float(record.get("percent") or 0.0), int(record.get("bytes") or 0),
                                 int(record.get("total_bytes") or 0), int(record.get("files") or 0),
-                                int(record.get("total_files") or 0), float(record.get("mb_per_s") or 0.0))
+                                int(record.get("total_files") or 0), float(record.get("mb_per_s") or 0.0),
+                                str(record.get("waiting") or "")[:MAX_WAITING_CHARS])
             except (TypeError, ValueError):
                 return None
     return None
@@ -101,6 +105,7 @@ def condition(pod: str | None, progress: Progress | None, failed: tuple[str, str
     if progress is None:
         return "True", FETCHING, f"pod {pod} is fetching the model"
     gb = 1e9
-    return "True", FETCHING, (f"pod {pod}: {progress.percent:.1f}% ({progress.bytes / gb:.2f}/"
+    waiting = f"{progress.waiting}; " if progress.waiting else ""
+    return "True", FETCHING, (f"pod {pod}: {waiting}{progress.percent:.1f}% ({progress.bytes / gb:.2f}/"
                               f"{progress.total_bytes / gb:.2f} GB, {progress.files}/{progress.total_files} files, "
                               f"{progress.mb_per_s:.0f} MB/s)")
