@@ -50,15 +50,15 @@ def published(cache: Path, key: str, hours_ago: float, files: dict[str, bytes] |
     return path
 
 
-def fetch(s3, cache: Path, tmp: Path, files: dict[str, bytes], max_bytes: int) -> dict:
-    """`python -m ocr_server.fetch` as the init container runs it; its final JSON line."""
+def fetch(s3, cache: Path, tmp: Path, files: dict[str, bytes], max_bytes: int = 0, **env: str) -> dict:
+    """`python -m ocr_server.fetch` as the init container runs it (`env` added); its final JSON line."""
     bucket = upload(s3, files)
     (tmp / "config").mkdir(exist_ok=True)
     (tmp / "config" / f"{bucket}.json").write_text(json.dumps(checksums(files)))
     env = {**os.environ, "FETCH_URL": f"s3://{bucket}/models/tiny", "FETCH_CACHE_DIR": str(cache),
            "FETCH_LINK": str(tmp / "links" / bucket), "FETCH_CHECKSUMS_FILE": str(tmp / "config" / f"{bucket}.json"),
            "FETCH_CACHE_MAX_BYTES": str(max_bytes), "FETCH_TERMINATION_LOG": "", "AWS_ACCESS_KEY_ID": s3.access_key,
-           "AWS_SECRET_ACCESS_KEY": s3.secret_key, "AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": s3.region}
+           "AWS_SECRET_ACCESS_KEY": s3.secret_key, "AWS_ENDPOINT_URL": s3.endpoint, "AWS_REGION": s3.region, **env}
     proc = subprocess.run([sys.executable, "-m", "ocr_server.fetch"], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -117,3 +117,21 @@ def test_a_key_another_pod_fetched_moments_ago_is_not_evicted_before_its_server_
     published(cache, old, hours_ago=2, files={"o.bin": b"o" * 4000})
     assert fetch(s3, cache, tmp_path, {"b.bin": b"b" * 4000}, max_bytes=4500)["evicted"] == [old]
     assert (cache / just / "f.bin").is_file()
+
+
+def test_a_second_pod_reuses_the_copy_a_running_server_holds_without_waiting_for_it(s3, tmp_path):
+    cache, files = tmp_path / "cache", {"x.bin": b"x" * 4000}
+    first = fetch(s3, cache, tmp_path, files)
+    # The server's own hold (modelcache.hold on the link the fetch made), in a process that keeps it.
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from ocr_server.runtime.modelcache import hold; hold(Path(sys.argv[1])); "
+                               "print('held', flush=True); time.sleep(120)", first["path"]],
+                              cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        t0 = time.monotonic()
+        again = fetch(s3, cache, tmp_path, files, FETCH_TIMEOUT_SECONDS="10")
+        assert again["cache"] == "hit" and again["key"] == first["key"] and time.monotonic() - t0 < 8
+    finally:
+        holder.kill()
+        holder.wait()

@@ -4,8 +4,9 @@ of a node (a hostPath) or private to one pod (an emptyDir).
     <root>/sha256-<hex>/           a published model: every file verified, never written again
     <root>/.staging/sha256-<hex>/  a fetch under way (kept across restarts: verified files are not
                                    fetched again), with verified.json, its journal
-    <root>/.locks/sha256-<hex>     flock(2): one fetcher per key on the node at a time, shared by
-                                   the servers reading the key (never removed: the same inode for all)
+    <root>/.locks/sha256-<hex>     flock(2): exclusive while one fetcher fetches and publishes the
+                                   key, or evicts it; shared by the servers reading it and by the
+                                   fetchers reusing it (never removed: the same inode for all)
     <root>/.trash/                 evicted keys, renamed here before they are removed
 
 A key names its content (the sha256 of the canonical list of the files' sha256), so two
@@ -68,6 +69,16 @@ def eviction_order(keys: list[tuple[float, str, int]], keep: str, now: float,
     return [(name, size) for mtime, name, size in sorted(keys) if name != keep and now - mtime >= grace]
 
 
+def _try_flock(fd: int, mode: int) -> bool:
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+
+
 class Cache:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -95,17 +106,13 @@ class Cache:
     @contextmanager
     def lock(self, key: str, deadline: float, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
         """Hold the key's lock (flock: released by the kernel if the holder dies), waiting for another
-        fetcher of the same key until `deadline` (time.monotonic())."""
+        fetcher of the same key until `deadline` (time.monotonic()): exclusive to fetch and publish,
+        or, when the key is published, shared like the servers that read it (they may hold it for
+        days; a published key is only read, and cannot be evicted while the lock is held)."""
         fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
             told = False
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
+            while not (_try_flock(fd, fcntl.LOCK_EX) or self._shared_if_published(fd, key)):
                 if not told:
                     waiting()
                     told = True
@@ -116,6 +123,14 @@ class Cache:
             yield
         finally:
             os.close(fd)
+
+    def _shared_if_published(self, fd: int, key: str) -> bool:
+        if not self.published(key).is_dir() or not _try_flock(fd, fcntl.LOCK_SH):
+            return False
+        if self.published(key).is_dir():
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)  # evicted before the lock: fetched again, exclusively
+        return False
 
     def journal(self, key: str) -> dict[str, list]:
         """{name: [sha256, size, mtime_ns]} of the staged files already verified; stale entries
@@ -193,9 +208,7 @@ class Cache:
     def _try_unpublish(self, key: str) -> bool:
         fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _try_flock(fd, fcntl.LOCK_EX):
                 return False  # a fetcher of that key is at work, or a server reads it: not evicted now
             try:
                 os.rename(self.published(key), self.root / ".trash" / f"{key}.{uuid.uuid4().hex}")
