@@ -5,7 +5,8 @@ The tiny model and its checksum list (`python -m ocr_server.checksums DIR --json
 the weights, and given as spec.model.checksums) are uploaded to s3://models/tiny/v1/; a credentials Secret holds the server's keys,
 endpoint and region. An OcrService with `source.s3` and the node cache (a hostPath under the test's
 own folder) becomes Ready: its pods' `model-fetch` init container downloads, verifies and publishes
-the weights, and the server loads them through the link. Then, while a client OCRs through the
+the weights, and the server loads them through the link, holding its cache key's lock (shared) for
+as long as it runs, so that no eviction takes it. Then, while a client OCRs through the
 Service:
 
 - v2 (the same model, a line added to its README, so another checksum list and cache key) is uploaded with
@@ -19,7 +20,9 @@ Printed for the closing note: time to Ready from S3, the fetch's throughput, the
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -74,6 +77,18 @@ def fetch_log(cluster, namespace: str, pod: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def key_held(cache_root: Path, key: str) -> bool:
+    """Whether a process holds the key's lock: an eviction's exclusive try (same kernel, same inode)."""
+    fd = os.open(cache_root / ".locks" / key, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def ready_pod(cluster, namespace: str) -> dict:
     return wait_for(lambda: next((p for p in server_pods(cluster, namespace, NAME) if pod_ready(p)
                                   and not p["metadata"].get("deletionTimestamp")), None),
@@ -107,6 +122,8 @@ def test_weights_from_s3_fetched_into_the_node_cache_refused_when_corrupt_and_re
             pod = ready_pod(cluster, namespace)
             done = fetch_log(cluster, namespace, pod["metadata"]["name"])
             assert done["event"] == "done" and done["cache"] == "miss", done
+            # The running server (read-only hostPath mount) holds its key: no eviction can take it.
+            assert key_held(cache_root, done["key"]), "the server holds no lock on its node-cache key"
             figures["fetch_mb_per_s"], figures["fetch_s"] = done["mb_per_s"], done["seconds"]
             figures["fetch_mb"] = done["bytes"] / 1e6
             assert ocr.condition(ocr.get("ocrs", NAME), "ModelFetching").get("reason") == "Fetched"
