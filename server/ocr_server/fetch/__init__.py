@@ -2,13 +2,13 @@
 
 The OcrService's `spec.model.source.s3` runs this program as the pod's `model-fetch` init container
 (the server image, so no other image to pull). It downloads every object under s3://bucket/prefix
-with boto3's transfer manager (ranged parts in parallel), verifies each file's sha256 against the
+in ranged GETs (FETCH_CHUNK_BYTES each, FETCH_CONCURRENCY at a time), verifies each file's sha256 against the
 checksum list (the OcrService's `spec.model.checksums`, rendered beside the server's config; else
 `model-checksums.json` stored beside the weights, which is then required), publishes the directory
 atomically into a cache keyed by the list's digest, and links the server's model directory to it.
 
 - settings.py: the environment the init container gets, read and checked (pure);
-- store.py: the bucket through one boto3 client (listing, the transfer manager, errors named);
+- store.py: the bucket through one boto3 client (listing, ranged GETs on a thread pool, errors named);
 - cache.py: the cache root (a node's hostPath shared by its pods, or the pod's emptyDir): keys,
   the per-key lock, staging and atomic publish, least-recently-used eviction;
 - report.py: progress as JSON lines on stdout, the final reason in the termination message;

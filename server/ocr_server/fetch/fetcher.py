@@ -4,8 +4,8 @@ Bounded: the listing by FETCH_MAX_OBJECTS and FETCH_MAX_TOTAL_BYTES, the whole r
 FETCH_TIMEOUT_SECONDS (waiting for another pod's fetch of the same key included), and the
 transfer by FETCH_STALL_SECONDS without a byte while the store answers. An S3 outage (no answer, a
 5xx, throttling) is waited out within FETCH_MAX_OUTAGE_SECONDS (waiting.py): a listing or a read is
-tried again, a file whose download failed starts again (the files verified so far stay, and a
-restarted fetch skips them too); every other failure of the store ends the fetch at once. With
+tried again, a part of a file cut off mid-way goes on from its next byte (the files verified so
+far stay, and a restarted fetch skips them too); every other failure of the store ends the fetch at once. With
 spec.model.checksums the key is known before any request, so a cache hit (a scale-up on a node
 that has the weights) asks the store nothing.
 """
@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_any
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -28,6 +31,25 @@ from .store import Bucket, StoreOutage, explain
 from .waiting import StoreWait
 
 POLL_SECONDS = 0.2
+PARTIAL = ".partial"  # a file being fetched, beside its final name (a restarted fetch removes it)
+
+
+@dataclass
+class Part:
+    """One ranged GET of a file: bytes next..last (inclusive). `next` moves as bytes are written, so
+    a part cut off by an outage starts again where it stopped."""
+
+    name: str
+    next: int
+    last: int
+    due: float = 0.0  # when a part waiting out an outage is tried again
+    tries: int = 0  # its failed tries in the current outage
+
+
+def plan(files: Mapping[str, int], names: list[str], chunk: int) -> list[Part]:
+    """The parts of `names` (an empty file has none), each at most `chunk` bytes."""
+    return [Part(name, first, min(first + chunk, files[name]) - 1)
+            for name in names for first in range(0, files[name], chunk)]
 
 
 def read_list(data: bytes | str, where: str) -> dict[str, str]:
@@ -81,7 +103,6 @@ class Fetch:
         self.deadline = time.monotonic() + settings.timeout_seconds
         self.cache = Cache(settings.cache_dir)
         self.bucket: Bucket | None = None
-        self.stalled = False
         self.wait = StoreWait(settings.max_outage_seconds, reporter, lambda: self._bounds(False))
 
     def run(self) -> Path:
@@ -129,68 +150,90 @@ class Fetch:
         stage = self.cache.staging(key)
         todo = sorted(n for n in files if n not in journal)
         self.report.start(sum(files.values()), len(files), sum(files[n] for n in journal), len(journal))
-        try:
-            self._transfer(key, stage, todo, journal, expected, source)
-        except FetchError:
-            if not self.stalled:  # a stalled store's threads would hold the shutdown up; the process exits
-                self.bucket.close(cancel=True)
-            raise
-        self.bucket.close()
-
-    def _start(self, stage: Path, name: str, counted: dict[str, int]):
-        """One file's download; `counted[name]`: its bytes so far (lost if it fails)."""
-        assert self.bucket is not None
-        counted[name] = 0
-
-        def on_bytes(n: int) -> None:
-            counted[name] += n
-            self.report.add_bytes(n)
-        return self.bucket.download(name, str(stage / name), on_bytes)
-
-    def _transfer(self, key: str, stage: Path, todo: list[str], journal: dict,
-                  expected: Mapping[str, str], source: str) -> None:
-        assert self.bucket is not None
         if journal:
             self.report.emit("resumed", verified_files=len(journal))
-        downloads, counted = {}, {}
-        due: dict[str, float] = {}  # the files waiting out an outage: when each starts again
-        tries: dict[str, int] = {}  # each file's failed tries in the current outage
-        for name in todo:
-            (stage / name).parent.mkdir(parents=True, exist_ok=True)
-            downloads[name] = self._start(stage, name, counted)
+        partial = {}
+        try:
+            for name in todo:
+                (stage / name).parent.mkdir(parents=True, exist_ok=True)
+                partial[name] = open(f"{stage / name}{PARTIAL}", "wb", buffering=0)
+                partial[name].truncate(files[name])
+            self._transfer(key, stage, plan(files, todo, self.s.chunk_bytes), partial, journal, expected, source)
+        except FetchError:
+            self.bucket.close(cancel=True)
+            raise
+        finally:
+            for f in partial.values():
+                f.close()
+        self.bucket.close()
+
+    def _fetch(self, f, part: Part) -> None:
+        """One part's ranged GET (a transfer thread), from its next byte; each piece is written
+        and counted as it comes, so a GET cut off by an outage is tried again from where it stopped."""
+        def write(piece: bytes) -> None:
+            view = memoryview(piece)
+            while view:
+                n = os.pwrite(f.fileno(), view, part.next)
+                part.next += n
+                view = view[n:]
+            self.report.add_bytes(len(piece))
+        assert self.bucket is not None
+        self.bucket.read_range(part.name, part.next, part.last, write)
+
+    def _transfer(self, key: str, stage: Path, parts: list[Part], partial: dict, journal: dict,
+                  expected: Mapping[str, str], source: str) -> None:
+        assert self.bucket is not None
+        left = {name: 0 for name in partial}  # each file's parts not fetched yet
+        for part in parts:
+            left[part.name] += 1
+        pending = deque(parts)  # not started yet: at most FETCH_CONCURRENCY run, none while the store is down
+        running: dict[Future, Part] = {}
+        waiting: list[Part] = []  # parts waiting out an outage
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as hasher:
             hashing = {}
-            while downloads or hashing or due:
-                for name, future in list(downloads.items()):
+            while left or running or waiting or hashing:
+                for future, part in list(running.items()):
                     if future.done():
-                        del downloads[name]
+                        del running[future]
                         try:
                             future.result()
-                        except Exception as exc:  # noqa: BLE001 - boto3's and s3transfer's errors alike
-                            err = explain(exc, f"{self.s.url}{name}", self.bucket.endpoint)
+                        except FetchError:
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - boto3's errors
+                            err = explain(exc, f"{self.s.url}{part.name}", self.bucket.endpoint)
                             if not isinstance(err, StoreOutage):
                                 raise err from None
-                            self.report.restarted(counted[name])
-                            due[name] = time.monotonic() + self.wait.failed(err, tries.get(name, 0))
-                            tries[name] = tries.get(name, 0) + 1
+                            part.due = time.monotonic() + self.wait.failed(err, part.tries)
+                            part.tries += 1
+                            waiting.append(part)
                             continue
                         self.wait.ok()
-                        hashing[name] = hasher.submit(sha256_file, stage / name)
+                        left[part.name] -= 1
+                for name in [n for n, count in left.items() if count == 0]:
+                    del left[name]
+                    partial.pop(name).close()
+                    os.replace(f"{stage / name}{PARTIAL}", stage / name)
+                    hashing[name] = hasher.submit(sha256_file, stage / name)
                 if self.wait.down and self.report.last_bytes_at > (self.wait.outage.since or 0.0):
                     self.wait.ok()  # bytes came since the outage began: the store answers again
-                if not self.wait.down:
-                    tries.clear()
-                for name, when in list(due.items()):
-                    if when <= time.monotonic() or not self.wait.down:  # due, or the store is back
-                        del due[name]
-                        downloads[name] = self._start(stage, name, counted)
-                        self.report.restarted(0)  # the stall bound counts from this start
+                for part in list(waiting):
+                    if part.due <= time.monotonic() or not self.wait.down:  # due, or the store is back
+                        waiting.remove(part)
+                        part.tries = part.tries if self.wait.down else 0
+                        running[self.bucket.submit(self._fetch, partial[part.name], part)] = part
+                        self.report.restarted()  # the stall bound counts from this start
+                while pending and not self.wait.down and len(running) + len(waiting) < self.s.concurrency:
+                    part = pending.popleft()
+                    running[self.bucket.submit(self._fetch, partial[part.name], part)] = part
                 for name, future in list(hashing.items()):
                     if future.done():
                         del hashing[name]
                         self._verified(key, journal, name, future.result(), expected[name], source)
-                self._bounds(bool(downloads))
-                time.sleep(POLL_SECONDS)
+                self._bounds(bool(running))
+                if running or hashing:  # back as soon as a part or a hash is done: the next part starts
+                    wait_any([*running, *hashing.values()], timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+                else:
+                    time.sleep(POLL_SECONDS)
 
     def _verified(self, key: str, journal: dict, name: str, actual: str, want: str, source: str) -> None:
         if actual != want:
@@ -202,7 +245,6 @@ class Fetch:
 
     def _bounds(self, transferring: bool) -> None:
         if transferring and not self.wait.down and self.report.stalled_for() > self.s.stall_seconds:
-            self.stalled = True
             raise FetchError(FETCH_FAILED, f"the download from {self.s.url} stalled: no byte for "
                                            f"{self.s.stall_seconds:.0f}s (FETCH_STALL_SECONDS)")
         if time.monotonic() > self.deadline:

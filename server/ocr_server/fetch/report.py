@@ -66,8 +66,7 @@ class Reporter:
         now = time.monotonic()
         with self.lock:
             self.bytes += n
-            if n > 0:  # s3transfer takes back what a retried part had counted: no news of the store
-                self.last_bytes_at = now
+            self.last_bytes_at = now
             due = now - self.last_line >= self.every
             if due:
                 self.last_line = now
@@ -82,11 +81,9 @@ class Reporter:
     def stalled_for(self) -> float:
         return time.monotonic() - max(self.last_bytes_at, self.started_at)
 
-    def restarted(self, lost_bytes: int) -> None:
-        """A download starts again (after an outage): the bytes it had counted are lost, and the
-        stall bound counts from now."""
+    def restarted(self) -> None:
+        """A download starts again (after an outage): the stall bound counts from now."""
         with self.lock:
-            self.bytes -= lost_bytes
             self.started_at = time.monotonic()
 
     def waiting_for_store(self, reason: str, retries: int, waited: float, left: float, budget: float) -> None:

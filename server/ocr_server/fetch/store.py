@@ -1,5 +1,5 @@
-"""The bucket, through one boto3 client: a bounded listing, small reads, and the transfer manager
-(boto3's TransferConfig: objects over one chunk come in ranged GETs, in parallel threads).
+"""The bucket, through one boto3 client: a bounded listing, small reads, and ranged GETs run on a
+pool of FETCH_CONCURRENCY threads (fetcher.py splits each object into parts of FETCH_CHUNK_BYTES).
 
 Every failure of the store is a FetchError(ModelFetchFailed) naming the URL and the answer, never
 the access key; one the store may get over (no answer, a 5xx, throttling) is a StoreOutage, which
@@ -7,14 +7,13 @@ the fetch waits out within its outage budget (fetcher.py)."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 import boto3
 import botocore.config
 import botocore.exceptions
-from boto3.s3.transfer import TransferConfig, create_transfer_manager
-from s3transfer.exceptions import RetriesExceededError
-from s3transfer.subscribers import BaseSubscriber
 
 from ocr_limits.outages import BUCKET, CREDENTIALS, MISSING, TRANSIENT, s3_answer
 
@@ -22,10 +21,11 @@ from . import FETCH_FAILED, FetchError
 from .settings import Settings
 
 BOTO_ERRORS = (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError)
-# No answer, or an answer cut short: the store may come back (after botocore's and s3transfer's own
-# few retries). A ClientError is transient by its code (ocr_limits.outages.s3_answer: 5xx, throttling).
+# No answer, or an answer cut short: the store may come back (after botocore's own few retries).
+# A ClientError is transient by its code (ocr_limits.outages.s3_answer: 5xx, throttling).
 NO_ANSWER = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError,
-             botocore.exceptions.IncompleteReadError, RetriesExceededError, TimeoutError, ConnectionError)
+             botocore.exceptions.IncompleteReadError, TimeoutError, ConnectionError)
+PIECE_BYTES = 256 << 10  # what one read of a ranged GET's body hands on
 
 
 class StoreOutage(FetchError):
@@ -59,14 +59,6 @@ def explain(exc: Exception, what: str, endpoint: str) -> FetchError:
     return FetchError(FETCH_FAILED, f"{what}: {type(exc).__name__} from {endpoint}: {exc}")
 
 
-class _Progress(BaseSubscriber):
-    def __init__(self, on_bytes: Callable[[int], None]) -> None:
-        self.on_bytes = on_bytes
-
-    def on_progress(self, future, bytes_transferred: int, **_) -> None:
-        self.on_bytes(bytes_transferred)
-
-
 class Bucket:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -80,10 +72,8 @@ class Bucket:
         self.client = boto3.session.Session().client(
             "s3", endpoint_url=settings.endpoint_url, region_name=settings.region or "us-east-1", config=config,
             aws_access_key_id=settings.access_key, aws_secret_access_key=settings.secret_key)
-        self.transfer_config = TransferConfig(
-            multipart_threshold=settings.chunk_bytes, multipart_chunksize=settings.chunk_bytes,
-            max_concurrency=settings.concurrency, use_threads=True)
-        self.manager = None
+        self.pool: ThreadPoolExecutor | None = None
+        self.stopping = threading.Event()
 
     def list(self) -> dict[str, int]:
         """{relative key: size} under the prefix; more than max_objects or max_total_bytes is refused."""
@@ -121,23 +111,35 @@ class Bucket:
             raise FetchError(FETCH_FAILED, f"{s.url}{key} is larger than {limit} bytes")
         return data
 
-    def download(self, key: str, filename: str, on_bytes: Callable[[int], None]):
-        """Start one object's download; the future's result() raises boto3's error. s3transfer
-        writes into a temporary name beside `filename` and renames it once whole."""
-        if self.manager is None:
-            self.manager = create_transfer_manager(self.client, self.transfer_config)
-        return self.manager.download(self.settings.bucket, self.settings.prefix + key, filename,
-                                     subscribers=[_Progress(on_bytes)])
+    def read_range(self, key: str, first: int, last: int, write: Callable[[bytes], None]) -> None:
+        """Bytes first..last (inclusive) of the object, handed to `write` piece by piece as they
+        come (a GET cut off keeps what was written); boto3's errors are raised as they are."""
+        s = self.settings
+        resp = self.client.get_object(Bucket=s.bucket, Key=s.prefix + key, Range=f"bytes={first}-{last}")
+        got, want = 0, last - first + 1
+        body = resp["Body"]  # botocore's StreamingBody (its context gives the raw stream)
+        try:
+            for piece in body.iter_chunks(PIECE_BYTES):
+                got += len(piece)
+                if got > want or self.stopping.is_set():
+                    raise FetchError(FETCH_FAILED, f"{s.url}{key}: the fetch stopped" if self.stopping.is_set() else
+                                     f"{s.url}{key}: {self.endpoint} answered more than the range {first}-{last}")
+                write(piece)
+        finally:
+            body.close()
+
+    def submit(self, fn: Callable[..., None], *args) -> Future:
+        """Run `fn(*args)` on the transfer threads."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=self.settings.concurrency, thread_name_prefix="fetch")
+        return self.pool.submit(fn, *args)
 
     def close(self, cancel: bool = False) -> None:
-        """Wait for the transfers, or with `cancel` stop those in flight."""
-        manager, self.manager = self.manager, None
-        if manager is None:
+        """Wait for the transfers, or with `cancel` stop those in flight (each at its next piece)
+        and drop those not started."""
+        pool, self.pool = self.pool, None
+        if pool is None:
             return
         if cancel:
-            # TransferManager.shutdown(cancel=True) hands its message on as the exception type
-            # (s3transfer 0.19: TypeError once a transfer is in flight); leaving its context with
-            # an error cancels them as intended.
-            manager.__exit__(RuntimeError, RuntimeError("model fetch stopped"), None)
-        else:
-            manager.shutdown()
+            self.stopping.set()
+        pool.shutdown(wait=not cancel, cancel_futures=cancel)

@@ -1,8 +1,8 @@
 """S3 outages waited out within the fetch's outage budget (FETCH_MAX_OUTAGE_SECONDS, the
 OcrService's spec.model.source.s3.maxOutageSeconds).
 
-A try that fails with a store.StoreOutage (no answer, a 5xx, throttling, after botocore's and
-s3transfer's own few retries) is tried again after a capped exponential backoff (ocr_limits.outages,
+A try that fails with a store.StoreOutage (no answer, a 5xx, throttling, after botocore's own few
+retries) is tried again after a capped exponential backoff (ocr_limits.outages,
 the OcrBatch worker's too), as long as the outage, measured from its first failed try to the next
 success of any request, has lasted less than the budget; each failed try writes a progress line
 saying the fetch waits for S3, why, and the budget left (report.Reporter.waiting_for_store). Past

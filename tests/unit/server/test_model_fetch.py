@@ -142,9 +142,10 @@ def test_least_recently_used_keys_are_evicted_past_the_cache_bound(s3, tmp_path)
 
 def test_a_mismatch_while_other_objects_are_in_flight_still_names_the_file(s3, tmp_path):
     """The large object's transfer is held in flight (versitygw stopped at its first part, resumed a
-    second later) while the small one's mismatch stops the fetch."""
-    files = {"a.json": b"{}", "z.safetensors": bytes(range(256)) * (16 * 4096)}  # 16 MiB in 1 MiB ranges
-    bucket = upload(s3, {**files, "a.json": b"{ }"})
+    second later) while the small one's mismatch stops the fetch. The large one sorts first, so its
+    parts are the first started."""
+    files = {"z.json": b"{}", "a.safetensors": bytes(range(256)) * (16 * 4096)}  # 16 MiB in 1 MiB ranges
+    bucket = upload(s3, {**files, "z.json": b"{ }"})
 
     class HoldsTheLargeObject(Reporter):
         def add_bytes(self, n: int) -> None:
@@ -155,6 +156,6 @@ def test_a_mismatch_while_other_objects_are_in_flight_still_names_the_file(s3, t
             super().add_bytes(n)
 
     rep = HoldsTheLargeObject(out=io.StringIO(), every=0, termination_log=None)
-    with pytest.raises(FetchError, match="a.json from s3://.* has sha256") as err:
+    with pytest.raises(FetchError, match="z.json from s3://.* has sha256") as err:
         Fetch(settings(s3, bucket, tmp_path, given=checksums(files), concurrency=2), rep).run()
     assert err.value.reason == CHECKSUM_MISMATCH and rep.held

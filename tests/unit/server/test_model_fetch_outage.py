@@ -66,6 +66,8 @@ def test_an_s3_outage_mid_fetch_is_waited_out_and_every_file_is_verified(tmp_pat
         lines += [json.loads(line) for line in out.splitlines()]
         assert proc.returncode == 0, err[-3000:]
         assert lines[0]["files"] == 0 and lines[-1]["event"] == "done" and lines[-1]["files"] == len(FILES)
+        counted = [line["bytes"] for line in lines if "bytes" in line]
+        assert counted == sorted(counted) and counted[-1] == sum(map(len, FILES.values()))  # no byte fetched again
         waiting = [line for line in lines if "waiting" in line]
         assert waiting and waiting[0]["waiting"].startswith("waiting for S3: no answer from " + s3.endpoint)
         model = tmp_path / "m" / "tiny"

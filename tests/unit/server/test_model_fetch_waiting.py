@@ -9,7 +9,6 @@ import json
 
 import botocore.exceptions
 import pytest
-from s3transfer.exceptions import RetriesExceededError
 
 from ocr_server.fetch import FETCH_FAILED, FetchError
 from ocr_server.fetch.report import Reporter
@@ -34,7 +33,8 @@ def answer(code: str, status: int) -> botocore.exceptions.ClientError:
     (botocore.exceptions.EndpointConnectionError(endpoint_url=ENDPOINT),
      f"no answer from {ENDPOINT} (EndpointConnectionError)"),
     (botocore.exceptions.ReadTimeoutError(endpoint_url=ENDPOINT), f"no answer from {ENDPOINT} (ReadTimeoutError)"),
-    (RetriesExceededError(ConnectionResetError(104, "reset")), f"no answer from {ENDPOINT} (RetriesExceededError)"),
+    (botocore.exceptions.ResponseStreamingError(error=ConnectionResetError(104, "reset")),
+     f"no answer from {ENDPOINT} (ResponseStreamingError)"),
 ])
 def test_no_answer_a_5xx_or_throttling_is_an_outage_waited_out(exc, why):
     err = explain(exc, "s3://m/tiny/a.bin", ENDPOINT)

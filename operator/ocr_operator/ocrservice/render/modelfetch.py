@@ -45,7 +45,7 @@ STALL_SECONDS = 120
 LINK_SIZE_LIMIT = "1Mi"
 SECRET_KEYS = (("AWS_ACCESS_KEY_ID", False), ("AWS_SECRET_ACCESS_KEY", False), ("AWS_ENDPOINT_URL", True),
                ("AWS_REGION", True))
-# The fetcher's own resources: boto3's parts in flight (8 x 16 MiB) and the hashing threads.
+# The fetcher's own resources: its ranged GETs in flight (8, read in 256 KiB pieces) and the hashing threads.
 FETCH_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 
 
