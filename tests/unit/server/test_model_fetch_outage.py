@@ -1,7 +1,8 @@
 """An S3 outage during a model fetch (ocr_server.fetch.waiting), end to end on this machine: the
 fetcher as the init container runs it (`python -m ocr_server.fetch`, a real process) against the
 real S3 server (versitygw), stopped while the fetch runs and started again on the same port with
-the same data; one outage outlasts a small budget; refused credentials are not waited for."""
+the same data; one outage outlasts a small budget; refused credentials (403) and a missing bucket
+(404) are not waited for."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from localcluster.s3server import S3Server
 
@@ -95,14 +98,17 @@ def test_an_outage_longer_than_the_budget_ends_with_model_fetch_failed_naming_it
         print(f"budget 2 s: failed after waiting {waited} s; fetch {took:.1f} s")
 
 
-def test_refused_credentials_fail_at_once_with_a_long_budget(tmp_path):
+@pytest.mark.parametrize("case, words", [("wrong secret", "refused the credentials"),
+                                         ("no such bucket", "the bucket does not exist")])
+def test_a_403_or_404_fails_at_once_with_a_long_budget(tmp_path, case, words):
     with S3Server() as s3:
         bucket = upload(s3, FILES)
         start = time.monotonic()
-        proc = fetcher(s3, bucket, tmp_path, budget=300, secret="not-the-secret")
+        proc = fetcher(s3, bucket + "-gone" if case == "no such bucket" else bucket, tmp_path, budget=300,
+                       secret="not-the-secret" if case == "wrong secret" else None)
         out, err = proc.communicate(timeout=60)
         took = time.monotonic() - start
         assert proc.returncode == 1, err[-3000:]
         message = (tmp_path / "termination-log").read_text()
-        assert message.startswith("ModelFetchFailed: ") and "refused the credentials" in message, message
+        assert message.startswith("ModelFetchFailed: ") and words in message, message
         assert "waiting" not in out and took < 10
