@@ -1,13 +1,13 @@
 """One fetch: the list, the cache key, the downloads and their verification, the publish.
 
 Bounded: the listing by FETCH_MAX_OBJECTS and FETCH_MAX_TOTAL_BYTES, the whole run by
-FETCH_TIMEOUT_SECONDS (waiting for another pod's fetch of the same key included), and the
-transfer by FETCH_STALL_SECONDS without a byte while the store answers. An S3 outage (no answer, a
-5xx, throttling) is waited out within FETCH_MAX_OUTAGE_SECONDS (waiting.py): a listing or a read is
-tried again, a part of a file cut off mid-way goes on from its next byte (the files verified so
-far stay, and a restarted fetch skips them too); every other failure of the store ends the fetch at once. With
-spec.model.checksums the key is known before any request, so a cache hit (a scale-up on a node
-that has the weights) asks the store nothing.
+FETCH_TIMEOUT_SECONDS (waiting for another pod's fetch of the same key included), and the transfer
+by FETCH_STALL_SECONDS without a byte, after which a store that hangs is an outage. An S3 outage (no
+answer, a 5xx, throttling, no byte) is waited out within FETCH_MAX_OUTAGE_SECONDS (waiting.py): a
+listing or a read is tried again, a part of a file cut off mid-way goes on from its next byte (the
+files verified so far stay, and a restarted fetch skips them too); every other failure of the
+store ends the fetch at once. With spec.model.checksums the key is known before any request, so a
+cache hit (a scale-up on a node that has the weights) asks the store nothing.
 """
 
 from __future__ import annotations
@@ -245,8 +245,13 @@ class Fetch:
 
     def _bounds(self, transferring: bool) -> None:
         if transferring and not self.wait.down and self.report.stalled_for() > self.s.stall_seconds:
-            raise FetchError(FETCH_FAILED, f"the download from {self.s.url} stalled: no byte for "
-                                           f"{self.s.stall_seconds:.0f}s (FETCH_STALL_SECONDS)")
+            # A store that hangs: an outage from now (its requests fail at their read timeout, or
+            # bytes come again); with no outage budget, the fetch fails here.
+            assert self.bucket is not None
+            self.wait.failed(StoreOutage(f"the download from {self.s.url} stalled: no byte for "
+                                         f"{self.s.stall_seconds:.0f}s (FETCH_STALL_SECONDS)",
+                                         f"no byte from {self.bucket.endpoint} for {self.s.stall_seconds:.0f}s"), 0)
+        self.wait.spent()
         if time.monotonic() > self.deadline:
             raise FetchError(FETCH_FAILED, f"the fetch from {self.s.url} took longer than "
                                            f"{self.s.timeout_seconds:.0f}s (FETCH_TIMEOUT_SECONDS)")

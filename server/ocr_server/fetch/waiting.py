@@ -4,7 +4,8 @@ OcrService's spec.model.source.s3.maxOutageSeconds).
 A try that fails with a store.StoreOutage (no answer, a 5xx, throttling, after botocore's own few
 retries) is tried again after a capped exponential backoff (ocr_limits.outages,
 the OcrBatch worker's too), as long as the outage, measured from its first failed try to the next
-success of any request, has lasted less than the budget; each failed try writes a progress line
+success of any request or the next bytes, has lasted less than the budget (a transfer that got no
+byte for FETCH_STALL_SECONDS starts an outage too: the store hangs); each failed try writes a progress line
 saying the fetch waits for S3, why, and the budget left (report.Reporter.waiting_for_store). Past
 the budget the fetch fails with ModelFetchFailed naming the outage and how long it waited. Refused
 credentials, a missing bucket or object and a checksum mismatch are never waited for.
@@ -32,6 +33,7 @@ class StoreWait:
         """`check` raises the fetch's other bounds (FETCH_TIMEOUT_SECONDS) while it waits."""
         self.outage = Outage(budget_seconds)
         self.report, self.check, self.backoff, self.rng = reporter, check, backoff, rng
+        self.last: StoreOutage | None = None  # the last failed try
 
     @property
     def down(self) -> bool:
@@ -47,12 +49,23 @@ class StoreWait:
         left = self.outage.failed(exc.why)
         waited = self.outage.waited()
         budget = self.outage.budget
+        self.last = exc
         if left <= 0:
-            raise FetchError(FETCH_FAILED, f"S3 outage: the store did not answer for {waited:.1f}s, past the "
-                                           f"outage budget of {budget:g}s ({BUDGET_FIELD}); last: {exc}")
+            raise self._past(waited)
         retries = int((self.outage.report() or {}).get("retries", 1))
         self.report.waiting_for_store(exc.why, retries, waited, left, budget)
         return min(self.backoff.delay(attempt, self.rng()), left)
+
+    def spent(self) -> None:
+        """FetchError(ModelFetchFailed) once the current outage outlasts the budget, even while no
+        try fails (requests that hang until their read timeout)."""
+        waited = self.outage.waited()
+        if self.down and waited > self.outage.budget:
+            raise self._past(waited)
+
+    def _past(self, waited: float) -> FetchError:
+        return FetchError(FETCH_FAILED, f"S3 outage: the store did not answer for {waited:.1f}s, past the outage "
+                                        f"budget of {self.outage.budget:g}s ({BUDGET_FIELD}); last: {self.last}")
 
     def call(self, op: Callable[[], T]) -> T:
         """`op` (one request), tried again while the store is down and the budget lasts."""

@@ -3,6 +3,7 @@ fetching the same key, the program's output and termination message. Real versit
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -41,16 +42,37 @@ class _StopsTheStore(Reporter):
         super().add_bytes(n)
 
 
-def test_a_store_that_stops_sending_fails_the_fetch_as_stalled_within_the_stall_bound(s3, tmp_path):
+def test_with_no_outage_budget_a_store_that_stops_sending_fails_the_fetch_as_stalled_within_the_stall_bound(
+        s3, tmp_path):
     bucket = upload(s3)
     rep = _StopsTheStore(s3, out=open(os.devnull, "w"), every=0, termination_log=None)
     t0 = time.monotonic()
     try:
         with pytest.raises(FetchError, match=r"stalled: no byte for 2s \(FETCH_STALL_SECONDS\)") as err:
-            Fetch(settings(s3, bucket, tmp_path, given=checksums(), stall_seconds=2, concurrency=1), rep).run()
+            Fetch(settings(s3, bucket, tmp_path, given=checksums(), stall_seconds=2, concurrency=1,
+                           max_outage_seconds=0), rep).run()
     finally:
         os.kill(s3.pid, signal.SIGCONT)
     assert err.value.reason == FETCH_FAILED and time.monotonic() - t0 < 10
+
+
+def test_a_store_that_hangs_for_a_while_is_waited_out_as_an_outage_and_the_fetch_completes(s3, tmp_path):
+    """versitygw stopped (SIGSTOP: connections open, nothing sent) at the first bytes for 3 s, a
+    stall bound of 1 s: the stall starts an outage, which ends when the bytes come again."""
+    bucket = upload(s3)
+    out = io.StringIO()
+    rep = _StopsTheStore(s3, out=out, every=0, termination_log=None)
+    threading.Timer(3.0, os.kill, (s3.pid, signal.SIGCONT)).start()
+    t0 = time.monotonic()
+    try:
+        path = Fetch(settings(s3, bucket, tmp_path, given=checksums(), stall_seconds=1, concurrency=1,
+                              max_outage_seconds=30), rep).run()
+    finally:
+        os.kill(s3.pid, signal.SIGCONT)
+    waiting = [line["waiting"] for line in lines(out) if "waiting" in line]
+    assert waiting and waiting[0].startswith(f"waiting for S3: no byte from {s3.endpoint} for 1s; retry 1")
+    assert all((path / name).read_bytes() == data for name, data in WEIGHTS.items())
+    assert 2.5 < time.monotonic() - t0 < 15
 
 
 def test_a_second_fetcher_of_the_same_key_waits_for_the_first_and_then_hits_the_cache(s3, tmp_path):
