@@ -37,7 +37,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 KINDS = (
     ("vLLM EngineCore", r"EngineCore|VLLM::"),
     ("server under test (vLLM)", r"\.venv-vllm/bin/python\S* -m ocr_server\b"),
-    ("server under test", r"-m ocr_server(_testing\.stand_in)?\b|ocr_server/__main__|uvicorn"),
+    ("server under test", r"-m ocr_server(_testing\.stand_in)?\b|ocr_server/__main__|uvicorn|tests\.server\.zygote"),
     ("operator", r"-m ocr_operator\b|ocr_batch_worker"),
     ("kube-apiserver", r"/kube-apiserver\b"),
     ("etcd", r"/etcd\b"),

@@ -19,12 +19,19 @@ import pytest
 from localcluster.ports import free_port
 from ocr_server_testing import tiny_cache
 
+from .zygote import Forked, Zygote
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+# CAUSALFLOW_TEST_FORK=0: every test server execs `python -m ocr_server` afresh (zygote.py: by default
+# they are forked from a process that has already imported the server).
+FORK_ENV = "CAUSALFLOW_TEST_FORK"
 
 
 @dataclass
 class ServerProcess:
-    proc: subprocess.Popen
+    proc: "subprocess.Popen | Forked"
     url: str
     log_path: Path
     first_health: httpx.Response | None = None
@@ -92,8 +99,14 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
         if key not in env:
             full.pop(key, None)
     log_path = tmp / f"server-{port}.log"
-    proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT, preexec_fn=die_with_parent,
-                            stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+    proc: subprocess.Popen | Forked
+    zygote = Zygote.get(ROOT) if module == "ocr_server" and python == sys.executable \
+        and os.environ.get(FORK_ENV, "1") != "0" else None
+    if zygote is not None and zygote.compatible(full):
+        proc = zygote.fork(full, ROOT, log_path)  # `python -m ocr_server`, its imports inherited
+    else:
+        proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT, preexec_fn=die_with_parent,
+                                stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
     server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
     if wait_ready:
         wait_for(server, 200, timeout)

@@ -1,0 +1,223 @@
+"""Test servers forked from one process that has already imported the server: `python -m ocr_server`
+without paying torch's and transformers' import at every start.
+
+A server start spends most of its CPU importing (about 13 s on 2 cores: torch 7 s, transformers'
+DeepSeek-OCR 2 modeling with sympy and torch._dynamo 6 s) before it reads a byte of its model; the
+suite starts dozens. The zygote (`python -m tests.server.zygote`, one per test process, started on
+first use by `Zygote.get()`) imports what `python -m ocr_server` imports, then forks one child per
+request. The child takes the request's environment, working directory and log file, and runs the
+`ocr_server` module as `__main__` exactly as `python -m ocr_server` does: the same main(), config,
+engine, HTTP server, signals and exit codes. The process under test is a real server process; only
+the imports it would redo are inherited.
+
+Lifetimes: the zygote dies with its test process, a child with the zygote (parent-death signals),
+so a killed test run leaves no server behind. The zygote reaps its children and writes each one's
+exit status (as Popen's returncode: -N for signal N) to a file the test reads (`Forked`).
+
+Protocol on the zygote's stdin/stdout: one JSON line per request, {"env", "cwd", "log", "status"};
+the answer is one line, {"pid"}.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import runpy
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+# Variables read when torch, transformers or Python start (thread pools, kernels, offline hubs): a
+# server whose environment sets one of them otherwise than the zygote's is started afresh instead.
+IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "GOMP_", "TORCH", "PYTORCH", "TRANSFORMERS", "HF_", "PYTHON", "LD_",
+               "CUDA", "VLLM", "TOKENIZERS", "MALLOC")
+# What `python -m ocr_server` imports before it serves, transformers' lazy modules included (the
+# model, processor and tokenizer classes its engine creates, with sympy, triton and the hub kernels).
+PRELOAD = ("torch", "transformers", "ocr_server.engines.transformers.engine", "ocr_server.engines.factory",
+           "ocr_server.http.app", "ocr_server.http.server", "ocr_server.runtime.config", "uvicorn", "fastapi",
+           "transformers.models.deepseek_ocr2.modeling_deepseek_ocr2", "transformers.models.auto.modeling_auto",
+           "transformers.models.auto.processing_auto", "transformers.models.auto.tokenization_auto",
+           "transformers.models.auto.image_processing_auto", "transformers.integrations.sdpa_attention",
+           "transformers.integrations.flex_attention", "transformers.integrations.hub_kernels", "tokenizers",
+           "safetensors.torch")
+
+
+def die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _child(request: dict, zygote: int) -> None:
+    """In the forked child: become `python -m ocr_server` with the request's environment. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        die_with_parent()
+        if os.getppid() != zygote:  # the zygote died between fork and prctl
+            os._exit(1)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        random.seed()  # not the zygote's sequence, shared by every child
+        sys.argv = ["-m ocr_server"]
+        try:
+            runpy.run_module("ocr_server", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the child's traceback goes to its log, then it ends
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _reap(statuses: dict[int, str]) -> None:
+    while statuses:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        path = statuses.pop(pid, None)
+        if path is not None:
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            Path(path + ".tmp").write_text(str(code))
+            os.rename(path + ".tmp", path)
+
+
+def main() -> int:
+    die_with_parent()
+    import numpy  # noqa: F401 - its OpenBLAS starts a thread pool, which handles fork (pthread_atfork)
+
+    blas = len(os.listdir("/proc/self/task"))
+    for name in PRELOAD:
+        __import__(name)
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != blas:  # a fork copies one thread: any other pool an import started would hang its children
+        print(json.dumps({"error": f"the zygote's imports started {threads - blas} thread(s) besides OpenBLAS's: "
+                                   f"it cannot fork servers safely"}), flush=True)
+        return 1
+    zygote = os.getpid()
+    statuses: dict[int, str] = {}
+    print(json.dumps({"ready": zygote}), flush=True)
+    buffered = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.1)
+        _reap(statuses)
+        if not readable:
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:  # the test process closed the pipe: its servers end with this process
+            return 0
+        buffered += chunk
+        while b"\n" in buffered:
+            line, buffered = buffered.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _child(request, zygote)
+            statuses[pid] = request["status"]
+            print(json.dumps({"pid": pid}), flush=True)
+
+
+class Forked:
+    """A forked server as the tests use a subprocess.Popen: pid, poll, wait, send_signal,
+    terminate, kill, returncode. Its exit is seen on a pidfd; its status is the zygote's file."""
+
+    def __init__(self, pid: int, status: Path) -> None:
+        self.pid, self.status_path = pid, status
+        self.returncode: int | None = None
+        self._pidfd = os.pidfd_open(pid)
+
+    def _status(self) -> int:
+        deadline = time.monotonic() + 5  # the zygote reaps within 0.1 s
+        while not self.status_path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the zygote wrote no exit status for pid {self.pid}")
+            time.sleep(0.01)
+        return int(self.status_path.read_text())
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self._pidfd], [], [], 0)[0]:
+            self.returncode = self._status()
+            os.close(self._pidfd)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+        return self.poll()
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            signal.pidfd_send_signal(self._pidfd, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class Zygote:
+    """This test process's zygote, started on first use (a server start's imports, once)."""
+
+    _one: "Zygote | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self, root: Path) -> None:
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEVICE": "cpu"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.server.zygote"], cwd=root, env=self.env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+        line = self.proc.stdout.readline()
+        if not line or "error" in json.loads(line):
+            raise RuntimeError(f"the server zygote is not ready: {line.decode().strip() or 'it ended'}")
+        self.count = 0
+
+    def compatible(self, env: dict[str, str]) -> bool:
+        """Whether a server with `env` may be forked: every import-time variable as the zygote has it."""
+        names = {k for k in (*env, *self.env) if k.startswith(IMPORT_TIME)}
+        return all(env.get(k) == self.env.get(k) for k in names)
+
+    @classmethod
+    def get(cls, root: Path) -> "Zygote":
+        with cls._lock:
+            if cls._one is None or cls._one.proc.poll() is not None:
+                cls._one = cls(root)
+            return cls._one
+
+    def fork(self, env: dict[str, str], cwd: Path, log: Path) -> Forked:
+        with self._lock:
+            self.count += 1
+            status = log.with_name(f"{log.name}.exit-{self.count}")
+            request = {"env": env, "cwd": str(cwd), "log": str(log), "status": str(status)}
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+            answer = json.loads(self.proc.stdout.readline())
+        return Forked(answer["pid"], status)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
