@@ -15,7 +15,7 @@ from ocr_operator.metrics import METRICS
 from ocr_operator.runtime.controller import Context, Controller, Key, Result, Runtime
 from ocr_operator.runtime.jobs import Jobs
 
-from . import children
+from . import children, gatekey
 from .reconcile import reconcile
 
 # Reconciles handed out per second (burst twice that); 0 = unlimited.
@@ -49,6 +49,7 @@ class OcrServices:
         ns, name = key
         if ns and name:
             self.runtime.store.forget(ns, children.objects(name), (LABEL_INSTANCE, name))
+            gatekey.forget(ns, name)
 
 
 def controller(runtime: Runtime, *, workers: int = 8, qps: float = QPS,

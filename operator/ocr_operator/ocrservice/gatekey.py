@@ -134,3 +134,8 @@ async def write(kube: Kube, owner: Mapping[str, Any], k: Keys, now: float) -> st
             raise
     _written[(ns, name)] = done
     return None
+
+
+def forget(namespace: str, name: str) -> None:
+    """The OcrService `name` is gone: its last write is no longer remembered (the Secret goes with it)."""
+    _written.pop((namespace, naming.gate_key_name(name)), None)

@@ -95,3 +95,17 @@ def test_shadow_pages_without_api_keys_give_the_pods_the_gate_key_file_and_pod_i
 
 def test_the_gate_with_shadow_pages_and_no_api_keys_sends_its_key():
     assert configmap.gate_key(parsed(owner({"rollout": SHADOW})))
+
+
+def test_a_deleted_ocrservice_leaves_no_gate_key_write_remembered():
+    from ocr_operator import wiring
+    from ocr_operator.ocrservice.controller import controller
+    from ocr_operator.runtime.controller import Runtime
+
+    c = controller(Runtime(None, wiring.store()), workers=1)
+    gatekey._written[("team-a", naming.gate_key_name("gone"))] = ("uid-1", "gk-a\n", 1)
+    gatekey._written[("team-a", naming.gate_key_name("kept"))] = ("uid-2", "gk-b\n", 1)
+    c.reconciler.forgotten(("team-a", "gone"), owner(name="gone"), c.jobs)
+    assert ("team-a", naming.gate_key_name("gone")) not in gatekey._written
+    assert ("team-a", naming.gate_key_name("kept")) in gatekey._written
+    gatekey._written.clear()
