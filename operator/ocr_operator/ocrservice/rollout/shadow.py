@@ -27,7 +27,7 @@ from ocr_limits.quality import MAX_SHADOW_NOISE_PAGES, MAX_SHADOW_PAGES
 from ocr_operator.spec import QualityGate
 
 from .outcomes import SEVERITY
-from .verdict import Verdict
+from .verdict import Verdict, thresholds
 
 PREFIX = "shadow sample:"
 SIGNAL = "shadow"  # Verdict.signal of a failed shadow sample
@@ -36,6 +36,11 @@ HASH_CHARS = 12  # of a page's sha256, naming it in a message
 
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def label(sha256: str) -> str:
+    """A shadow page's name in a message: its document's sha256, shortened."""
+    return f"shadow page {sha256[:HASH_CHARS]}"
 
 
 def _text(value: Any, limit: int = 200) -> str | None:
@@ -62,7 +67,7 @@ class ShadowPage:
     @property
     def page(self) -> str:
         """Its name in a message (outcomes.judge_rates names pages by it)."""
-        return f"shadow page {self.sha256[:HASH_CHARS]}"
+        return label(self.sha256)
 
     @property
     def outcome(self) -> str | None:
@@ -157,21 +162,10 @@ def judge(result: ShadowResult | None, gate: QualityGate) -> ShadowVerdict | Non
                              f"the golden pages alone decide")
     max_page = shadow.max_page_distance if shadow.max_page_distance is not None else gate.max_page_distance
     max_mean = shadow.max_mean_distance if shadow.max_mean_distance is not None else gate.max_mean_distance
-    mean = round(sum(d for _, d in judged) / len(judged), 4)
-    worst_page, worst = max(judged, key=lambda item: (item[1], item[0].sha256))
-    n = len(judged)
-    worst_said = f"{worst_page.page}: distance {worst:.4f} (maxPageDistance {max_page:g})"
-    mean_said = f"mean {mean:.4f} over {n} pages (maxMeanDistance {max_mean:g})"
-    tail = f"noise floor {floor:.4f}; {counts}"
-    if worst > max_page:
-        message = (f"{PREFIX} {worst_page.page}: distance {worst:.4f} > maxPageDistance {max_page:g}; {mean_said}; "
-                   f"{tail}")
-    elif mean > max_mean:
-        message = f"{PREFIX} mean distance {mean:.4f} over {n} pages > maxMeanDistance {max_mean:g}; worst {worst_said}; {tail}"
-    else:
-        message = f"{PREFIX} {n} pages judged; worst {worst_said}; {mean_said}; {tail}"
-    return ShadowVerdict(worst <= max_page and mean <= max_mean, n, result.sampled, errors, mean, worst, floor,
-                         result.seconds, message)
+    t = thresholds([(p.sha256, d) for p, d in judged], max_page, max_mean, f"noise floor {floor:.4f}; {counts}",
+                   label)
+    message = f"{PREFIX} {t.message}" if not t.passed else f"{PREFIX} {len(judged)} pages judged; {t.message}"
+    return ShadowVerdict(t.passed, len(judged), result.sampled, errors, t.mean, t.worst, floor, result.seconds, message)
 
 
 def combine(golden: Verdict, shadow: ShadowVerdict | None) -> Verdict:

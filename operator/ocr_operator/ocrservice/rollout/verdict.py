@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -120,24 +120,41 @@ def judge_distances(outputs: Iterable[Output], pages: GoldenPages, baseline: Rec
     if not distances:
         return Verdict(True, against, (), 0.0, None, 0.0,
                        f"{len(pages.pages)} pages recorded; nothing to compare them with")
+    t = thresholds(distances, gate.max_page_distance, gate.max_mean_distance, f"against {against}",
+                   lambda name: f"page {name}")
+    return Verdict(t.passed, against, tuple(distances), t.mean, t.worst_name, t.worst, t.message)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Distances judged against maxPageDistance and maxMeanDistance: the verdict, the mean, the
+    worst page (its name as given) and its distance, and the message."""
+
+    passed: bool
+    mean: float
+    worst_name: str
+    worst: float
+    message: str
+
+
+def thresholds(distances: Sequence[tuple[str, float]], max_page: float, max_mean: float, tail: str,
+               label: Callable[[str], str]) -> Thresholds:
+    """Judge (name, distance) pairs (at least one): every page at most `max_page`, the mean at most
+    `max_mean` (both inclusive). The worst is the largest distance (then the largest name); the
+    message names the first limit passed, or sums up, with `label(name)` for the worst page and
+    `tail` last. The golden pages and the shadow sample are judged by it alike."""
     mean = round(sum(d for _, d in distances) / len(distances), 4)
-    worst_page, worst = max(distances, key=lambda item: (item[1], item[0]))
-    page_ok = worst <= gate.max_page_distance
-    mean_ok = mean <= gate.max_mean_distance
-    summary = (f"worst page {worst_page}: distance {worst:.4f} (maxPageDistance {gate.max_page_distance:g}); "
-               f"mean {mean:.4f} over {len(distances)} pages (maxMeanDistance {gate.max_mean_distance:g}); "
-               f"against {against}")
-    if not page_ok:
-        message = (f"page {worst_page}: distance {worst:.4f} > maxPageDistance {gate.max_page_distance:g}; "
-                   f"mean {mean:.4f} over {len(distances)} pages (maxMeanDistance {gate.max_mean_distance:g}); "
-                   f"against {against}")
-    elif not mean_ok:
-        message = (f"mean distance {mean:.4f} over {len(distances)} pages > maxMeanDistance "
-                   f"{gate.max_mean_distance:g}; worst page {worst_page}: distance {worst:.4f} "
-                   f"(maxPageDistance {gate.max_page_distance:g}); against {against}")
+    worst_name, worst = max(distances, key=lambda item: (item[1], item[0]))
+    n, page = len(distances), label(worst_name)
+    worst_said = f"{page}: distance {worst:.4f} (maxPageDistance {max_page:g})"
+    mean_said = f"mean {mean:.4f} over {n} pages (maxMeanDistance {max_mean:g})"
+    if worst > max_page:
+        message = f"{page}: distance {worst:.4f} > maxPageDistance {max_page:g}; {mean_said}; {tail}"
+    elif mean > max_mean:
+        message = f"mean distance {mean:.4f} over {n} pages > maxMeanDistance {max_mean:g}; worst {worst_said}; {tail}"
     else:
-        message = summary
-    return Verdict(page_ok and mean_ok, against, tuple(distances), mean, worst_page, worst, message)
+        message = f"worst {worst_said}; {mean_said}; {tail}"
+    return Thresholds(worst <= max_page and mean <= max_mean, mean, worst_name, worst, message)
 
 
 # --------------------------------------------------------------------------- the quality ConfigMap
