@@ -53,17 +53,24 @@ def authenticate(request: Request, *, gate: bool = False) -> Caller:
     """Constant-time compare against every configured key; health and metrics never call this.
     `gate`: a route the quality gate calls (golden pages, /v1/ocr), where the gate key is also
     accepted when the request is addressed to the pod itself (gatekey.py), API keys or none."""
-    state = request.app.state
-    keys = state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
+    keys = request.app.state.api_keys.keys  # reload.KeyStore: API_KEYS, or API_KEYS_FILE as it is now
     given = bearer(request.headers.get("authorization", "")) or request.headers.get("x-api-key", "")
-    if (gate and matches(given, getattr(state, "gate_keys", None) and state.gate_keys.keys or ())
-            and addressed_to_pod(request.headers.get("host"), getattr(state, "pod_ip", None))):
+    if gate and is_gate_key(request, given):
         return Caller(tenant_id(given if keys else None), gate=True)
     if not keys:
         return Caller(tenant_id(None))
     if matches(given, keys):
         return Caller(tenant_id(given))
     raise Unauthorized("a valid API key is required (Authorization: Bearer <key> or X-API-Key)")
+
+
+def is_gate_key(request: Request, given: str) -> bool:
+    """Whether `given` is one of the quality gate's keys (GATE_KEY_FILE, as it is now) on a request
+    addressed to the pod itself (gatekey.py): the only place a gate key is taken."""
+    state = request.app.state
+    gate_keys = getattr(state, "gate_keys", None)
+    return (matches(given, gate_keys.keys if gate_keys is not None else ())
+            and addressed_to_pod(request.headers.get("host"), getattr(state, "pod_ip", None)))
 
 
 def check_api_key(request: Request, *, gate: bool = False) -> str:

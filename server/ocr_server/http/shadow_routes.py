@@ -19,8 +19,8 @@ from ..runtime.errors import InvalidOptions, OcrError, ShadowUnavailable, Unauth
 from ..serving.shadow import Shadow, ShadowArm
 from .bodies import parse_json
 from .errors import error_response
-from .gatekey import addressed_to_pod, bearer, matches
-from .routes import error_param, explain, read_body
+from .gatekey import bearer
+from .routes import error_param, explain, is_gate_key, read_body
 
 router = APIRouter()
 MAX_ARM_BYTES = 4096  # PUT /v1/shadow's JSON body
@@ -28,13 +28,12 @@ MAX_ARM_BYTES = 4096  # PUT /v1/shadow's JSON body
 
 def _gate(request: Request) -> tuple[Shadow, str]:
     """The server's shadow pages and the gate's key the request came with, or why not."""
-    state = request.app.state
-    shadow: Shadow | None = getattr(state, "shadow", None)
+    shadow: Shadow | None = getattr(request.app.state, "shadow", None)
     if shadow is None:
         raise ShadowUnavailable("this server has no shadow pages: they need the quality gate's key file "
                                 "(GATE_KEY_FILE) and the pod's IP (POD_IP), as the operator sets them")
     key = bearer(request.headers.get("authorization", ""))
-    if not (matches(key, state.gate_keys.keys) and addressed_to_pod(request.headers.get("host"), state.pod_ip)):
+    if not is_gate_key(request, key):
         raise Unauthorized("shadow pages take only the quality gate's key, on a request to the pod's own IP")
     return shadow, key
 
