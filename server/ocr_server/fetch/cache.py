@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-from ..runtime.modelcache import LOCKS, PREFIX, lock_file
+from ..runtime.modelcache import LOCKS, PREFIX, lock_file, try_flock
 from . import FETCH_FAILED, FetchError
 
 JOURNAL = "verified.json"
@@ -69,16 +69,6 @@ def eviction_order(keys: list[tuple[float, str, int]], keep: str, now: float,
     return [(name, size) for mtime, name, size in sorted(keys) if name != keep and now - mtime >= grace]
 
 
-def _try_flock(fd: int, mode: int) -> bool:
-    try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
-        return True
-    except OSError as exc:
-        if exc.errno not in (errno.EAGAIN, errno.EACCES):
-            raise
-        return False
-
-
 class Cache:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -112,7 +102,7 @@ class Cache:
         fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
             told = False
-            while not (_try_flock(fd, fcntl.LOCK_EX) or self._shared_if_published(fd, key)):
+            while not (try_flock(fd, fcntl.LOCK_EX) or self._shared_if_published(fd, key)):
                 if not told:
                     waiting()
                     told = True
@@ -125,7 +115,7 @@ class Cache:
             os.close(fd)
 
     def _shared_if_published(self, fd: int, key: str) -> bool:
-        if not self.published(key).is_dir() or not _try_flock(fd, fcntl.LOCK_SH):
+        if not self.published(key).is_dir() or not try_flock(fd, fcntl.LOCK_SH):
             return False
         if self.published(key).is_dir():
             return True
@@ -208,7 +198,7 @@ class Cache:
     def _try_unpublish(self, key: str) -> bool:
         fd = os.open(lock_file(self.root, key), os.O_RDWR | os.O_CREAT, 0o664)
         try:
-            if not _try_flock(fd, fcntl.LOCK_EX):
+            if not try_flock(fd, fcntl.LOCK_EX):
                 return False  # a fetcher of that key is at work, or a server reads it: not evicted now
             try:
                 os.rename(self.published(key), self.root / ".trash" / f"{key}.{uuid.uuid4().hex}")

@@ -46,6 +46,17 @@ def cache_key(model_dir: Path) -> tuple[Path, str] | None:
     return target.parent, target.name
 
 
+def try_flock(fd: int, mode: int) -> bool:
+    """flock(2) `mode` (LOCK_SH or LOCK_EX) without waiting: False when another holder prevents it."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        return True
+    except OSError as exc:
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        return False
+
+
 def hold(model_dir: Path) -> int | None:
     """A shared lock on the cache key `model_dir` links to, taken before the weights are read and
     held by the returned descriptor for the life of the process (None: not a cache key). Waits
@@ -57,11 +68,7 @@ def hold(model_dir: Path) -> int | None:
     root, key = found
     fd = os.open(lock_file(root, key), os.O_RDONLY)  # the cache is mounted read-only in the server
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
+        if not try_flock(fd, fcntl.LOCK_SH):
             log.info("waiting for the model cache's lock of %s (a fetcher or an eviction holds it)", key)
             fcntl.flock(fd, fcntl.LOCK_SH)
         if not (root / key).is_dir():
