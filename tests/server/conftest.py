@@ -19,7 +19,7 @@ import pytest
 from localcluster.ports import free_port
 from ocr_server_testing import tiny_cache
 
-from .zygote import Forked, Zygote
+from .zygote import Forked, Zygote, die_with_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,15 +78,6 @@ def trickle(server: ServerProcess, head: bytes, data: bytes, seconds: float) -> 
             s.sendall(data[sent:sent + 1])
             sent += 1
         return answer, sent, time.monotonic() - t0
-
-
-def die_with_parent() -> None:
-    """Run in the child before exec: the kernel sends it SIGTERM when the test process dies, so a
-    killed or crashed test run leaves no server behind (its shutdown then stops vLLM's workers)."""
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wait_ready: bool = True,

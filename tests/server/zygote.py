@@ -50,6 +50,8 @@ PRELOAD = ("torch", "transformers", "ocr_server.engines.transformers.engine", "o
 
 
 def die_with_parent() -> None:
+    """In a child (before exec, or after fork): the kernel sends it SIGTERM when its parent dies, so
+    a killed or crashed test run leaves no server behind (its shutdown then stops vLLM's workers)."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
@@ -108,7 +110,7 @@ def _reap(statuses: dict[int, str]) -> None:
 
 def main() -> int:
     die_with_parent()
-    import numpy  # noqa: F401 - its OpenBLAS starts a thread pool, which handles fork (pthread_atfork)
+    __import__("numpy")  # its OpenBLAS starts a thread pool, which handles fork (pthread_atfork)
 
     blas = len(os.listdir("/proc/self/task"))
     for name in PRELOAD:
