@@ -4,7 +4,6 @@ steps (the objects; hack/demo.py runs the steps)."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import shutil
 import subprocess
@@ -38,8 +37,6 @@ MODEL_NAME = "deepseek-ai/DeepSeek-OCR-2"  # the server's default MODEL_NAME: ca
 MODELS_DIR = DEMO_DIR / "models"  # the hostPath volume's root: one sub-folder per generator version
 MODEL_B_CLAIM = "tiny-model-b"
 MODEL_B_PV = f"{NAMESPACE}-tiny-model-b"
-TINY_MODEL_SOURCES = (ROOT / "server_testing" / "ocr_server_testing" / "tiny_model.py",
-                      ROOT / "server" / "ocr_server" / "engines" / "tiny_marker.py")
 # The example's health-check settings are sized for kwok (a model "loads" at once); a real pod
 # imports torch and loads the tiny model on the CPU, so the demo gives it a real startup budget,
 # and caps the generated tokens (the random model rarely emits an end token).
@@ -83,17 +80,18 @@ def golden_configmap() -> dict:
 
 
 def tiny_model_b() -> str:
-    """Tiny model B (seed 1: the image's model A with other random weights) under MODELS_DIR, written
-    once per generator version; the volume's sub-folder that holds it at <MODEL_NAME>."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in TINY_MODEL_SOURCES)).hexdigest()[:12]
-    sub = f"tiny-b-{digest}"
+    """Tiny model B (seed 1: the image's model A with other random weights) under MODELS_DIR, a copy
+    of the one in the cache of tiny models (ocr_server_testing.tiny_cache: written once per version
+    of its generator); the volume's sub-folder that holds it at <MODEL_NAME>."""
+    from ocr_server_testing import tiny_cache
+
+    sub = f"tiny-b-{tiny_cache.generator_hash()[:12]}"
     if not (MODELS_DIR / sub / ".complete").exists():
         shutil.rmtree(MODELS_DIR, ignore_errors=True)  # older generator versions too
-        out = MODELS_DIR / sub / MODEL_NAME
-        r = subprocess.run([PY, "-m", "ocr_server_testing.tiny_model", str(out), "--seed", "1"],
-                           capture_output=True, text=True, cwd=ROOT)
-        if r.returncode:
-            raise DemoError(f"tiny model B: generation failed:\n{(r.stdout + r.stderr)[-2000:]}")
+        try:
+            tiny_cache.copy_to(MODELS_DIR / sub / MODEL_NAME, seed=1)
+        except RuntimeError as exc:
+            raise DemoError(f"tiny model B: {exc}") from None
         (MODELS_DIR / sub / ".complete").write_text("")
     # The server runs as uid 10001: it must read what this process wrote (hostPath keeps the modes).
     for path in [MODELS_DIR, *MODELS_DIR.rglob("*")]:
