@@ -115,6 +115,20 @@ class Gated:
             return st
         return self.ensure(self.manifest())
 
+    def rolled_back(self, manifest_: dict, serving: str, what: str) -> tuple[dict, float]:
+        """Apply `manifest_` and wait until the operator rolled its revision back to `serving`, then
+        until the rolled-back revision's pods are gone: the status at the rollback, and the seconds
+        from the apply to it."""
+        t0 = time.monotonic()
+        self.ocr.apply(manifest_)
+        st = wait_for(lambda: (s := self.failed()) and s.get("currentRevision") == serving and s, timeout=300,
+                      interval=0.5, message=f"{what} rolled back")
+        took = time.monotonic() - t0
+        wait_for(lambda: [p for p in server_pods(self.cluster, self.namespace, NAME)
+                          if p["metadata"]["labels"][naming.REVISION_KEY] != serving] == [], timeout=60,
+                 message=f"{what}'s pod gone")
+        return st, took
+
     def records(self):
         return parse_records(self.ocr.get("configmap", naming.quality_name(NAME)))
 
@@ -197,14 +211,8 @@ def test_model_b_reads_worse_and_is_rolled_back_before_serving_while_clients_see
     watch.start()
     try:
         wait_for(lambda: client.ok >= 3 or client.failures, timeout=60, message="the client's first answers")
-        t0 = time.monotonic()
-        gated.ocr.apply(gated.manifest(weights="weights-b", env={"GATE_TEST_MARKER": f"run-{uuid.uuid4().hex[:8]}"}))
-        st = wait_for(lambda: (s := gated.failed()) and s.get("currentRevision") == a and s, timeout=300, interval=0.5,
-                      message="model B rolled back")
-        took = time.monotonic() - t0
-        wait_for(lambda: [p for p in server_pods(gated.cluster, gated.namespace, NAME)
-                          if p["metadata"]["labels"][naming.REVISION_KEY] != a] == [], timeout=60,
-                 message="model B's pod gone")
+        st, took = gated.rolled_back(
+            gated.manifest(weights="weights-b", env={"GATE_TEST_MARKER": f"run-{uuid.uuid4().hex[:8]}"}), a, "model B")
         answered = client.ok
         wait_for(lambda: client.ok >= answered + 3 or client.failures, timeout=60, message="3 answers after the rollback")
     finally:

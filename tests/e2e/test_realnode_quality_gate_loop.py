@@ -16,11 +16,9 @@ import time
 
 import pytest
 
-from localcluster.waiting import wait_for
 from ocr_server_testing import tiny_cache
-from ocr_operator.ocrservice import naming
 from tests.e2e.operator_fixtures import operator_namespace
-from tests.e2e.realnode_fixtures import DEFAULT_MODEL_NAME, server_pods, tiny_model_claim
+from tests.e2e.realnode_fixtures import DEFAULT_MODEL_NAME, tiny_model_claim
 from tests.e2e.test_realnode_quality_gate import NAME, PAGES, Gated
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
@@ -54,19 +52,12 @@ def test_a_model_forced_to_loop_fails_the_gate_on_max_loop_rate_and_is_rolled_ba
     a = gated.ensure_serving()["currentRevision"]
     spec = gated.manifest(weights=LOOP_WEIGHTS)
     spec["spec"]["rollout"]["qualityGate"].update(maxLoopRate=0.0, maxMeanDistance=1, maxPageDistance=1)
-    t0 = time.monotonic()
-    gated.ocr.apply(spec)
     try:
-        st = wait_for(lambda: (s := gated.failed()) and s.get("currentRevision") == a and s, timeout=300, interval=0.5,
-                      message="the looping model rolled back")
+        st, took = gated.rolled_back(spec, a, "the looping model")
     except Exception:
         print(f"\n----- operator log -----\n{gated.operator.log_tail(150)}")
         raise
-    took = time.monotonic() - t0
     looped = st["failedRevision"]
-    wait_for(lambda: [p for p in server_pods(gated.cluster, gated.namespace, NAME)
-                      if p["metadata"]["labels"][naming.REVISION_KEY] != a] == [], timeout=60,
-             message="the looping model's pod gone")
     print(f"\nlooping model: applied -> rolled back in {took:.1f}s (test {time.monotonic() - t_start:.1f}s); "
           f"gate {st['qualityGate'].get('seconds')}s on {len(PAGES)} pages; {st['failedMessage']}")
     print(gated.cluster.kubectl("describe", "ocrs", NAME, "-n", gated.namespace).stdout)

@@ -90,14 +90,7 @@ def test_model_b_passes_the_golden_pages_but_fails_the_shadow_sample_and_no_clie
     watch.start()
     try:
         wait_for(lambda: client.ok >= 3 or client.failures, timeout=60, message="the client's first answers")
-        t0 = time.monotonic()
-        gated.ocr.apply(gated.manifest(weights="weights-b"))
-        st = wait_for(lambda: (s := gated.failed()) and s.get("currentRevision") == a and s, timeout=300,
-                      interval=0.5, message="model B rolled back")
-        took = time.monotonic() - t0
-        wait_for(lambda: [p for p in server_pods(gated.cluster, gated.namespace, NAME)
-                          if p["metadata"]["labels"][naming.REVISION_KEY] != a] == [], timeout=60,
-                 message="model B's pod gone")
+        st, took = gated.rolled_back(gated.manifest(weights="weights-b"), a, "model B")
         answered = client.ok
         wait_for(lambda: client.ok >= answered + 2 or client.failures, timeout=60, message="answers after the rollback")
     finally:
