@@ -29,6 +29,9 @@ PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(35, 16, -1)] + ["manylinux
 # Held by the GPU machine's image at versions the server accepts, and large: not packed.
 IMAGE_HAS = {"torch", "numpy", "pillow"}
 EXTRA_ROOTS = ["httpx"]  # the bench's HTTP client (server_bench.py)
+# Roots only the model-fetch init container imports (ocr_server.fetch: S3), never the server process
+# the check runs; botocore alone is 16 MiB of the 64 MiB a device call may carry.
+FETCH_ONLY = {"boto3"}
 REQUIREMENTS = "requirements.txt"  # in the wheel folder: what the machine's pip resolves at run time
 
 
@@ -43,6 +46,12 @@ def requirement_name(requirement: str) -> str:
 def server_roots(pyproject: str) -> list[str]:
     """The server's runtime requirements, as written in its pyproject.toml."""
     return list(tomllib.loads(pyproject)["project"]["dependencies"])
+
+
+def check_roots(pyproject: str) -> list[str]:
+    """What the GPU check's server process needs: the server's requirements without torch (the
+    machine's own) and without the fetcher's (FETCH_ONLY)."""
+    return [r for r in server_roots(pyproject) if requirement_name(r) not in {"torch", *FETCH_ONLY}]
 
 
 def pinned_roots(roots: list[str], versions: dict[str, str]) -> list[str]:
@@ -80,7 +89,7 @@ def prepare(wheels: Path, reference_python: str, python_versions: list[str]) -> 
     freeze = subprocess.run([reference_python, "-m", "pip", "freeze", "--exclude-editable"], check=True,
                             capture_output=True, text=True).stdout
     pins = constraints(freeze)
-    roots = [r for r in server_roots((ROOT / "server" / "pyproject.toml").read_text()) if requirement_name(r) != "torch"]
+    roots = check_roots((ROOT / "server" / "pyproject.toml").read_text())
     if wheels.exists():
         shutil.rmtree(wheels)
     wheels.mkdir(parents=True)

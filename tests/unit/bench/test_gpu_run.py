@@ -85,12 +85,12 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
 SERVER_PYPROJECT = """
 [project]
 name = "ocr-server"
-dependencies = ["torch>=2.4", "transformers>=5.23,<6", "fastapi>=0.115", "uvicorn[standard]>=0.30"]
+dependencies = ["torch>=2.4", "transformers>=5.23,<6", "fastapi>=0.115", "uvicorn[standard]>=0.30", "boto3>=1.34,<2"]
 """
 
 
 def test_the_machine_resolves_the_servers_requirements_with_transformers_pinned_to_the_packed_one():
-    roots = [r for r in gpu_wheels.server_roots(SERVER_PYPROJECT) if gpu_wheels.requirement_name(r) != "torch"]
+    roots = gpu_wheels.check_roots(SERVER_PYPROJECT)
     pins = gpu_wheels.constraints("Transformers==5.25.0\n-e git+https://x#egg=y\nocr-server @ file:///src\nfastapi==0.165.0\n")
     assert pins == ["Transformers==5.25.0", "fastapi==0.165.0"]
     assert gpu_wheels.pinned_roots(roots, gpu_wheels.versions_of(pins)) == [
