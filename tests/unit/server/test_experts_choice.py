@@ -29,7 +29,19 @@ BF16, F32, F16 = torch.bfloat16, torch.float32, torch.float16
 ])
 def test_auto_picks_grouped_gemm_only_where_it_is_one_kernel(hw, want):
     assert choose("auto", hw, graphs=True) == want
-    assert choose_prefill(hw) == ("grouped_mm" if want == "grouped_mm" else "eager")
+    assert choose_prefill("auto", hw) == ("grouped_mm" if want == "grouped_mm" else "eager")
+
+
+@pytest.mark.parametrize("hw,want", [
+    (Hardware("cuda", BF16, (9, 0), (2, 11)), "grouped_mm"),
+    (Hardware("cuda", BF16, (8, 0), (2, 11)), "eager"),
+    (Hardware("cpu", F32, None, (2, 11)), "grouped_mm"),
+])
+def test_a_prefill_never_copies_experts_per_token_even_with_experts_batched_mm(hw, want):
+    """EXPERTS=batched_mm names the decode step's implementation; a prefill of 4 real pages with it
+    asked an H200 for 44.6 GiB more (bench/gpu_check.sh, 2026-12-04)."""
+    assert choose_prefill("batched_mm", hw) == want
+    assert choose_prefill("eager", hw) == "eager" and choose_prefill("grouped_mm", hw) == "grouped_mm"
 
 
 @pytest.mark.parametrize("setting", ["grouped_mm", "batched_mm", "eager"])

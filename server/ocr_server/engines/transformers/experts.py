@@ -78,9 +78,14 @@ def choose(setting: str, hw: Hardware, graphs: bool) -> str:
     return "grouped_mm" if fast_grouped_mm(hw) else "batched_mm"
 
 
-def choose_prefill(hw: Hardware) -> str:
-    """The implementation for a prefill (thousands of tokens): grouped_mm where it is one kernel, else
-    eager (batched_mm would copy the selected experts' weights for every prompt token)."""
+def choose_prefill(setting: str, hw: Hardware) -> str:
+    """The implementation for a prefill (thousands of tokens, never in a graph). batched_mm is never
+    used there, whatever EXPERTS says (it names the decode step's): it copies the selected experts'
+    weights for every prompt token, 44.6 GiB for 4 pages of the real model on an H200. `auto` and
+    `batched_mm` take grouped_mm where it is one kernel (as generate()'s prefill does), else eager;
+    an explicit grouped_mm or eager is kept."""
+    if setting in ("grouped_mm", "eager"):
+        return setting
     return "grouped_mm" if fast_grouped_mm(hw) else "eager"
 
 

@@ -164,7 +164,7 @@ class SlotDecoder:
         hw = hardware(dev, self.dtype)
         self.experts_name = choose_experts(plan.experts, hw, plan.graphs and self.gpu)
         self.experts = {b: experts_function(self.experts_name) for b in plan.slot_buckets}
-        self.prefill_experts = experts_function(choose_prefill(hw) if plan.experts == "auto" else self.experts_name)
+        self.prefill_experts = experts_function(choose_prefill(plan.experts, hw))
         self.attention = choose_attention(plan.attention, dev.type, compiled=self.gpu)
         self.flex = self._flex_function() if self.attention == "flex" else None
         self.upload = prefill_pass.Uploader(dev)
