@@ -11,9 +11,11 @@ the model) goes under --scratch; --out gets only small files, each kept under 16
     phases.json     each phase's status (ok, failed, cut, skipped), wall time and budget; the versions
     identity.json   bench/slots_check.py: generate() against the slots decoder, page by page
     bench.json      bench/server_bench.py: the raw engine's figures, then the server's at each client level
+    profile.json    bench/prefill_profile.py: prefill ms per page at k pages together, the profiler's kernels
 
 Phases: install (pip, with no index, takes from the wheel folder what this python3 lacks, into a
---target folder on PYTHONPATH), model (random weights), identity, raw, server.
+--target folder on PYTHONPATH), model (random weights), identity, raw, server, profile. --phases runs
+some of them (install and model are needed by the others, on a fresh machine).
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
-PHASES = ("install", "model", "identity", "raw", "server")
+PHASES = ("install", "model", "identity", "raw", "server", "profile")
 # The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
 # 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
-# generate() on the first 4); the server at 1, 64, 32 and 8 clients.
-GPU_PLAN = {"install": 30, "model": 60, "identity": 90, "raw": 135, "server": 165}
+# generate() on the first 4); the server at 1, 64, 32 and 8 clients; the prefill's profile. Seen on
+# the first H200 run (2026-12-04): install 11 s, model 19 s, raw 130 s, server 82 s.
+GPU_PLAN = {"install": 30, "model": 45, "identity": 90, "raw": 135, "server": 135, "profile": 45}
 LOG_CAP = 8 * 2**20  # bytes of gpu_check.log; what is past it goes to stdout only
 FILE_CAP = 16 * 2**20  # what comes back from the GPU machine, per file
 GRACE_S = 10  # between SIGTERM and SIGKILL at a deadline
@@ -61,23 +64,31 @@ class Report:
     wall_s: float = 0.0
 
 
-def parse_plan(text: str) -> dict[str, float]:
-    """'install=30,model=60,...': a budget in seconds for each phase, all of them named."""
+def parse_phases(text: str) -> tuple[str, ...]:
+    """'install,model,profile': the phases to run, in the run's own order."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if unknown := [n for n in names if n not in PHASES]:
+        raise ValueError(f"--phases {text!r}: unknown {', '.join(unknown)} (phases: {', '.join(PHASES)})")
+    return tuple(p for p in PHASES if p in names)
+
+
+def parse_plan(text: str, phases: tuple[str, ...] = PHASES) -> dict[str, float]:
+    """'install=30,model=60,...': a budget in seconds for each phase, every one of `phases` named."""
     plan = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, seconds = part.partition("=")
         if name not in PHASES or not seconds:
             raise ValueError(f"--plan {text!r}: each entry is PHASE=SECONDS, PHASE one of {', '.join(PHASES)}")
         plan[name] = float(seconds)
-    if missing := [p for p in PHASES if p not in plan]:
+    if missing := [p for p in phases if p not in plan]:
         raise ValueError(f"--plan {text!r}: no budget for {', '.join(missing)}")
     return plan
 
 
-def deadlines(plan: dict[str, float], start: float) -> dict[str, float]:
-    """Each phase's deadline: the start plus its budget and every earlier phase's."""
+def deadlines(plan: dict[str, float], start: float, phases: tuple[str, ...] = PHASES) -> dict[str, float]:
+    """Each phase's deadline: the start plus its budget and every earlier phase's (of those run)."""
     out, at = {}, start
-    for name in PHASES:
+    for name in phases:
         at += plan[name]
         out[name] = at
     return out
@@ -89,7 +100,7 @@ def status_of(rc: int, cut: bool) -> str:
 
 def should_skip(name: str, done: dict[str, str]) -> str:
     """Why a phase cannot run given the earlier phases' statuses ('' when it can): all need the model."""
-    if name in ("identity", "raw", "server") and done.get("model") != "ok":
+    if name in ("identity", "raw", "server", "profile") and done.get("model") != "ok":
         return "no model (the model phase did not finish)"
     return ""
 
@@ -116,6 +127,8 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
                      "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json")],
         "raw": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "raw", *bench],
         "server": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "server", *bench],
+        "profile": [py, str(ROOT / "bench" / "prefill_profile.py"), "--model-path", str(model), "--device", args.device,
+                    "--size", str(args.size), "--ks", args.profile_ks, "--json", str(args.out / "profile.json")],
     }
 
 
@@ -197,6 +210,11 @@ def summary(out: Path, report: Report) -> list[str]:
     except (OSError, ValueError):
         lines.append("identity: no figures")
     try:
+        prefill = json.loads((out / "profile.json").read_text())["k"]
+        lines.append("prefill: " + ", ".join(f"k={k} {f['ms_per_page']:.1f} ms/page" for k, f in prefill.items()))
+    except (OSError, ValueError, KeyError):
+        lines.append("prefill: no figures")
+    try:
         t = json.loads((out / "bench.json").read_text())["engines"]["transformers"]
     except (OSError, ValueError, KeyError):
         return lines + ["bench: no figures"]
@@ -213,16 +231,17 @@ def run_all(args) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     site, model = args.scratch / "site", args.scratch / "model"
     args.scratch.mkdir(parents=True, exist_ok=True)
-    for stale in ("identity.json", "bench.json", "phases.json", "gpu_check.log"):  # an earlier run's
+    for stale in ("identity.json", "bench.json", "profile.json", "phases.json", "gpu_check.log"):  # an earlier run's
         (args.out / stale).unlink(missing_ok=True)
     log = Log(args.out / "gpu_check.log")
-    plan = parse_plan(args.plan)
+    phases = parse_phases(args.phases)
+    plan = parse_plan(args.plan, phases)
     report = Report(plan=plan, args={k: str(v) for k, v in vars(args).items() if k != "action"})
-    ends = deadlines(plan, start)
+    ends = deadlines(plan, start, phases)
     env = {**os.environ, "PYTHONPATH": python_path(site), "PYTHONUNBUFFERED": "1", "PIP_NO_INDEX": "1"}
     cmds = commands(args, site, model)
     done: dict[str, str] = {}
-    for name in PHASES:
+    for name in phases:
         result = PhaseResult(name, budget_s=round(ends[name] - time.monotonic(), 1))
         report.phases.append(result)
         if reason := should_skip(name, done):
@@ -310,6 +329,8 @@ def main() -> int:
     p.add_argument("--identity-pages", type=int, default=8)
     p.add_argument("--identity-new-tokens", type=int, default=256)
     p.add_argument("--identity-slots", type=int, default=4)
+    p.add_argument("--profile-ks", default="1,2,4,8,16", help="the profile phase: pages prefilled together")
+    p.add_argument("--phases", default=",".join(PHASES), help="the phases to run (in their own order)")
     p.add_argument("--plan", default=",".join(f"{k}={v}" for k, v in GPU_PLAN.items()), help="PHASE=SECONDS,...")
     args = p.parse_args()
     if args.action == "install":
@@ -317,7 +338,7 @@ def main() -> int:
     if not (args.wheels / "requirements.txt").is_file():
         p.error(f"no {args.wheels}/requirements.txt: run `bench/gpu_check.sh --prepare` where the package index is reachable")
     try:
-        parse_plan(args.plan)
+        parse_plan(args.plan, parse_phases(args.phases))
     except ValueError as exc:
         p.error(str(exc))
     args.out, args.scratch, args.wheels = args.out.resolve(), args.scratch.resolve(), args.wheels.resolve()

@@ -76,6 +76,13 @@ def test_the_raw_engine_figures_are_all_there_and_well_formed(run):
     assert t["slot_count"] == 4 and t["kv_mib_per_slot"] > 0
 
 
+def test_the_prefill_profile_gives_ms_per_page_at_each_k_and_the_heaviest_operators(run):
+    got = figures(run, "profile.json")
+    assert list(got["k"]) == ["1", "2"] and all(f["ms_per_page"] > 0 and f["chunks"] > 1 for f in got["k"].values())
+    assert list(got["profile"]) == ["1", "2"]
+    assert all(p["aten_ops"] > 0 and p["top_ops_host"] and p["wall_ms"] > 0 for p in got["profile"].values())
+
+
 def test_the_server_is_measured_at_every_client_level_in_the_order_given(run):
     server = figures(run, "bench.json")["engines"]["transformers"]["server"]
     assert [k for k in server if k.startswith("clients_")] == [f"clients_{n}" for n in LEVELS]
@@ -87,7 +94,7 @@ def test_the_server_is_measured_at_every_client_level_in_the_order_given(run):
 
 def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary(run):
     files = {f.name: f.stat().st_size for f in run["out"].iterdir()}
-    assert set(files) == {"gpu_check.log", "phases.json", "identity.json", "bench.json"}
+    assert set(files) == {"gpu_check.log", "phases.json", "identity.json", "bench.json", "profile.json"}
     assert all(size < 16 * 2**20 for size in files.values())
     log = (run["out"] / "gpu_check.log").read_text()
     assert log.index("== install") < log.index("== raw") < log.index("== server") < log.index("== summary")

@@ -20,17 +20,27 @@ def test_the_gpu_plan_fits_in_eight_minutes_and_budgets_every_phase():
 
 
 def test_a_plan_without_a_budget_for_some_phase_is_refused_naming_it():
-    with pytest.raises(ValueError, match="no budget for raw, server"):
+    with pytest.raises(ValueError, match="no budget for raw, server, profile"):
         gpu_run.parse_plan("install=30,model=60,identity=90")
 
 
+def test_some_phases_run_in_the_runs_own_order_with_budgets_for_those_alone():
+    phases = gpu_run.parse_phases("profile,install,model")
+    assert phases == ("install", "model", "profile")
+    assert gpu_run.deadlines(gpu_run.parse_plan("install=30,model=60,profile=45", phases), start=0, phases=phases) == \
+        {"install": 30, "model": 90, "profile": 135}
+    with pytest.raises(ValueError, match="unknown warp"):
+        gpu_run.parse_phases("install,warp")
+
+
 def test_each_deadline_adds_the_earlier_budgets_so_time_a_phase_leaves_carries_on():
-    ends = gpu_run.deadlines({"install": 30, "model": 60, "identity": 90, "raw": 135, "server": 165}, start=1000)
-    assert ends == {"install": 1030, "model": 1090, "identity": 1180, "raw": 1315, "server": 1480}
+    ends = gpu_run.deadlines({"install": 30, "model": 60, "identity": 90, "raw": 135, "server": 165, "profile": 45}, start=1000)
+    assert ends == {"install": 1030, "model": 1090, "identity": 1180, "raw": 1315, "server": 1480, "profile": 1525}
 
 
 def test_the_model_users_are_skipped_when_the_model_phase_did_not_finish():
     assert gpu_run.should_skip("raw", {"install": "ok", "model": "cut"}).startswith("no model")
+    assert gpu_run.should_skip("profile", {"model": "failed"}).startswith("no model")
     assert gpu_run.should_skip("server", {"install": "failed", "model": "ok"}) == ""
     assert gpu_run.should_skip("model", {"install": "failed"}) == ""
 
@@ -80,6 +90,9 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
                             phases=[gpu_run.PhaseResult("identity", 90, status="cut", wall_s=90.0)])
     lines = gpu_run.summary(tmp_path, report)
     assert lines[0].startswith("identity  cut") and "2/2 pages identical (partial)" in lines[1] and lines[-1] == "bench: no figures"
+    assert "prefill: no figures" in lines
+    (tmp_path / "profile.json").write_text(json.dumps({"k": {"1": {"ms_per_page": 77.1}, "8": {"ms_per_page": 21.04}}}))
+    assert "prefill: k=1 77.1 ms/page, k=8 21.0 ms/page" in gpu_run.summary(tmp_path, report)
 
 
 SERVER_PYPROJECT = """
