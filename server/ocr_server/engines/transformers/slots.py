@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import torch
 
 from . import prefill as prefill_pass
-from . import sam_positions
+from . import sam_attention, sam_positions
 from .experts import choose as choose_experts
 from .experts import choose_prefill, experts_function, hardware, moe_forward
 from .ngram_guard import TensorNGramGuard
@@ -169,6 +169,7 @@ class SlotDecoder:
         self.flex = self._flex_function() if self.attention == "flex" else None
         self.upload = prefill_pass.Uploader(dev)
         sam_positions.install(model)
+        sam_attention.install(model)  # on a GPU: the relative-position bias folded into SDPA's dot product
         self.graphs: dict[tuple[int, int, bool], Any] = {}
         self.capture_seconds = 0.0
         self._host = [torch.zeros(s, dtype=torch.long, pin_memory=self.gpu) for _ in range(READBACK_BUFFERS)]
