@@ -16,6 +16,8 @@ from typing import Any, Mapping
 
 import yaml
 
+from .cpus import default_preprocess_workers
+from .cpus import usable as usable_cpus
 from .credentials import ReloadError, load_keys
 from .timeouts import default_liveness_stall_seconds
 
@@ -163,7 +165,8 @@ class RuntimeConfig:
     max_new_tokens: int = _default("MAX_NEW_TOKENS")
     ngram_size: int = 20
     ngram_window: int = 90
-    preprocess_workers: int = 2
+    # None: one thread per CPU this process may use, 2 to 8 (cpus.py), filled in by ServerConfig.
+    preprocess_workers: int | None = None
     load_delay_sec: float = 0.0  # wait before loading weights (staggers replicas; tests observe 'loading')
     warmup: bool = True  # generate on a page of each shape after loading, before reporting ready
     split_pages: str = "off"  # off | auto: cut pages the crop grid cannot show well into overlapping parts
@@ -180,6 +183,9 @@ class RuntimeConfig:
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
     experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (engines/transformers/experts.py)
+    # The slots runner's share of engine time for prefills while rows decode (slot_runner.py): 1
+    # prefills first; 0.5 gives both the same time.
+    prefill_share: float = 0.9
     # Modules imported at start that may hook the engine thread (plugins.py); tests only.
     plugins: tuple[str, ...] = ()
 
@@ -197,6 +203,9 @@ class ServerConfig:
         if self.runtime.batch_queue_threshold is None:
             threshold = default_batch_queue_threshold(self.runtime.queue_size)
             object.__setattr__(self, "runtime", replace(self.runtime, batch_queue_threshold=threshold))
+        if self.runtime.preprocess_workers is None:
+            workers = default_preprocess_workers(usable_cpus())
+            object.__setattr__(self, "runtime", replace(self.runtime, preprocess_workers=workers))
         if self.runtime.liveness_stall_sec is None:
             stall = default_liveness_stall_seconds(self.runtime.timeout_sec)
             object.__setattr__(self, "runtime", replace(self.runtime, liveness_stall_sec=stall))
@@ -241,6 +250,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "DECODE_KV_BUCKETS": ("runtime", "decode_kv_buckets"),
     "CUDA_GRAPHS": ("runtime", "cuda_graphs"),
     "EXPERTS": ("runtime", "experts"),
+    "PREFILL_SHARE": ("runtime", "prefill_share"),
     "SERVER_PLUGINS": ("runtime", "plugins"),
 }
 _KEY_FOR = {v: k for k, v in ENV_KEYS.items()}
@@ -254,7 +264,7 @@ def key_name(section: str, name: str) -> str:
 
 # Settings whose default is None until ServerConfig fills it in from another setting, by type.
 _FILLED_IN = {"max_visual_tokens": int, "liveness_stall_sec": float, "batch_queue_threshold": int,
-              "batch_max_running": int}
+              "batch_max_running": int, "preprocess_workers": int}
 
 
 def _coerce(section: str, name: str, value: Any, default: Any) -> Any:
@@ -434,6 +444,8 @@ def validate(cfg: ServerConfig) -> None:
         _fail("DECODE_KV_BUCKETS", r.decode_kv_buckets, "comma-separated positive token counts, e.g. 1024,2048,4096")
     if r.experts not in EXPERTS:
         _fail("EXPERTS", r.experts, ", ".join(EXPERTS))
+    if not 0.05 <= r.prefill_share <= 1:
+        _fail("PREFILL_SHARE", r.prefill_share, "0.05..1 (1: prefills first)")
     if r.ngram_size < 0 or r.ngram_window < 0:
         _fail("runtime.ngram_size", r.ngram_size, ">= 0 (0 disables the n-gram guard)")
 
