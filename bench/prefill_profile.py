@@ -68,6 +68,29 @@ def kernel_table(prof, top: int) -> dict:
     }
 
 
+def sam_fold_error(model, pixels) -> dict:
+    """SAM layer by layer on one view: each attention's output as installed (folded, on a GPU:
+    sam_attention.py) against transformers' own forward on the same input, ||got - want|| / ||want||."""
+    import torch
+    from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import DeepseekOcr2SamVisionSdpaAttention as Original
+
+    sam = model.model.vision_tower.sam_encoder
+    errors = []
+    with torch.inference_mode():
+        hidden = sam.patch_embed(pixels)
+        if sam.pos_embed is not None:
+            hidden = hidden + sam.interpolate_pos_encoding(hidden.shape[1], hidden.shape[2])
+        for layer in sam.layers:
+            x = layer.layer_norm1(hidden)
+            if layer.window_size > 0:
+                x, _ = layer.window_partition(x, layer.window_size)
+            got, want = layer.attn(x)[0].float(), Original.forward(layer.attn, x)[0].float()
+            errors.append(float((got - want).norm() / want.norm()))
+            hidden = layer(hidden)
+    folded = any("forward" in vars(layer.attn) for layer in sam.layers)
+    return {"folded": folded, "dtype": str(pixels.dtype), "max_relative_error": max(errors), "per_layer": errors}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-path", required=True)
@@ -99,6 +122,9 @@ def main() -> int:
                  "prepare_ms_per_page": (time.perf_counter() - t) * 1000 / len(items), "vision_views": slots.plan.vision_views,
                  "k": {}, "profile": {}}
     save = lambda: write_figures(args.json, out)  # noqa: E731
+    out["sam_fold"] = sam_fold_error(engine.model, slots.pixels(items[0].pixel_values).to(engine.model.dtype))
+    print(f"SAM attention, folded {out['sam_fold']['folded']}: largest relative error against transformers' own "
+          f"{out['sam_fold']['max_relative_error']:.2e} ({engine.model.dtype})", flush=True)
     timed_prefill(slots, items[:2], args.device, split=False)  # warm-up
     for k in args.ks:
         runs = [timed_prefill(slots, [prep(im) for im in pages[:k]], args.device, split=False) for _ in range(args.repeats)]

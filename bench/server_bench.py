@@ -7,8 +7,9 @@ without HTTP, and the server over HTTP with many concurrent clients.
         --size 1024 --images 64 --clients 1,64,32,8 --json figures.json     # the GPU figures (bench/gpu_check.sh)
 
 For the transformers engine (in this process), in this order:
-- slots: all pages through the slots decoder (DECODER=slots, slots.py), joining as slots free up; then
-  vision+prefill ms per page, ms per decode step by batch size (for each experts implementation with
+- slots: all pages through the slots decoder (DECODER=slots, slots.py), joining as slots free up, up to
+  the plan's prefill_pages together (as the server's runner takes them); then vision+prefill ms per
+  page with 1 and with 8 pages prefilled together, ms per decode step by batch size (for each experts implementation with
   --experts-compare), the CUDA graph capture time and the GPU memory peak;
 - sequential: one page at a time through generate(), as the official infer() does;
 - generate: the pages through generate() in static batches of --batch-size (DECODER=generate);
@@ -96,6 +97,10 @@ def write_model(out: Path, full_size: bool, layout: str = "native") -> Path:
     config = DeepseekOcr2Config.from_dict(translate_official_config(official))  # ... and the real language model
     with torch.device("cuda"):
         model = DeepseekOcr2ForConditionalGeneration(config).to(torch.bfloat16)
+    with torch.no_grad():  # transformers starts SAM's relative-position tables at zero: a trained model's are not
+        for name, param in model.named_parameters():
+            if name.endswith(("rel_pos_h", "rel_pos_w")):
+                param.normal_(0, 0.1)
     print(f"full-size random model: {sum(p.numel() for p in model.parameters()) / 1e9:.2f}B parameters", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     tok = build_tokenizer()
@@ -195,25 +200,27 @@ def slots_paths(engine, pages: list, prep, args, out: dict, save) -> None:
     ends, waiting = {}, list(items)
     t_all = time.perf_counter()
     while waiting or not slots.idle():
-        while waiting and slots.free_slots():
-            item = waiting.pop(0)
-            if (f := slots.admit(item)) is not None:
-                ends[id(item)] = (time.perf_counter() - t_all, len(f.token_ids))
+        if waiting and slots.free_slots():  # as the server's runner takes them: up to prefill_pages together
+            joining = [waiting.pop(0) for _ in range(min(len(waiting), slots.free_slots(), slots.plan.prefill_pages))]
+            slots.admit(joining)
         for f in slots.step():
             ends[id(f.item)] = (time.perf_counter() - t_all, len(f.token_ids))
     sync(args.device)
     wall = time.perf_counter() - t_all
     out["slots"] = summary([e[0] for e in ends.values()], wall, len(items), sum(e[1] for e in ends.values()))
     save()
-    prefill = []
-    for im in pages[:8]:
-        item = prep(im)
-        sync(args.device)
-        t = time.perf_counter()
-        slots.admit(item)  # vision encoder + language-model prefill + copy into the slot (syncs for its first token)
-        prefill.append(time.perf_counter() - t)
-        drain(slots)
-    out["prefill_ms_per_page"] = {"p50": statistics.median(prefill) * 1000, "max": max(prefill) * 1000}
+    out["prefill_ms_per_page"] = {}
+    for k in sorted({1, min(8, slots.plan.prefill_pages, slots.plan.slots, len(pages))}):
+        per_page = []
+        for at in range(0, 8, k):  # vision encoder + language-model prefill + the copy into the slots
+            batch = [prep(pages[(at + i) % len(pages)]) for i in range(k)]
+            sync(args.device)
+            t = time.perf_counter()
+            slots.admit(batch)
+            sync(args.device)
+            per_page.append((time.perf_counter() - t) / k)
+            drain(slots)
+        out["prefill_ms_per_page"][str(k)] = {"p50": statistics.median(per_page) * 1000, "max": max(per_page) * 1000}
     save()
     default = slots.plan.experts
     out["step_ms"] = {}
@@ -429,8 +436,8 @@ def report(figures: dict, args) -> None:
             vs = f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})" if raw_key in got else ""
             print(line(f"server, {clients} clients", f) + vs
                   + f"; preprocessing p50 {f['preprocess_ms_p50']:.1f} ms, {f['preprocess_share']:.1%} of the requests' time")
-        if "prefill_ms_per_page" in got:
-            print(f"  vision+prefill per page: p50 {got['prefill_ms_per_page']['p50']:.1f} ms, max {got['prefill_ms_per_page']['max']:.1f} ms")
+        for k, f in got.get("prefill_ms_per_page", {}).items():
+            print(f"  vision+prefill per page, {k} together: p50 {f['p50']:.1f} ms, max {f['max']:.1f} ms")
         for impl, times in got.get("step_ms", {}).items():
             print(f"  ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
         if "capture_s" in got:
