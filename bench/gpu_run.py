@@ -210,8 +210,11 @@ def summary(out: Path, report: Report) -> list[str]:
     except (OSError, ValueError):
         lines.append("identity: no figures")
     try:
-        prefill = json.loads((out / "profile.json").read_text())["k"]
-        lines.append("prefill: " + ", ".join(f"k={k} {f['ms_per_page']:.1f} ms/page" for k, f in prefill.items()))
+        profile = json.loads((out / "profile.json").read_text())
+        lines.append("prefill: " + ", ".join(f"k={k} {f['ms_per_page']:.1f} ms/page" for k, f in profile["k"].items()))
+        if fold := profile.get("sam_fold"):
+            lines.append(f"SAM fold {'ok' if fold['ok'] else 'NOT OK'}: " + ", ".join(
+                f"{name} {e['folded']:.1e} (original {e['original']:.1e})" for name, e in fold["layers"].items()))
     except (OSError, ValueError, KeyError):
         lines.append("prefill: no figures")
     try:

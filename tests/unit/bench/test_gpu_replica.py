@@ -81,6 +81,7 @@ def test_the_prefill_profile_gives_ms_per_page_at_each_k_and_the_heaviest_operat
     got = figures(run, "profile.json")
     assert list(got["k"]) == ["1", "2"] and all(f["ms_per_page"] > 0 and f["chunks"] > 1 for f in got["k"].values())
     assert list(got["profile"]) == ["1", "2"]
+    assert got["sam_fold"]["ok"] and set(got["sam_fold"]["layers"]) == {"global", "window 14"}
     assert all(p["aten_ops"] > 0 and p["top_ops_host"] and p["wall_ms"] > 0 for p in got["profile"].values())
 
 

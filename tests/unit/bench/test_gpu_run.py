@@ -91,8 +91,10 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
     lines = gpu_run.summary(tmp_path, report)
     assert lines[0].startswith("identity  cut") and "2/2 pages identical (partial)" in lines[1] and lines[-1] == "bench: no figures"
     assert "prefill: no figures" in lines
-    (tmp_path / "profile.json").write_text(json.dumps({"k": {"1": {"ms_per_page": 77.1}, "8": {"ms_per_page": 21.04}}}))
-    assert "prefill: k=1 77.1 ms/page, k=8 21.0 ms/page" in gpu_run.summary(tmp_path, report)
+    (tmp_path / "profile.json").write_text(json.dumps({"k": {"1": {"ms_per_page": 77.1}, "8": {"ms_per_page": 21.04}},
+                                                       "sam_fold": {"ok": False, "layers": {"global": {"folded": 0.5, "original": 0.003}}}}))
+    lines = gpu_run.summary(tmp_path, report)
+    assert "prefill: k=1 77.1 ms/page, k=8 21.0 ms/page" in lines and "SAM fold NOT OK: global 5.0e-01 (original 3.0e-03)" in lines
 
 
 SERVER_PYPROJECT = """
