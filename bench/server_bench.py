@@ -249,8 +249,8 @@ def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, flo
     """ms per decode step with b rows (each a page mid-answer)."""
     times = {}
     for b in sorted({b for b in (1, 8, 32, 64) if b <= slots.plan.slots} | {slots.plan.slots}):
-        for i in range(b):
-            slots.admit(prep(pages[i % len(pages)]))
+        for at in range(0, b, slots.plan.prefill_pages):  # as the server takes them: up to prefill_pages together
+            slots.admit([prep(pages[i % len(pages)]) for i in range(at, min(b, at + slots.plan.prefill_pages))])
         for _ in range(3):
             slots.step()
         sync(args.device)
