@@ -38,8 +38,8 @@ PHASES = ("install", "model", "identity", "raw", "server", "profile")
 # The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
 # 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
 # generate() on the first 4); the server at 1, 64, 32 and 8 clients; the prefill's profile. Seen on
-# the first H200 run (2026-12-04): install 11 s, model 19 s, raw 130 s, server 82 s.
-GPU_PLAN = {"install": 30, "model": 45, "identity": 90, "raw": 135, "server": 135, "profile": 45}
+# the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s, raw 112-130 s, server 80-82 s, profile 45 s.
+GPU_PLAN = {"install": 30, "model": 45, "identity": 90, "raw": 130, "server": 120, "profile": 65}
 LOG_CAP = 8 * 2**20  # bytes of gpu_check.log; what is past it goes to stdout only
 FILE_CAP = 16 * 2**20  # what comes back from the GPU machine, per file
 GRACE_S = 10  # between SIGTERM and SIGKILL at a deadline
@@ -128,7 +128,8 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
         "raw": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "raw", *bench],
         "server": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "server", *bench],
         "profile": [py, str(ROOT / "bench" / "prefill_profile.py"), "--model-path", str(model), "--device", args.device,
-                    "--size", str(args.size), "--ks", args.profile_ks, "--json", str(args.out / "profile.json")],
+                    "--size", str(args.size), "--ks", args.profile_ks, "--contention", args.contention,
+                    "--json", str(args.out / "profile.json")],
     }
 
 
@@ -333,6 +334,7 @@ def main() -> int:
     p.add_argument("--identity-new-tokens", type=int, default=256)
     p.add_argument("--identity-slots", type=int, default=4)
     p.add_argument("--profile-ks", default="1,2,4,8,16", help="the profile phase: pages prefilled together")
+    p.add_argument("--contention", default="2,8", help="the profile phase: preprocessing workers beside the engine thread")
     p.add_argument("--phases", default=",".join(PHASES), help="the phases to run (in their own order)")
     p.add_argument("--plan", default=",".join(f"{k}={v}" for k, v in GPU_PLAN.items()), help="PHASE=SECONDS,...")
     args = p.parse_args()

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
+from bench.preprocess_contention import measure as measure_contention  # noqa: E402
 from bench.server_bench import bench_config, decoded_pages, drain, make_images, prepare_for, sync  # noqa: E402
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
@@ -115,6 +116,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--profile-ks", type=ks_list, help="k of the profiled prefills (default: the least k and 8, or the most if less)")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--contention", default="", help="also bench/preprocess_contention.py with these worker counts (e.g. 2,8)")
     p.add_argument("--json")
     args = p.parse_args()
 
@@ -174,6 +176,9 @@ def main() -> int:
     if args.device == "cuda":
         out["gpu_memory_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     save()
+    if args.contention:  # this host's: what preparing pages in threads or processes costs the engine thread
+        out["preprocess_contention"] = measure_contention(Path(args.model_path), ks_list(args.contention), args.size)
+        save()
     print(json.dumps({k: v for k, v in out.items() if k != "profile"}, indent=1))
     return 0
 

@@ -62,6 +62,7 @@ def _bounds(env: str) -> tuple[int, int]:
 MAX_LIVENESS_STALL_SEC = 86_400
 DECODERS = ("auto", "slots", "generate")
 EXPERTS = ("auto", "grouped_mm", "batched_mm", "eager")
+PREPROCESS_MODES = ("threads", "processes")
 DTYPES = ("auto", "float32", "bfloat16")
 MAX_BODY_TIMEOUT_SEC = 3600
 MAX_HEADER_TIMEOUT_SEC = 300
@@ -167,6 +168,8 @@ class RuntimeConfig:
     ngram_window: int = 90
     # None: one thread per CPU this process may use, 2 to 8 (cpus.py), filled in by ServerConfig.
     preprocess_workers: int | None = None
+    # threads | processes: where the transformers engine prepares pages (prepare_pool.py).
+    preprocess_mode: str = "threads"
     load_delay_sec: float = 0.0  # wait before loading weights (staggers replicas; tests observe 'loading')
     warmup: bool = True  # generate on a page of each shape after loading, before reporting ready
     split_pages: str = "off"  # off | auto: cut pages the crop grid cannot show well into overlapping parts
@@ -243,6 +246,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "BATCH_WAIT_MS": ("runtime", "batch_wait_ms"),
     "LOAD_DELAY_SEC": ("runtime", "load_delay_sec"),
     "PREPROCESS_WORKERS": ("runtime", "preprocess_workers"),
+    "PREPROCESS_MODE": ("runtime", "preprocess_mode"),
     "WARMUP": ("runtime", "warmup"),
     "SPLIT_PAGES": ("runtime", "split_pages"),
     "LIVENESS_STALL_SEC": ("runtime", "liveness_stall_sec"),
@@ -444,6 +448,8 @@ def validate(cfg: ServerConfig) -> None:
         _fail("DECODE_KV_BUCKETS", r.decode_kv_buckets, "comma-separated positive token counts, e.g. 1024,2048,4096")
     if r.experts not in EXPERTS:
         _fail("EXPERTS", r.experts, ", ".join(EXPERTS))
+    if r.preprocess_mode not in PREPROCESS_MODES:
+        _fail("PREPROCESS_MODE", r.preprocess_mode, ", ".join(PREPROCESS_MODES))
     if not 0.05 <= r.prefill_share <= 1:
         _fail("PREFILL_SHARE", r.prefill_share, "0.05..1 (1: prefills first)")
     if r.ngram_size < 0 or r.ngram_window < 0:

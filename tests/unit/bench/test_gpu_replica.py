@@ -82,6 +82,9 @@ def test_the_prefill_profile_gives_ms_per_page_at_each_k_and_the_heaviest_operat
     assert list(got["k"]) == ["1", "2"] and all(f["ms_per_page"] > 0 and f["chunks"] > 1 for f in got["k"].values())
     assert list(got["profile"]) == ["1", "2"]
     assert got["sam_fold"]["ok"] and set(got["sam_fold"]["layers"]) == {"global", "window 14"}
+    contention = got["preprocess_contention"]
+    assert contention["alone_us"] > 0 and set(contention["threads"]) == set(contention["processes"]) == {"1"}
+    assert contention["processes"]["1"]["pages"] > 0 and contention["processes"]["1"]["ms_per_page"] > 0
     assert all(p["aten_ops"] > 0 and p["top_ops_host"] and p["wall_ms"] > 0 for p in got["profile"].values())
 
 

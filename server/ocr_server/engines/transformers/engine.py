@@ -58,6 +58,7 @@ from .min_tokens import HoldEos
 from .ngram_guard import WindowedNoRepeatNGram
 from .rows import RowStop, RowStreamer
 from .slot_runner import SlotRunner
+from .prepare_pool import PreparePool, preprocess_in_processes
 from .slots import Finished, SlotDecoder
 
 log = logging.getLogger("ocr_server.engine")
@@ -102,6 +103,7 @@ class Engine:
         # device (pixels.py); on a CPU the workers normalise, off the engine thread.
         self.uint8_pixels = False
         self.pixel_table: torch.Tensor | None = None
+        self.prepare_pool: PreparePool | None = None  # PREPROCESS_MODE=processes
 
     # ---------- loading ----------
     def device(self) -> torch.device:
@@ -142,8 +144,22 @@ class Engine:
         layout = "official (deepseek-ai, translated at load)" if official else "transformers-native"
         self._inspected = (model_dir, config, layout, tiny)
 
+    def load_preprocessing(self) -> None:
+        """The tokenizer and the image processor alone: what `prepare` needs (a preprocessing worker
+        process builds only these)."""
+        from transformers import DeepseekOcr2ImageProcessorPil, PreTrainedTokenizerFast
+
+        if self._inspected is None:
+            self.inspect()
+        assert self._inspected is not None
+        model_dir, m = self._inspected[0], self.cfg.model
+        self.tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
+        self.tokenizer.padding_side = "left"
+        self.image_processor = DeepseekOcr2ImageProcessorPil(size={"height": m.base_size, "width": m.base_size},
+                                                             tile_size=m.input_size)
+
     def load(self) -> ModelInfo:
-        from transformers import DeepseekOcr2ForConditionalGeneration, DeepseekOcr2ImageProcessorPil, PreTrainedTokenizerFast
+        from transformers import DeepseekOcr2ForConditionalGeneration
 
         cfg = self.cfg
         if self._inspected is None:
@@ -179,20 +195,20 @@ class Engine:
             raise StartupError(f"refusing to serve: the checkpoint in {model_dir} has {len(unexpected)} unexpected tensor(s) {unexpected[:8]}")
         model.to(device).eval()
 
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
-        tokenizer.padding_side = "left"
+        self.load_preprocessing()
+        tokenizer = self.tokenizer
         self._check_vocabulary(tokenizer, config)
-
-        self.model, self.tokenizer = model, tokenizer
-        self.image_processor = DeepseekOcr2ImageProcessorPil(
-            size={"height": cfg.model.base_size, "width": cfg.model.base_size}, tile_size=cfg.model.input_size
-        )
+        self.model = model
         self.whitelist = {tokenizer.convert_tokens_to_ids(t) for t in TD_TOKENS}
         if device.type == "cuda":
             from .pixels import normalisation_table
 
             self.uint8_pixels = True
             self.pixel_table = normalisation_table(self.image_processor).to(device, dtype)
+        if preprocess_in_processes(cfg.runtime.preprocess_mode):
+            self.prepare_pool = PreparePool(cfg, cfg.runtime.preprocess_workers or 1, self.uint8_pixels)
+            self.prepare_pool.start()
+            log.info("pages are prepared in %d worker processes", self.prepare_pool.workers)
         self.image_token_id = config.image_token_id
         name = cfg.model.name
         if tiny:
@@ -310,7 +326,32 @@ class Engine:
     def prepare(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None, max_new_tokens: int,
                 prompt: str | None = None) -> TensorPage:
         """Crop and normalise one page and build its prompt ids (the mode's prompt, or `prompt`, checked by
-        engines/prompt_check.py, with one <image>). CPU only; runs in a worker thread."""
+        engines/prompt_check.py, with one <image>). CPU only; runs in a worker thread, and the work
+        itself in a worker process with PREPROCESS_MODE=processes (prepare_pool.py)."""
+        kwargs = {"prompt_mode": prompt_mode, "max_visual_tokens": max_visual_tokens, "prompt": prompt}
+        if self.prepare_pool is None:
+            ids, pixels, local, plan = self.prepare_arrays(image, **kwargs)
+        else:
+            ids, array, local_array, plan = self.prepare_pool.run(
+                image, lambda: self._arrays(self.prepare_arrays(image, **kwargs)), **kwargs)
+            pixels = torch.from_numpy(array)
+            local = None if local_array is None else torch.from_numpy(local_array)
+        return TensorPage(
+            input_ids=ids,
+            pixel_values=self._pinned(pixels),
+            pixel_values_local=self._pinned(local) if local is not None else None,
+            plan=plan,
+            max_new_tokens=max_new_tokens,
+        )
+
+    @staticmethod
+    def _arrays(prepared: tuple[list[int], torch.Tensor, torch.Tensor | None, CropPlan]) -> Any:
+        ids, pixels, local, plan = prepared
+        return ids, pixels.numpy(), None if local is None else local.numpy(), plan
+
+    def prepare_arrays(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None,
+                       prompt: str | None = None) -> tuple[list[int], torch.Tensor, torch.Tensor | None, CropPlan]:
+        """The page's prompt ids, views and crop plan (the work of `prepare`, wherever it runs)."""
         plan = self.plan(image, max_visual_tokens)
         m = self.cfg.model
         raw = {"do_rescale": False, "do_normalize": False} if self.uint8_pixels else {}
@@ -327,13 +368,7 @@ class Engine:
         text = (PROMPTS[prompt_mode] if prompt is None else prompt).replace("<image>", "<image>" * n_image_tokens, 1)
         ids = self.tokenizer(text)["input_ids"]
         local = out.get("pixel_values_local") if plan.crops else None
-        return TensorPage(
-            input_ids=ids,
-            pixel_values=self._pinned(out["pixel_values"]),
-            pixel_values_local=self._pinned(local) if local is not None else None,
-            plan=plan,
-            max_new_tokens=max_new_tokens,
-        )
+        return ids, out["pixel_values"], local, plan
 
     def stream_decoder(self) -> IncrementalDecoder:
         """Turns one row's streamed tokens into text deltas that add up to its `raw` (special tokens dropped)."""
