@@ -14,14 +14,19 @@
 # The plan, 8 minutes on an H200 (bench/gpu_run.py runs the phases; --plan changes the budgets).
 # A phase's deadline is the start plus its budget and every earlier one's, so time left over
 # carries on; a phase cut at its deadline leaves the figures it has written so far.
-#   install   30 s  pip from local wheels into /tmp/gpu-check/site, then every import checked
-#   model     60 s  the full-size architecture, random bf16 weights (native layout) -> /tmp/gpu-check/model
-#   identity  90 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots -> identity.json
-#   raw      135 s  the raw engine, 64 pages x 512 tokens: the slots decoder (throughput, prefill,
-#                   ms per step per experts implementation), then sequential and generate() on 4 -> bench.json
-#   server   165 s  the server (DECODER=slots) at 1, 64, 32 and 8 clients, in that order -> bench.json
+#   install   25 s  pip from local wheels into /tmp/gpu-check/site, then every import checked
+#   model     40 s  the full-size architecture, random bf16 weights (native layout) -> /tmp/gpu-check/model
+#   identity  85 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots -> identity.json
+#   raw      120 s  the raw engine, 64 pages x 512 tokens: the slots decoder (throughput, prefill at 1
+#                   and 8 pages together, ms per step per experts implementation), then sequential and
+#                   generate() on 4 -> bench.json
+#   server   160 s  the server (DECODER=slots) at 1, 64, 32 and 8 clients, in that order, then at 64
+#                   with each --server-variants (PREPROCESS_MODE=processes) -> bench.json
+#   profile   50 s  prefill ms per page at 1..16 pages together, the profiler's kernels, SAM's folded
+#                   attention against transformers' own, preprocessing beside the engine thread -> profile.json
+# --phases runs some of them (install and model first on a fresh machine).
 # Scratch goes to /tmp/gpu-check; $OUT (default /tmp/gpu-check-out) gets gpu_check.log, phases.json,
-# identity.json and bench.json, each under 16 MiB. `make gpu-replica` runs this same script on the
+# identity.json, bench.json and profile.json, each under 16 MiB. `make gpu-replica` runs this same script on the
 # CPU in a replica of that machine's Python (bench/gpu_replica.py), and `make test` a short variant.
 set -euo pipefail
 cd "$(dirname "$0")/.."

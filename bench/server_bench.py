@@ -337,9 +337,27 @@ runpy.run_module('ocr_server', run_name='__main__')
 """
 
 
+def variant_env(text: str) -> dict[str, str]:
+    """'PREPROCESS_MODE=processes;PREFILL_SHARE=1' -> the server's environment overrides."""
+    pairs = [p.partition("=") for p in text.split(";") if p.strip()]
+    if not pairs or any(not k.strip() or not sep for k, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"--variant {text!r}: KEY=VALUE[;KEY=VALUE...]")
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
 def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: dict, save) -> None:
     """`python -m ocr_server` with ENGINE=engine (transformers: DECODER=slots), at each --clients level
-    in the order given, each level saved into `out` as soon as it is measured."""
+    in the order given, each level saved into `out` as soon as it is measured; then each --variant's
+    server (the same with some settings changed) at the largest level, into out["variants"]."""
+    serve_levels(engine, model_dir, images, args, {}, args.clients, out, save)
+    for variant in args.variant:
+        got = out.setdefault("variants", {}).setdefault(variant, {})
+        serve_levels(engine, model_dir, images, args, variant_env(variant), [max(args.clients)], got, save)
+
+
+def serve_levels(engine: str, model_dir: Path, images: list[bytes], args, overrides: dict[str, str], levels: list[int],
+                 out: dict, save) -> None:
+    """One server (the bench's settings, then `overrides`) measured at each of `levels`, into `out`."""
     import httpx
 
     port = free_port()
@@ -350,7 +368,7 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: di
            "MAX_NEW_TOKENS": str(args.new_tokens), "MAX_VISUAL_TOKENS": "1120", "TIMEOUT_SEC": "3600", "CACHE_ENTRIES": "0",
            # On a GPU the raw paths ran first in this process and are warm: so is the server (its warm-up
            # compiles every crop count's kernels and captures the decode graphs before Ready).
-           "WARMUP": "1" if args.device == "cuda" else "0"}
+           "WARMUP": "1" if args.device == "cuda" else "0", **overrides}
     env.pop("API_KEYS", None)
     python = str(VLLM_PYTHON) if engine == "vllm" else sys.executable
     log = tempfile.NamedTemporaryFile("w+b", suffix=".log", delete=False)
@@ -386,7 +404,7 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: di
         asyncio.run(run_all([page(args.size + 8, args.size, seed=999)], 1))  # warm-up (another page: no cache hit)
         out["health"] = health.json()
         save()
-        for clients in args.clients:
+        for clients in levels:
             batch = images[:min(len(images), max(8, 2 * clients))]  # enough pages to keep `clients` busy
             t0 = time.perf_counter()
             results = asyncio.run(run_all(batch, clients))
@@ -399,7 +417,7 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: di
             got["preprocess_share"] = sum(t["preprocess_ms"] for t in timings) / sum(t["total_ms"] for t in timings)
             out[f"clients_{clients}"] = got
             save()
-            print(f"{engine} server, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
+            print(f"{engine} server{overrides or ''}, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -436,6 +454,11 @@ def report(figures: dict, args) -> None:
             vs = f"  ({got[raw_key]['pages_per_s'] / f['pages_per_s'] - 1:+.1%} vs {raw_key})" if raw_key in got else ""
             print(line(f"server, {clients} clients", f) + vs
                   + f"; preprocessing p50 {f['preprocess_ms_p50']:.1f} ms, {f['preprocess_share']:.1%} of the requests' time")
+        for variant, figures in server.get("variants", {}).items():
+            for key, f in figures.items():
+                if key.startswith("clients_"):
+                    print(line(f"  with {variant}, {key.split('_')[1]} clients", f)
+                          + f"; preprocessing p50 {f['preprocess_ms_p50']:.1f} ms")
         for k, f in got.get("prefill_ms_per_page", {}).items():
             print(f"  vision+prefill per page, {k} together: p50 {f['p50']:.1f} ms, max {f['max']:.1f} ms")
         for impl, times in got.get("step_ms", {}).items():
@@ -461,6 +484,8 @@ def main() -> int:
     p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and with batched_mm experts")
     p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
     p.add_argument("--json", help="also write the figures to this file, each as soon as it is measured")
+    p.add_argument("--variant", action="append", default=[], type=lambda t: variant_env(t) and t,
+                   help="also the server with these settings (KEY=VALUE[;KEY=VALUE]) at the largest --clients level; repeatable")
     p.add_argument("--paths", choices=["all", "raw", "server"], default="all",
                    help="raw: the engines without HTTP; server: over HTTP (added to --json's figures); all: both")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: vLLM's sequential/raw paths in .venv-vllm

@@ -97,6 +97,16 @@ def test_the_server_is_measured_at_every_client_level_in_the_order_given(run):
         assert f["tokens_per_s"] > 0 and 0 < f["p50_s"] <= f["p95_s"] and 0 <= f["preprocess_share"] < 1, n
 
 
+def test_each_server_variant_is_measured_at_the_largest_level(run):
+    """The server again with some settings changed (gpu_run's --server-variants): here its pages
+    prepared in a worker process."""
+    variants = figures(run, "bench.json")["engines"]["transformers"]["server"]["variants"]
+    got = variants["PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1"]
+    assert [k for k in got if k.startswith("clients_")] == [f"clients_{max(LEVELS)}"]
+    assert got[f"clients_{max(LEVELS)}"]["tokens_per_s"] > 0 and got["health"]["decoder"]["decoder"] == "slots"
+    assert "with PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1:" in (run["out"] / "gpu_check.log").read_text().split("== summary")[1]
+
+
 def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary(run):
     files = {f.name: f.stat().st_size for f in run["out"].iterdir()}
     assert set(files) == {"gpu_check.log", "phases.json", "identity.json", "bench.json", "profile.json"}

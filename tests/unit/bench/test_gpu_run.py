@@ -3,6 +3,7 @@ deadline, and what --prepare packs and asks the GPU machine's pip to resolve."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -95,6 +96,12 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
                                                        "sam_fold": {"ok": False, "layers": {"global": {"folded": 0.5, "original": 0.003}}}}))
     lines = gpu_run.summary(tmp_path, report)
     assert "prefill: k=1 77.1 ms/page, k=8 21.0 ms/page" in lines and "SAM fold NOT OK: global 5.0e-01 (original 3.0e-03)" in lines
+    level = {"tokens_per_s": 4476.0, "pages_per_s": 8.7, "p50_s": 7.1, "p95_s": 7.2}
+    (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {"server": {
+        "health": {"status": "ok"}, "clients_64": level,
+        "variants": {"PREPROCESS_MODE=processes": {"health": {"status": "ok"}, "clients_64": {**level, "tokens_per_s": 5000.0}}}}}}}))
+    lines = gpu_run.summary(tmp_path, report)
+    assert "server clients_64 with PREPROCESS_MODE=processes: 5000.0 tokens/s, p95 7.20 s" in lines
 
 
 SERVER_PYPROJECT = """
@@ -119,3 +126,12 @@ def test_wheels_are_downloaded_for_the_named_python_on_manylinux_x86_64_only():
     assert {"manylinux_2_17_x86_64", "manylinux_2_28_x86_64", "manylinux2014_x86_64"} <= platforms
     assert all(p.endswith("x86_64") for p in platforms)
     assert gpu_wheels.wheel_name("pydantic_core-2.50.5-cp312-cp312-manylinux2014_x86_64.whl") == "pydantic-core"
+
+
+def test_a_server_variant_is_settings_as_key_value_pairs():
+    from bench.server_bench import variant_env
+
+    assert variant_env("PREPROCESS_MODE=processes;PREFILL_SHARE=1") == {"PREPROCESS_MODE": "processes", "PREFILL_SHARE": "1"}
+    for bad in ("", "PREPROCESS_MODE", "=1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+            variant_env(bad)
