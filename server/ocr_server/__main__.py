@@ -13,7 +13,8 @@ import sys
 
 def main() -> int:
     from .runtime import checksums, modelcache
-    from .runtime.config import ConfigError, load_config, startup_warnings
+    from .runtime.config import ConfigError, load_config
+    from .runtime.startup_checks import startup_warnings
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log = logging.getLogger("ocr_server")

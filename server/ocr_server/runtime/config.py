@@ -186,9 +186,7 @@ class RuntimeConfig:
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
     experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (engines/transformers/experts.py)
-    # The slots runner's share of engine time for prefills while rows decode (slot_runner.py): 1
-    # prefills first; 0.5 gives both the same time.
-    prefill_share: float = 0.9
+    prefill_share: float = 0.9  # prefills' share of engine time while rows decode (slot_runner.py); 1: first
     # Modules imported at start that may hook the engine thread (plugins.py); tests only.
     plugins: tuple[str, ...] = ()
 
@@ -479,26 +477,6 @@ def _validate_engine(m: ModelConfig, e: EngineLimits) -> None:
         _fail("MAX_VISUAL_TOKENS", m.max_visual_tokens,
               f"{e.fixed_max_visual_tokens} with ENGINE={e.name} (leave it unset for that default), since a lower cap "
               f"cannot be applied: {e.why}")
-
-
-def startup_warnings(cfg: ServerConfig) -> list[str]:
-    """Settings that run but do not do what they seem to: logged at start, not refused (a request
-    with several pages can still fill a batch beyond CONCURRENCY)."""
-    r = cfg.runtime
-    out = []
-    # The slots decoder admits max(CONCURRENCY, its slots) requests, so only generate's and vLLM's
-    # batches are held to CONCURRENCY.
-    if r.batch_size > r.concurrency and (r.engine == "vllm" or r.decoder == "generate"):
-        what = "vLLM's max_num_seqs" if r.engine == "vllm" else "a generate batch"
-        out.append(f"BATCH_SIZE={r.batch_size} > CONCURRENCY={r.concurrency}: with single-page requests {what} "
-                   f"never holds more than {r.concurrency} pages; raise CONCURRENCY to fill it")
-    if r.plugins:
-        out.append(f"SERVER_PLUGINS={','.join(r.plugins)}: plugins hook the engine thread (runtime/plugins.py); "
-                   "for tests, never set it in production")
-    if r.liveness_stall_sec < r.timeout_sec:
-        out.append(f"LIVENESS_STALL_SEC={r.liveness_stall_sec:g} < TIMEOUT_SEC={r.timeout_sec:g}: a batch that runs to its "
-                   "deadline may fail the liveness probe and restart the pod")
-    return out
 
 
 def validate_against_model(cfg: ServerConfig, query_sizes: Mapping[int, int]) -> None:

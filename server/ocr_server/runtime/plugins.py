@@ -1,7 +1,7 @@
 """Plugins: modules named in SERVER_PLUGINS, imported at start, that may hook the engine thread.
 
 A plugin is a module with `install(hooks: EngineHooks) -> None`. None is loaded unless
-SERVER_PLUGINS names it, and the server warns at start when any is (config.startup_warnings). The
+SERVER_PLUGINS names it, and the server warns at start when any is (startup_checks.startup_warnings). The
 one user is the test suite's fault plugin (`ocr_server_testing.faults`, in the test image only):
 it hangs the engine thread on cue, to prove that liveness restarts a wedged pod. The product has
 no test code: it only calls the hooks a plugin installed.

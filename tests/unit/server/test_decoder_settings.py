@@ -6,7 +6,8 @@ import pytest
 
 import torch
 
-from ocr_server.runtime.config import ConfigError, load_config, resolve_dtype, startup_warnings
+from ocr_server.runtime.config import ConfigError, load_config, resolve_dtype
+from ocr_server.runtime.startup_checks import startup_warnings
 from ocr_server.engines.transformers.engine import resolve_decoder
 from ocr_server.engines.transformers.slots import buckets, parse_buckets, pick
 

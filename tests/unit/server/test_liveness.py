@@ -9,9 +9,10 @@ import time
 import pytest
 
 from ocr_server.engines.batcher import Batcher
-from ocr_server.runtime.config import ConfigError, load_config, startup_warnings
+from ocr_server.runtime.config import ConfigError, load_config
 from ocr_server.runtime.liveness import ProgressClock, is_wedged, stalled_seconds
 from ocr_server.runtime.metrics import Metrics
+from ocr_server.runtime.startup_checks import startup_warnings
 from ocr_server.runtime.timeouts import default_liveness_stall_seconds
 
 

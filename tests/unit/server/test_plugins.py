@@ -8,9 +8,10 @@ import threading
 import pytest
 
 from ocr_server.engines.batcher import Batcher
-from ocr_server.runtime.config import ConfigError, load_config, startup_warnings
+from ocr_server.runtime.config import ConfigError, load_config
 from ocr_server.runtime.metrics import Metrics
 from ocr_server.runtime.plugins import EngineHooks, load_plugins
+from ocr_server.runtime.startup_checks import startup_warnings
 from ocr_server_testing.faults import wedge_on_cue
 
 FAULTS = "ocr_server_testing.faults"
