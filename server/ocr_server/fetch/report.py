@@ -43,10 +43,15 @@ class Reporter:
         self.bytes = self.files = 0
         self.last_line = 0.0
         self.last_bytes_at = self.started_at = time.monotonic()
+        self.ended = False  # the last line ("done" or "failed") is written: transfer threads still
+        # running (a failure does not wait for them) write nothing after it
 
     def emit(self, event: str, **fields) -> None:
         line = json.dumps({"event": event, **fields}, sort_keys=False)
         with self.lock:
+            if self.ended:
+                return
+            self.ended = event in ("done", "failed")
             print(line, file=self.out, flush=True)
 
     def _numbers(self) -> dict:
