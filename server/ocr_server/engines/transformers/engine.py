@@ -206,7 +206,7 @@ class Engine:
             self.uint8_pixels = True
             self.pixel_table = normalisation_table(self.image_processor).to(device, dtype)
         if preprocess_in_processes(cfg.runtime.preprocess_mode):
-            self.prepare_pool = PreparePool(cfg, cfg.runtime.preprocess_workers or 1, self.uint8_pixels)
+            self.prepare_pool = PreparePool(cfg, cfg.runtime.preprocess_workers, self.uint8_pixels)
             self.prepare_pool.start()
             log.info("pages are prepared in %d worker processes", self.prepare_pool.workers)
         self.image_token_id = config.image_token_id
@@ -329,13 +329,8 @@ class Engine:
         engines/prompt_check.py, with one <image>). CPU only; runs in a worker thread, and the work
         itself in a worker process with PREPROCESS_MODE=processes (prepare_pool.py)."""
         kwargs = {"prompt_mode": prompt_mode, "max_visual_tokens": max_visual_tokens, "prompt": prompt}
-        if self.prepare_pool is None:
-            ids, pixels, local, plan = self.prepare_arrays(image, **kwargs)
-        else:
-            ids, array, local_array, plan = self.prepare_pool.run(
-                image, lambda: self._arrays(self.prepare_arrays(image, **kwargs)), **kwargs)
-            pixels = torch.from_numpy(array)
-            local = None if local_array is None else torch.from_numpy(local_array)
+        here = lambda: self.prepare_arrays(image, **kwargs)  # noqa: E731
+        ids, pixels, local, plan = here() if self.prepare_pool is None else self.prepare_pool.run(image, here, **kwargs)
         return TensorPage(
             input_ids=ids,
             pixel_values=self._pinned(pixels),
@@ -343,11 +338,6 @@ class Engine:
             plan=plan,
             max_new_tokens=max_new_tokens,
         )
-
-    @staticmethod
-    def _arrays(prepared: tuple[list[int], torch.Tensor, torch.Tensor | None, CropPlan]) -> Any:
-        ids, pixels, local, plan = prepared
-        return ids, pixels.numpy(), None if local is None else local.numpy(), plan
 
     def prepare_arrays(self, image: Image.Image, *, prompt_mode: str, max_visual_tokens: int | None,
                        prompt: str | None = None) -> tuple[list[int], torch.Tensor, torch.Tensor | None, CropPlan]:

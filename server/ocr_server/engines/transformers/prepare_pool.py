@@ -9,8 +9,9 @@ In processes, preparation runs beside the engine, not in its turns.
 
 Each worker builds its own tokenizer and image processor once (`Engine.load_preprocessing`); a page
 goes as a PIL image and comes back as arrays (no tensor crosses: no shared-memory handles to leak),
-which the calling thread (one of the service's PREPROCESS_WORKERS threads) makes into tensors. A
-worker that dies breaks the pool: it is replaced, and that page is prepared in the calling thread.
+which `run`, in the calling thread (one of the service's PREPROCESS_WORKERS threads), makes into
+tensors again. A worker that dies breaks the pool: it is replaced, and that page is prepared in the
+calling thread.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import torch
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ocr_server.prepare_pool")
 
 Arrays = tuple[list[int], np.ndarray, "np.ndarray | None", Any]  # prompt ids, global view, crops, CropPlan
+Prepared = tuple[list[int], torch.Tensor, "torch.Tensor | None", Any]  # the same as tensors (Engine.prepare_arrays)
 
 _worker: Engine | None = None  # in a worker process: its own engine, without weights
 
@@ -82,11 +85,12 @@ class PreparePool:
         """Every worker started and loaded, so that the first requests do not pay for it."""
         assert all(f.result() == 1 for f in [self._pool.submit(_warm) for _ in range(self.workers * 2)])
 
-    def run(self, image: Image.Image, fallback: Callable[[], Arrays], **kwargs: Any) -> Arrays:
-        """The page's arrays from a worker; from `fallback` (this thread) if the pool broke."""
+    def run(self, image: Image.Image, fallback: Callable[[], Prepared], **kwargs: Any) -> Prepared:
+        """`Engine.prepare_arrays(image, **kwargs)` in a worker; `fallback()` (this thread) if the pool broke."""
         pool = self._pool
         try:
-            return pool.submit(_prepare_in_worker, image, kwargs).result()
+            ids, pixels, local, plan = pool.submit(_prepare_in_worker, image, kwargs).result()
+            return ids, torch.from_numpy(pixels), None if local is None else torch.from_numpy(local), plan
         except BrokenProcessPool:
             with self._lock:
                 if self._pool is pool:
