@@ -12,7 +12,10 @@ processes (runc moves a container's processes there). The split by program is sa
 `--interval` seconds each of those processes' utime+stime is read from /proc and kept at its
 highest, and its command line names its kind (the server under test, vLLM's EngineCore, the
 pytest workers, the API server, ...). What ran between two samples and exited (kubectl, helm,
-short tools) is in the total but not in the split: it is shown as `short-lived`.
+short tools) is in the total but not in the split: it is shown as `short-lived`, unless process
+accounting (hack/pacct.py, on by default as root) names it: then each exited process is counted
+exactly, the unsampled ones as `exited: <command name> (under <kind of its sampled ancestor>)`,
+and what is left (processes whose parent had already exited) is `unattributed`.
 
 Needs root (it creates the cgroup); prints the table at the end, writes it as JSON with --json.
 """
@@ -27,6 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pacct
 
 CGROUP_V1 = Path("/sys/fs/cgroup/cpuacct")
 CGROUP_V2 = Path("/sys/fs/cgroup/unified")
@@ -138,10 +143,38 @@ def sample(ours: str, node: bool, v1: bool, seen: dict[int, tuple[str, float]]) 
     return kubelet_ours
 
 
+def boot_epoch() -> float:
+    return float(next(line.split()[1] for line in Path("/proc/stat").read_text().splitlines()
+                      if line.startswith("btime ")))
+
+
+def split(seen: dict[tuple[int, int], tuple[str, float]], acct_file: Path | None) -> tuple[dict[str, float], dict[str, int]]:
+    """CPU seconds and process count by kind: the sampled highs, made exact and completed with the
+    unsampled exits when accounting ran."""
+    boot = boot_epoch()
+    processes = [pacct.Seen(pid, boot + start / TICK, kind, seconds) for (pid, start), (kind, seconds) in seen.items()]
+    extra_seconds: dict[str, float] = {}
+    extra_count: dict[str, int] = {}
+    if acct_file is not None:
+        exact, extra_seconds, extra_count = pacct.attribute(pacct.read(acct_file), processes)
+        acct_file.unlink()
+        processes = [pacct.Seen(p.pid, p.start, p.kind, max(p.cpu, exact.get(i, 0.0))) for i, p in enumerate(processes)]
+    by_kind: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for process in processes:
+        by_kind[process.kind] = by_kind.get(process.kind, 0.0) + process.cpu
+        count[process.kind] = count.get(process.kind, 0) + 1
+    for name, seconds in extra_seconds.items():
+        by_kind[name], count[name] = seconds, extra_count[name]
+    return by_kind, count
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interval", type=float, default=3.0, help="seconds between /proc samples")
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--no-acct", dest="acct", action="store_false",
+                        help="do not turn process accounting on (the pid namespace's, for the command's run)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -152,6 +185,9 @@ def main() -> int:
     node_path = (CGROUP_V1 if group.v1 else group.path.parent) / NODE_CGROUP
     seen: dict[tuple[int, float], tuple[str, float]] = {}
     node_seconds, node_last = 0.0, None
+    acct_file = Path(f"/tmp/suite-cpu-{os.getpid()}.acct") if args.acct and pacct.available() else None
+    if acct_file is not None:
+        pacct.switch(acct_file)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(command, preexec_fn=group.join)
@@ -178,14 +214,12 @@ def main() -> int:
         total = group.seconds() + node_seconds
     finally:
         group.remove()
+        if acct_file is not None:
+            pacct.switch(None)
     wall = time.monotonic() - t0
 
-    by_kind: dict[str, float] = {}
-    count: dict[str, int] = {}
-    for kind, seconds in seen.values():
-        by_kind[kind] = by_kind.get(kind, 0.0) + seconds
-        count[kind] = count.get(kind, 0) + 1
-    by_kind["short-lived"] = max(0.0, total - sum(by_kind.values()))
+    by_kind, count = split(seen, acct_file)
+    by_kind["unattributed" if acct_file else "short-lived"] = max(0.0, total - sum(by_kind.values()))
     figures = {"command": command, "returncode": returncode, "wall_seconds": round(wall, 1),
                "cpu_seconds": round(total, 1), "real_node_pod_seconds": round(node_seconds, 1),
                "by_kind": {k: round(v, 1) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
@@ -193,7 +227,9 @@ def main() -> int:
     print(f"\nsuite-cpu: {total:.0f} CPU s in {wall:.0f} s wall (exit {returncode}): {' '.join(command)}",
           file=sys.stderr)
     for kind, seconds in figures["by_kind"].items():
-        print(f"  {kind:30s} {seconds:8.1f} s  {100 * seconds / total if total else 0:5.1f} %"
+        if seconds < 0.5:
+            continue  # in the JSON
+        print(f"  {kind:50s} {seconds:8.1f} s  {100 * seconds / total if total else 0:5.1f} %"
               f"  {count.get(kind, '')} {'processes' if kind in count else ''}", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
