@@ -35,6 +35,7 @@ from typing import IO
 import yaml
 
 from localcluster import kwok, metrics_chain
+from localcluster.apireader import ApiReader
 from localcluster.component import Component
 from localcluster.kubectl import KubectlCommands
 from localcluster.nodeconfig import NODE_USERS
@@ -281,6 +282,21 @@ class LocalCluster(KubectlCommands):
         """An instant query against the cluster's Prometheus: the result vector."""
         self._need_metric_chain()
         return metrics_chain.query(self, promql)
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        return self._reader().get(kind, name, namespace)
+
+    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
+        return self._reader().list(kind, namespace, selector)
+
+    def _reader(self) -> ApiReader:
+        """Reads on a kept-alive connection as the admin user (localcluster/apireader.py): what
+        tests poll, without a kubectl process each time."""
+        key = (self.server, self.tokens["causalflow-admin"])
+        if getattr(self, "_reader_key", None) != key:
+            self._api_reader = ApiReader(*key, str(self.workdir / "pki" / "ca.crt"))
+            self._reader_key = key
+        return self._api_reader
 
     def api_get(self, path: str, token_user: str = "causalflow-admin") -> dict:
         """GET a path from the API server (what `kubectl get --raw` does)."""

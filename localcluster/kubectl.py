@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -29,3 +30,19 @@ class KubectlCommands:
             docs = manifest if isinstance(manifest, list) else [manifest]
             manifest = yaml.safe_dump_all(docs)
         self.kubectl("apply", "-f", "-", input=manifest)
+
+    def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        """`kubectl get KIND NAME -o json`, or None when it does not exist (the local cluster reads
+        it over a kept-alive connection instead: LocalCluster.get_object)."""
+        proc = self.kubectl("get", kind, name, *(["-n", namespace] if namespace else []), "-o", "json",
+                            "--show-managed-fields", check=False)
+        if proc.returncode != 0:
+            if "NotFound" in proc.stderr or "not found" in proc.stderr:
+                return None
+            raise AssertionError(proc.stderr)
+        return json.loads(proc.stdout)
+
+    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
+        """`kubectl get KIND [-l SELECTOR] -o json`'s items."""
+        args = ["get", kind, *(["-n", namespace] if namespace else []), "-o", "json"] + (["-l", selector] if selector else [])
+        return json.loads(self.kubectl(*args).stdout)["items"]

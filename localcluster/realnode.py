@@ -228,7 +228,7 @@ class RealNode:
 
     def _wait_node_ready(self, cluster: LocalCluster) -> None:
         def ready() -> bool:
-            node = json.loads(cluster.kubectl("get", "node", NODE_NAME, "-o", "json", timeout=10).stdout)
+            node = cluster.get_object("node", NODE_NAME) or {"status": {}}
             return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))
 
         cluster.wait_ready(f"{NODE_NAME} Ready", ready, 90)
@@ -355,7 +355,7 @@ class RealNode:
         cluster.kubectl("patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
 
         def advertised() -> bool:
-            node = json.loads(cluster.kubectl("get", "node", NODE_NAME, "-o", "json", timeout=10).stdout)
+            node = cluster.get_object("node", NODE_NAME) or {"status": {}}
             return node["status"].get("allocatable", {}).get(GPU_RESOURCE) == str(GPUS)
 
         cluster.wait_ready(f"{GPU_RESOURCE} on {NODE_NAME}", advertised, 60)

@@ -86,7 +86,9 @@ def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
 
 
 class OcrHelpers:
-    """Reads the tests share; everything through kubectl on the test's cluster."""
+    """Reads and changes the tests share, in the test's namespace: changes through kubectl, reads
+    through the cluster's get_object/list_objects (kubectl on an external cluster; the local one
+    reads over a kept-alive connection, as tests poll them every half second)."""
 
     def __init__(self, cluster, namespace: str) -> None:
         self.cluster = cluster
@@ -98,16 +100,10 @@ class OcrHelpers:
         self.cluster.kubectl("apply", "-n", self.ns, "-f", "-", input=json.dumps(manifest))
 
     def get(self, kind: str, name: str) -> dict | None:
-        proc = self.cluster.kubectl("get", kind, name, "-n", self.ns, "-o", "json", "--show-managed-fields", check=False)
-        if proc.returncode != 0:
-            if "NotFound" in proc.stderr or "not found" in proc.stderr:
-                return None
-            raise AssertionError(proc.stderr)
-        return json.loads(proc.stdout)
+        return self.cluster.get_object(kind, name, self.ns)
 
     def list(self, kind: str, selector: str | None = None) -> list[dict]:
-        args = ["get", kind, "-n", self.ns, "-o", "json"] + (["-l", selector] if selector else [])
-        return json.loads(self.cluster.kubectl(*args).stdout)["items"]
+        return self.cluster.list_objects(kind, self.ns, selector)
 
     def patch(self, kind: str, name: str, patch: dict, type_: str = "merge") -> None:
         self.cluster.kubectl("patch", kind, name, "-n", self.ns, "--type", type_, "-p", json.dumps(patch))

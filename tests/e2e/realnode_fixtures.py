@@ -137,8 +137,7 @@ def hostpath_claim(cluster, namespace: str, root: Path, name: str, access_mode: 
 def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterator[str]:
     """`model_pvc` for any scope: the PVC bound in `namespace`, its name; the PV deleted after."""
     pv = hostpath_claim(cluster, namespace, tiny_model_volume, PVC_NAME, "ReadOnlyMany", f"tiny-model-{namespace}")
-    wait_for(lambda: json.loads(cluster.kubectl("get", "pvc", PVC_NAME, "-n", namespace, "-o", "json").stdout)
-             ["status"].get("phase") == "Bound", timeout=30, message=f"PVC {PVC_NAME} Bound to PV {pv}")
+    wait_for(lambda: ((cluster.get_object("pvc", PVC_NAME, namespace) or {}).get("status") or {}).get("phase") == "Bound", timeout=30, message=f"PVC {PVC_NAME} Bound to PV {pv}")
     try:
         yield PVC_NAME
     finally:

@@ -32,8 +32,7 @@ def deployment(name: str, gpus: int = 1, replicas: int = 1, labels: dict | None 
 
 
 def pods(cluster, namespace: str, selector: str) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout
-    return json.loads(out)["items"]
+    return cluster.list_objects("pods", namespace, selector)
 
 
 def condition(obj: dict, kind: str) -> dict:
@@ -42,6 +41,31 @@ def condition(obj: dict, kind: str) -> dict:
 
 def apply_ns(cluster, namespace: str, manifest: dict) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest))
+
+
+def test_the_polling_reader_answers_what_kubectl_get_answers(cluster, namespace, ocr_crd):
+    """LocalCluster.get_object/list_objects (localcluster/apireader.py) stand for `kubectl get -o
+    json` in the tests' wait loops: the same objects under every name kubectl accepts, None for a
+    missing object, an error for a kind the server does not serve."""
+    require_local(cluster)
+    from localcluster.apireader import UnknownResource
+    from tests.e2e.operator_fixtures import ocrservice
+
+    apply_ns(cluster, namespace, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seen", "labels": {"k": "v"}},
+                                  "data": {"a": "1"}})
+    apply_ns(cluster, namespace, ocrservice("named"))
+    by_kubectl = json.loads(cluster.kubectl("get", "configmap", "seen", "-n", namespace, "-o", "json").stdout)
+    for kind in ("configmap", "configmaps", "cm", "ConfigMap"):
+        assert cluster.get_object(kind, "seen", namespace)["metadata"]["uid"] == by_kubectl["metadata"]["uid"], kind
+    ocr_uid = json.loads(cluster.kubectl("get", "ocrs", "named", "-n", namespace, "-o", "json").stdout)["metadata"]["uid"]
+    for kind in ("ocrs", "ocrservice", "ocrservices", "ocrservices.ocr.causalflow.dev"):
+        assert cluster.get_object(kind, "named", namespace)["metadata"]["uid"] == ocr_uid, kind
+    assert [c["metadata"]["name"] for c in cluster.list_objects("cm", namespace, "k=v")] == ["seen"]
+    assert cluster.list_objects("cm", namespace, "k=other") == []
+    assert cluster.get_object("configmap", "absent", namespace) is None
+    assert cluster.get_object("namespace", namespace)["metadata"]["name"] == namespace  # cluster-scoped
+    with pytest.raises(UnknownResource):
+        cluster.get_object("widgetz", "seen", namespace)
 
 
 def test_api_server_reports_the_pinned_kubernetes_version(cluster):
@@ -72,8 +96,7 @@ def test_gpu_deployment_is_scheduled_on_a_gpu_node_and_becomes_ready(cluster, na
         assert pod["spec"]["nodeName"].startswith("gpu-node-")
         assert pod["status"]["phase"] == "Running"
     dep = json.loads(cluster.kubectl("get", "deployment", "gpu-ok", "-n", namespace, "-o", "json").stdout)
-    wait_for(lambda: json.loads(cluster.kubectl("get", "deployment", "gpu-ok", "-n", namespace, "-o", "json").stdout)
-             ["status"].get("readyReplicas") == 2, timeout=30, message="Deployment readyReplicas == 2")
+    wait_for(lambda: cluster.get_object("deployment", "gpu-ok", namespace)["status"].get("readyReplicas") == 2, timeout=30, message="Deployment readyReplicas == 2")
     assert dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE] == "1"
 
 
@@ -107,8 +130,7 @@ CRD = {
 
 def test_api_server_enforces_a_crd_cel_rule_with_its_message(cluster, namespace):
     cluster.apply(CRD)
-    wait_for(lambda: condition(json.loads(cluster.kubectl("get", "crd", CRD["metadata"]["name"], "-o", "json").stdout),
-                               "Established").get("status") == "True", timeout=30, message="CRD Established")
+    wait_for(lambda: condition(cluster.get_object("crd", CRD["metadata"]["name"]), "Established").get("status") == "True", timeout=30, message="CRD Established")
     good = {"apiVersion": "smoke.causalflow.dev/v1", "kind": "Widget", "metadata": {"name": "ok"},
             "spec": {"min": 1, "max": 2}}
     wait_for(lambda: cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(good),
@@ -160,7 +182,7 @@ def test_hpa_scales_on_a_pods_gpu_metric_up_and_back_down(cluster, namespace):
     })
 
     def hpa() -> dict:
-        return json.loads(cluster.kubectl("get", "hpa", "scaled", "-n", namespace, "-o", "json").stdout)
+        return cluster.get_object("hpa", "scaled", namespace)
 
     wait_for(lambda: condition(hpa(), "ScalingActive").get("status") == "True", timeout=60,
              message="HPA ScalingActive=True (metric readable)")
@@ -171,8 +193,7 @@ def test_hpa_scales_on_a_pods_gpu_metric_up_and_back_down(cluster, namespace):
              timeout=60, message="3 Ready pods after scale-up")
     cluster.set_metric(namespace, "DCGM_FI_DEV_GPU_UTIL", 5)
     wait_for(lambda: hpa()["status"].get("desiredReplicas") == 1, timeout=90, message="HPA back to 1 replica")
-    dep = wait_for(lambda: (d := json.loads(cluster.kubectl("get", "deploy", "scaled", "-n", namespace, "-o", "json").stdout))
-                   ["spec"]["replicas"] == 1 and d, timeout=30, message="Deployment scaled back to 1")
+    dep = wait_for(lambda: (d := cluster.get_object("deploy", "scaled", namespace))["spec"]["replicas"] == 1 and d, timeout=30, message="Deployment scaled back to 1")
     assert dep["spec"]["replicas"] == 1
 
 

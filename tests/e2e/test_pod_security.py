@@ -29,13 +29,13 @@ def admitted_pods(cluster, namespace: str, deployment: str) -> list[dict]:
     """The Deployment's pods once all of its desired replicas exist; fails at once, with the
     API server's reason, when its ReplicaSet could not create one."""
     def created():
-        deploy = json.loads(cluster.kubectl("get", "deploy", deployment, "-n", namespace, "-o", "json").stdout)
+        deploy = cluster.get_object("deploy", deployment, namespace)
         selector = ",".join(f"{k}={v}" for k, v in deploy["spec"]["selector"]["matchLabels"].items())
-        for rs in json.loads(cluster.kubectl("get", "rs", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]:
+        for rs in cluster.list_objects("rs", namespace, selector):
             for c in rs.get("status", {}).get("conditions", []):
                 if c["type"] == "ReplicaFailure":
                     return ("refused", f"{rs['metadata']['name']}: {c.get('reason')}: {c.get('message')}")
-        pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+        pods = cluster.list_objects("pods", namespace, selector)
         want = deploy["spec"]["replicas"]
         return ("created", pods) if want > 0 and len(pods) >= want else None
 

@@ -52,11 +52,14 @@ def apply(cluster, namespace: str, manifest: dict) -> None:
 
 
 def get(cluster, namespace: str, kind: str, name: str) -> dict:
-    return json.loads(cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
+    obj = cluster.get_object(kind, name, namespace)
+    if obj is None:
+        raise AssertionError(f"{kind} {namespace}/{name} not found")
+    return obj
 
 
 def pods(cluster, namespace: str, selector: str) -> list[dict]:
-    return json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout)["items"]
+    return cluster.list_objects("pods", namespace, selector)
 
 
 def is_ready(obj: dict) -> bool:

@@ -8,7 +8,6 @@ presigned, SigV4-signed URL: the address, the port and the signature all work fr
 
 from __future__ import annotations
 
-import json
 
 import boto3
 import botocore.config
@@ -42,7 +41,7 @@ def test_pod_on_the_real_node_reads_an_object_from_the_harness_s3_server(cluster
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(pod))
 
         def finished() -> dict | None:
-            got = json.loads(cluster.kubectl("get", "pod", "s3-reader", "-n", namespace, "-o", "json").stdout)
+            got = cluster.get_object("pod", "s3-reader", namespace)
             return got if got["status"].get("phase") in ("Succeeded", "Failed") else None
 
         done = wait_for(finished, timeout=60, message="pod s3-reader finished")

@@ -79,7 +79,7 @@ class Service:
                              "-p", json.dumps({"spec": spec}))
 
     def get(self) -> dict:
-        return json.loads(self.cluster.kubectl("get", "ocrservice", NAME, "-n", self.ns, "-o", "json").stdout)
+        return self._get("ocrservice")
 
     def status(self) -> dict:
         return self.get().get("status") or {}
@@ -97,7 +97,13 @@ class Service:
         return next((c for c in self.status().get("conditions") or [] if c["type"] == kind), {})
 
     def deployment(self) -> dict:
-        return json.loads(self.cluster.kubectl("get", "deployment", NAME, "-n", self.ns, "-o", "json").stdout)
+        return self._get("deployment")
+
+    def _get(self, kind: str) -> dict:
+        obj = self.cluster.get_object(kind, NAME, self.ns)
+        if obj is None:
+            raise AssertionError(f"{kind} {self.ns}/{NAME} not found")
+        return obj
 
     def template_revision(self) -> str:
         return self.deployment()["spec"]["template"]["metadata"]["labels"]["ocr.causalflow.dev/revision"]
