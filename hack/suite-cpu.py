@@ -42,8 +42,8 @@ TICK = os.sysconf("SC_CLK_TCK")
 KINDS = (
     ("vLLM EngineCore", r"EngineCore|VLLM::"),
     ("server under test (vLLM)", r"\.venv-vllm/bin/python\S* -m ocr_server\b"),
-    ("server under test", r"-m ocr_server(_testing\.stand_in)?\b|ocr_server/__main__|uvicorn|tests\.server\.zygote"),
-    ("operator", r"-m ocr_operator\b|ocr_batch_worker"),
+    ("server under test", r"-m ocr_server(_testing\.stand_in)?\b|ocr_server/__main__|uvicorn|tests\.zygote ocr_server"),
+    ("operator", r"-m ocr_operator\b|ocr_batch_worker|tests\.zygote ocr_operator"),
     ("kube-apiserver", r"/kube-apiserver\b"),
     ("etcd", r"/etcd\b"),
     ("kube-controller-manager", r"/kube-controller-manager\b"),

@@ -2,7 +2,9 @@
 
 Shared by the e2e tests (their `ocr_operator` fixture), `bench/` and `hack/`: the process is
 restartable (`kill()` for a crash, `start()` again), always stopped by its own PID, up when kopf's
-liveness endpoint answers; its log goes to a file.
+liveness endpoint answers; its log goes to a file. `OperatorProcess.launcher`, when a caller sets
+it, starts the process instead of a plain exec: the e2e tests fork it from a process that has
+imported kopf already (tests/zygote.py), the same `python -m ocr_operator` with the same arguments.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Callable, ClassVar
 
 from localcluster.ports import free_port
 from localcluster.waiting import wait_for
@@ -27,6 +30,10 @@ FIELD_MANAGER = "causalflow-ocr-operator"
 
 class OperatorProcess:
     """One `python -m ocr_operator` process; restartable, always stopped by its own PID."""
+
+    # (arguments after `-m ocr_operator`, environment, log file) -> a started process with
+    # Popen's pid, poll, wait, send_signal and returncode, or None to exec it as usual.
+    launcher: ClassVar[Callable[[list[str], dict[str, str], Path], object | None] | None] = None
 
     def __init__(self, kubeconfig: Path, namespaces: list[str] | None, log_path: Path,
                  extra_env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
@@ -52,15 +59,18 @@ class OperatorProcess:
     def start(self, timeout: float = 60) -> "OperatorProcess":
         self.port = free_port()
         scope = [a for ns in self.namespaces for a in ("--namespace", ns)] if self.namespaces else ["--all-namespaces"]
-        argv = [sys.executable, "-m", "ocr_operator", *scope, "--liveness-host", "127.0.0.1",
-                "--liveness-port", str(self.port), "--metrics-host", "127.0.0.1",
-                "--metrics-port", str(self.metrics_port), "--log-level", "info", *self.extra_args]
+        args = [*scope, "--liveness-host", "127.0.0.1", "--liveness-port", str(self.port), "--metrics-host",
+                "127.0.0.1", "--metrics-port", str(self.metrics_port), "--log-level", "info", *self.extra_args]
+        argv = [sys.executable, "-m", "ocr_operator", *args]
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
-        log = self.log_path.open("a")
-        log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
-        log.flush()
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-        log.close()
+        with self.log_path.open("a") as log:
+            log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
+        launched = type(self).launcher(args, env, self.log_path) if type(self).launcher else None
+        if launched is not None:
+            self.proc = launched  # type: ignore[assignment]
+        else:
+            with self.log_path.open("a") as log:
+                self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         self.starts += 1
         wait_for(self._healthy, timeout=timeout, interval=0.3,
                  message=f"operator liveness on 127.0.0.1:{self.port} (log: {self.log_path})")

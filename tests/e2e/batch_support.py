@@ -50,8 +50,7 @@ def batch_operator(cluster, namespace: str, log: Path, product_images, progress_
 
 
 def wait_default_serviceaccount(cluster, namespace: str) -> None:
-    wait_for(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", namespace,
-                                     check=False).returncode == 0, timeout=30, message="default ServiceAccount")
+    wait_for(lambda: cluster.get_object("serviceaccount", "default", namespace) is not None, timeout=30, message="default ServiceAccount")
 
 
 def wait_server_pod_ready(cluster, namespace: str, name: str, timeout: float = 300) -> None:

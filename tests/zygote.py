@@ -1,21 +1,25 @@
-"""Test servers forked from one process that has already imported the server: `python -m ocr_server`
-without paying torch's and transformers' import at every start.
+"""Test servers and operators forked from one process that has already imported what they import:
+`python -m ocr_server` without paying torch's and transformers' import at every start, and
+`python -m ocr_operator` without kopf's and the Kubernetes clients'.
 
 A server start spends most of its CPU importing (about 13 s on 2 cores: torch 7 s, transformers'
-DeepSeek-OCR 2 modeling with sympy and torch._dynamo 6 s) before it reads a byte of its model; the
-suite starts dozens. The zygote (`python -m tests.server.zygote`, one per test process, started on
-first use by `Zygote.get()`) imports what `python -m ocr_server` imports, then forks one child per
-request. The child takes the request's environment, working directory and log file, and runs the
-`ocr_server` module as `__main__` exactly as `python -m ocr_server` does: the same main(), config,
-engine, HTTP server, signals and exit codes. The process under test is a real server process; only
-the imports it would redo are inherited.
+DeepSeek-OCR 2 modeling with sympy and torch._dynamo 6 s) before it reads a byte of its model; an
+operator start about 1.4 s (kopf, which imports the kubernetes client, lightkube, aiohttp) of its
+1.9; the suite starts dozens of servers and about 90 operators. A zygote (`python -m tests.zygote
+MODULE`, one per module per test process, started on first use by `Zygote.get()`) imports what
+`python -m MODULE` imports (`PRELOAD`), then forks one child per request. The child takes the
+request's environment, arguments, working directory and log file, and runs MODULE as `__main__`
+exactly as `python -m MODULE` does: the same main(), config, signals and exit codes. The process
+under test is a real server (operator) process; only the imports it would redo are inherited. The
+operator's zygote imports third-party packages only: the operator's own modules, which read
+settings, are imported by each child.
 
 Lifetimes: the zygote dies with its test process, a child with the zygote (parent-death signals),
 so a killed test run leaves no server behind. The zygote reaps its children and writes each one's
 exit status (as Popen's returncode: -N for signal N) to a file the test reads (`Forked`).
 
-Protocol on the zygote's stdin/stdout: one JSON line per request, {"env", "cwd", "log", "status"};
-the answer is one line, {"pid"}.
+Protocol on the zygote's stdin/stdout: one JSON line per request, {"env", "argv", "cwd", "log",
+"status"}; the answer is one line, {"pid"}.
 """
 
 from __future__ import annotations
@@ -34,19 +38,27 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+# CAUSALFLOW_TEST_FORK=0: every test server and operator execs `python -m MODULE` afresh.
+FORK_ENV = "CAUSALFLOW_TEST_FORK"
 # Variables read when torch, transformers or Python start (thread pools, kernels, offline hubs): a
 # server whose environment sets one of them otherwise than the zygote's is started afresh instead.
 IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "GOMP_", "TORCH", "PYTORCH", "TRANSFORMERS", "HF_", "PYTHON", "LD_",
                "CUDA", "VLLM", "TOKENIZERS", "MALLOC")
-# What `python -m ocr_server` imports before it serves, transformers' lazy modules included (the
-# model, processor and tokenizer classes its engine creates, with sympy, triton and the hub kernels).
-PRELOAD = ("torch", "transformers", "ocr_server.engines.transformers.engine", "ocr_server.engines.factory",
+# What `python -m MODULE` imports before it serves: for the server, transformers' lazy modules
+# included (the model, processor and tokenizer classes its engine creates, with sympy, triton and
+# the hub kernels); for the operator, kopf and the clients (kopf imports the kubernetes package).
+PRELOAD = {"ocr_server": ("torch", "transformers", "ocr_server.engines.transformers.engine", "ocr_server.engines.factory",
            "ocr_server.http.app", "ocr_server.http.server", "ocr_server.runtime.config", "uvicorn", "fastapi",
            "transformers.models.deepseek_ocr2.modeling_deepseek_ocr2", "transformers.models.auto.modeling_auto",
            "transformers.models.auto.processing_auto", "transformers.models.auto.tokenization_auto",
            "transformers.models.auto.image_processing_auto", "transformers.integrations.sdpa_attention",
            "transformers.integrations.flex_attention", "transformers.integrations.hub_kernels", "tokenizers",
-           "safetensors.torch")
+           "safetensors.torch"),
+           "ocr_operator": ("kopf", "kubernetes", "lightkube", "aiohttp", "pydantic", "yaml", "prometheus_client")}
+
+
+def enabled() -> bool:
+    return os.environ.get(FORK_ENV, "1") != "0"
 
 
 def die_with_parent() -> None:
@@ -55,8 +67,8 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _child(request: dict, zygote: int) -> None:
-    """In the forked child: become `python -m ocr_server` with the request's environment. Never returns."""
+def _child(module: str, request: dict, zygote: int) -> None:
+    """In the forked child: become `python -m MODULE` with the request's environment. Never returns."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -74,9 +86,9 @@ def _child(request: dict, zygote: int) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         random.seed()  # not the zygote's sequence, shared by every child
-        sys.argv = ["-m ocr_server"]
+        sys.argv = [f"-m {module}", *request.get("argv", ())]
         try:
-            runpy.run_module("ocr_server", run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -109,16 +121,17 @@ def _reap(statuses: dict[int, str]) -> None:
 
 
 def main() -> int:
+    module = sys.argv[1] if len(sys.argv) > 1 else "ocr_server"
     die_with_parent()
     __import__("numpy")  # its OpenBLAS starts a thread pool, which handles fork (pthread_atfork)
 
     blas = len(os.listdir("/proc/self/task"))
-    for name in PRELOAD:
+    for name in PRELOAD[module]:
         __import__(name)
     threads = len(os.listdir("/proc/self/task"))
     if threads != blas:  # a fork copies one thread: any other pool an import started would hang its children
         print(json.dumps({"error": f"the zygote's imports started {threads - blas} thread(s) besides OpenBLAS's: "
-                                   f"it cannot fork servers safely"}), flush=True)
+                                   f"it cannot fork {module} safely"}), flush=True)
         return 1
     zygote = os.getpid()
     statuses: dict[int, str] = {}
@@ -138,7 +151,7 @@ def main() -> int:
             request = json.loads(line)
             pid = os.fork()
             if pid == 0:
-                _child(request, zygote)
+                _child(module, request, zygote)
             statuses[pid] = request["status"]
             print(json.dumps({"pid": pid}), flush=True)
 
@@ -184,18 +197,18 @@ class Forked:
 
 
 class Zygote:
-    """This test process's zygote, started on first use (a server start's imports, once)."""
+    """This test process's zygote of one module, started on first use (a start's imports, once)."""
 
-    _one: "Zygote | None" = None
+    _ones: "dict[str, Zygote]" = {}
     _lock = threading.Lock()
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, module: str = "ocr_server") -> None:
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEVICE": "cpu"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.server.zygote"], cwd=root, env=self.env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.zygote", module], cwd=root, env=self.env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
         line = self.proc.stdout.readline()
         if not line or "error" in json.loads(line):
-            raise RuntimeError(f"the server zygote is not ready: {line.decode().strip() or 'it ended'}")
+            raise RuntimeError(f"the {module} zygote is not ready: {line.decode().strip() or 'it ended'}")
         self.count = 0
 
     def compatible(self, env: dict[str, str]) -> bool:
@@ -204,17 +217,18 @@ class Zygote:
         return all(env.get(k) == self.env.get(k) for k in names)
 
     @classmethod
-    def get(cls, root: Path) -> "Zygote":
+    def get(cls, root: Path, module: str = "ocr_server") -> "Zygote":
         with cls._lock:
-            if cls._one is None or cls._one.proc.poll() is not None:
-                cls._one = cls(root)
-            return cls._one
+            one = cls._ones.get(module)
+            if one is None or one.proc.poll() is not None:
+                one = cls._ones[module] = cls(root, module)
+            return one
 
-    def fork(self, env: dict[str, str], cwd: Path, log: Path) -> Forked:
+    def fork(self, env: dict[str, str], cwd: Path, log: Path, argv: list[str] | tuple[str, ...] = ()) -> Forked:
         with self._lock:
             self.count += 1
             status = log.with_name(f"{log.name}.exit-{self.count}")
-            request = {"env": env, "cwd": str(cwd), "log": str(log), "status": str(status)}
+            request = {"env": env, "argv": list(argv), "cwd": str(cwd), "log": str(log), "status": str(status)}
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
             answer = json.loads(self.proc.stdout.readline())
