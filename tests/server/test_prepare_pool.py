@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -81,3 +83,39 @@ def test_a_server_preparing_in_processes_answers_what_the_threaded_server_answer
         assert "prepared in 1 worker processes" in other.log()
     finally:
         other.stop()
+
+
+def children(pid: int) -> set[int]:
+    return {int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+            for c in (task / "children").read_text().split()}
+
+
+def test_the_workers_of_a_killed_server_end_with_it(tiny_native, tmp_path):
+    """A SIGKILLed server runs no shutdown: its workers see their parent gone and end, not orphaned."""
+    env = {**MAIN_ENV, "MODEL_PATH": str(tiny_native), "LOAD_DELAY_SEC": "0", "PREPROCESS_MODE": "processes",
+           "PREPROCESS_WORKERS": "1"}
+    server = start_server(tmp_path, env)
+    try:
+        # the pool's worker and multiprocessing's resource tracker
+        helpers = {pid for pid in children(server.proc.pid)
+                   if "multiprocessing" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")}
+        assert len(helpers) == 2, helpers
+    finally:
+        server.proc.kill()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and running(helpers):
+        time.sleep(0.2)
+    assert not running(helpers), "left running after their server was killed"
+
+
+def running(pids: set[int]) -> list[int]:
+    """Those not ended (a zombie has ended: only its parent's wait is missing)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.append(pid)
+    return alive

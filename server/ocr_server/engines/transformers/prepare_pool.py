@@ -11,13 +11,16 @@ Each worker builds its own tokenizer and image processor once (`Engine.load_prep
 goes as a PIL image and comes back as arrays (no tensor crosses: no shared-memory handles to leak),
 which `run`, in the calling thread (one of the service's PREPROCESS_WORKERS threads), makes into
 tensors again. A worker that dies breaks the pool: it is replaced, and that page is prepared in the
-calling thread.
+calling thread. A worker ends with the server, however the server ends: a SIGKILLed server runs no
+shutdown, and its spawned workers were left running, orphaned (after the suite, four of them).
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import multiprocessing.connection
+import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -49,9 +52,24 @@ def preprocess_in_processes(mode: str) -> bool:
     return mode == "processes"
 
 
+def _exit_with_parent() -> None:
+    """In a worker: end it when the server process ends (multiprocessing gives a spawned child its
+    parent's sentinel, which becomes ready when the parent is gone)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-server", daemon=True).start()
+
+
 def _start_worker(cfg: ServerConfig, uint8_pixels: bool) -> None:
     from .engine import Engine
 
+    _exit_with_parent()
     global _worker
     _worker = Engine(cfg)
     _worker.load_preprocessing()
