@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -188,6 +189,11 @@ def main() -> int:
     acct_file = Path(f"/tmp/suite-cpu-{os.getpid()}.acct") if args.acct and pacct.available() else None
     if acct_file is not None:
         pacct.switch(acct_file)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM as ^C: the command is stopped, accounting off, the cgroup removed
+
+    signal.signal(signal.SIGTERM, interrupted)
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(command, preexec_fn=group.join)
