@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from localcluster.waiting import wait_for
+
 
 class KubectlCommands:
     """kubectl against a cluster: needs `bin_dir` (holding kubectl) and `env` (with KUBECONFIG)."""
@@ -41,6 +43,18 @@ class KubectlCommands:
                 return None
             raise AssertionError(proc.stderr)
         return json.loads(proc.stdout)
+
+    def require_object(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        """get_object, failing (AssertionError naming it) when the object does not exist."""
+        obj = self.get_object(kind, name, namespace)
+        if obj is None:
+            raise AssertionError(f"{kind} {namespace + '/' if namespace else ''}{name} not found")
+        return obj
+
+    def wait_default_serviceaccount(self, namespace: str, timeout: float = 30) -> None:
+        """Until the namespace's default ServiceAccount exists (a pod created before it is refused)."""
+        wait_for(lambda: self.get_object("serviceaccount", "default", namespace) is not None, timeout=timeout,
+                 message=f"default ServiceAccount in {namespace}")
 
     def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
         """`kubectl get KIND [-l SELECTOR] -o json`'s items."""

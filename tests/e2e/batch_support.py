@@ -49,10 +49,6 @@ def batch_operator(cluster, namespace: str, log: Path, product_images, progress_
         **extra_env})
 
 
-def wait_default_serviceaccount(cluster, namespace: str) -> None:
-    wait_for(lambda: cluster.get_object("serviceaccount", "default", namespace) is not None, timeout=30, message="default ServiceAccount")
-
-
 def wait_server_pod_ready(cluster, namespace: str, name: str, timeout: float = 300) -> None:
     wait_for(lambda: any(c["type"] == "Ready" and c["status"] == "True" for p in server_pods(cluster, namespace, name)
                          for c in p["status"].get("conditions", [])),

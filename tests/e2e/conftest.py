@@ -20,7 +20,6 @@ import pytest
 from localcluster.cluster import LocalCluster
 from localcluster.external import ExternalCluster, NotInExternalCluster
 from localcluster.operator_process import REPO, OperatorProcess
-from localcluster.waiting import wait_for
 from tests import zygote
 
 pytestmark = pytest.mark.e2e
@@ -115,8 +114,7 @@ def namespace(cluster, request):
     name = f"t-{request.node.name[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
     name = "".join(ch for ch in name if ch.isalnum() or ch == "-")
     cluster.kubectl("create", "namespace", name)
-    wait_for(lambda: cluster.get_object("serviceaccount", "default", name) is not None,
-             timeout=30, message=f"default ServiceAccount in {name}")
+    cluster.wait_default_serviceaccount(name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 from tests.e2e.operator_fixtures import ocr, ocr_crd, ocr_operator  # noqa: E402,F401  (operator e2e fixtures)

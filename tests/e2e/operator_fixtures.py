@@ -57,8 +57,7 @@ def operator_namespace(cluster, prefix: str, log: Path) -> Iterator[tuple[str, O
     cluster.kubectl("create", "namespace", namespace)
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
     try:
-        wait_for(lambda: cluster.get_object("serviceaccount", "default", namespace) is not None,
-                 timeout=30, message=f"default ServiceAccount in {namespace}")
+        cluster.wait_default_serviceaccount(namespace)
         yield namespace, op
     finally:
         op.stop()

@@ -82,8 +82,7 @@ def condition(obj: dict, kind: str) -> dict:
 def create_namespace(cluster, prefix: str) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:5]}"
     cluster.kubectl("create", "namespace", name)
-    wait_for(lambda: cluster.kubectl("get", "sa", "default", "-n", name, check=False).returncode == 0,
-             timeout=30, message=f"default ServiceAccount in {name}")
+    cluster.wait_default_serviceaccount(name)
     return name
 
 

@@ -52,10 +52,7 @@ def apply(cluster, namespace: str, manifest: dict) -> None:
 
 
 def get(cluster, namespace: str, kind: str, name: str) -> dict:
-    obj = cluster.get_object(kind, name, namespace)
-    if obj is None:
-        raise AssertionError(f"{kind} {namespace}/{name} not found")
-    return obj
+    return cluster.require_object(kind, name, namespace)
 
 
 def pods(cluster, namespace: str, selector: str) -> list[dict]:

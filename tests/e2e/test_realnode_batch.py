@@ -36,7 +36,7 @@ from localcluster.nodeconfig import NODE_IP
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, render
-from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client, wait_default_serviceaccount
+from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client
 from tests.e2e.callback_receiver import Receiver
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret
@@ -134,7 +134,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                         f"--from-literal=AWS_SECRET_ACCESS_KEY={s3.secret_key}",
                         f"--from-literal=AWS_ENDPOINT_URL={s3.endpoint_for(NODE_IP)}",
                         f"--from-literal=AWS_REGION={s3.region}")
-        wait_default_serviceaccount(cluster, namespace)
+        cluster.wait_default_serviceaccount(namespace)
         image = product_images.on_node("server")
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:

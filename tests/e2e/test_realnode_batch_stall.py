@@ -31,7 +31,7 @@ import pytest
 
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import batch_operator, wait_default_serviceaccount, wait_server_pod_ready
+from tests.e2e.batch_support import batch_operator, wait_server_pod_ready
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
@@ -151,7 +151,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
     ocr = OcrHelpers(cluster, namespace)
     freezer = Freezer(cluster, real_node, namespace, "stalled", data / "out" / "results")
     try:
-        wait_default_serviceaccount(cluster, namespace)
+        cluster.wait_default_serviceaccount(namespace)
         op.start()
         with tiny_model_claim(cluster, namespace, tiny_model_volume) as model:
             hostpath_claim(cluster, namespace, data, "stall-data", "ReadWriteOnce", f"stall-data-{namespace}")

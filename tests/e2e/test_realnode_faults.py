@@ -260,8 +260,7 @@ def faulty(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_p
     log = tmp_path_factory.mktemp("faults") / "operator.log"
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
     try:
-        wait_for(lambda: cluster.get_object("serviceaccount", "default", namespace) is not None,
-                 timeout=30, message=f"default ServiceAccount in {namespace}")
+        cluster.wait_default_serviceaccount(namespace)
         # The test image: the product's server with the test helpers (the wedge fault plugin).
         image = product_images.on_node("server_tiny")
         op.start()

@@ -79,7 +79,7 @@ class Service:
                              "-p", json.dumps({"spec": spec}))
 
     def get(self) -> dict:
-        return self._get("ocrservice")
+        return self.cluster.require_object("ocrservice", NAME, self.ns)
 
     def status(self) -> dict:
         return self.get().get("status") or {}
@@ -97,13 +97,7 @@ class Service:
         return next((c for c in self.status().get("conditions") or [] if c["type"] == kind), {})
 
     def deployment(self) -> dict:
-        return self._get("deployment")
-
-    def _get(self, kind: str) -> dict:
-        obj = self.cluster.get_object(kind, NAME, self.ns)
-        if obj is None:
-            raise AssertionError(f"{kind} {self.ns}/{NAME} not found")
-        return obj
+        return self.cluster.require_object("deployment", NAME, self.ns)
 
     def template_revision(self) -> str:
         return self.deployment()["spec"]["template"]["metadata"]["labels"]["ocr.causalflow.dev/revision"]
