@@ -65,12 +65,10 @@ class OperatorProcess:
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1", **self.extra_env)
         with self.log_path.open("a") as log:
             log.write(f"\n===== start #{self.starts + 1}: {' '.join(argv)}\n")
-        launched = type(self).launcher(args, env, self.log_path) if type(self).launcher else None
-        if launched is not None:
-            self.proc = launched  # type: ignore[assignment]
-        else:
-            with self.log_path.open("a") as log:
-                self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+            log.flush()
+            launched = type(self).launcher(args, env, self.log_path) if type(self).launcher else None
+            self.proc = launched if launched is not None else subprocess.Popen(  # type: ignore[assignment]
+                argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
         self.starts += 1
         wait_for(self._healthy, timeout=timeout, interval=0.3,
                  message=f"operator liveness on 127.0.0.1:{self.port} (log: {self.log_path})")

@@ -200,7 +200,7 @@ class Zygote:
     """This test process's zygote of one module, started on first use (a start's imports, once)."""
 
     _ones: "dict[str, Zygote]" = {}
-    _lock = threading.Lock()
+    _lock = threading.Lock()  # guards _ones; each zygote's requests have their own
 
     def __init__(self, root: Path, module: str = "ocr_server") -> None:
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEVICE": "cpu"}
@@ -210,6 +210,7 @@ class Zygote:
         if not line or "error" in json.loads(line):
             raise RuntimeError(f"the {module} zygote is not ready: {line.decode().strip() or 'it ended'}")
         self.count = 0
+        self._requests = threading.Lock()  # one request and its answer at a time on the pipe
 
     def compatible(self, env: dict[str, str]) -> bool:
         """Whether a server with `env` may be forked: every import-time variable as the zygote has it."""
@@ -225,7 +226,7 @@ class Zygote:
             return one
 
     def fork(self, env: dict[str, str], cwd: Path, log: Path, argv: list[str] | tuple[str, ...] = ()) -> Forked:
-        with self._lock:
+        with self._requests:
             self.count += 1
             status = log.with_name(f"{log.name}.exit-{self.count}")
             request = {"env": env, "argv": list(argv), "cwd": str(cwd), "log": str(log), "status": str(status)}

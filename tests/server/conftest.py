@@ -19,14 +19,9 @@ import pytest
 from localcluster.ports import free_port
 from ocr_server_testing import tiny_cache
 
-from tests import zygote as zygotes
-from tests.zygote import Forked, Zygote, die_with_parent
+from tests.zygote import Forked, Zygote, die_with_parent, enabled as forking_enabled
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# CAUSALFLOW_TEST_FORK=0: every test server execs `python -m ocr_server` afresh (tests/zygote.py: by
-# default they are forked from a process that has already imported the server).
 
 
 @dataclass
@@ -91,7 +86,7 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
             full.pop(key, None)
     log_path = tmp / f"server-{port}.log"
     proc: subprocess.Popen | Forked
-    zygote = Zygote.get(ROOT) if module == "ocr_server" and python == sys.executable and zygotes.enabled() else None
+    zygote = Zygote.get(ROOT) if module == "ocr_server" and python == sys.executable and forking_enabled() else None
     if zygote is not None and zygote.compatible(full):
         proc = zygote.fork(full, ROOT, log_path)  # `python -m ocr_server`, its imports inherited
     else:
