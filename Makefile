@@ -7,6 +7,12 @@ PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 3
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
+# Python writes bytecode here even where the environment says not to (CI images and many base
+# images set PYTHONDONTWRITEBYTECODE=1): uv installs the venv without .pyc files, and without them
+# every process that imports torch and transformers compiles them from source again (~5 CPU s each;
+# make test starts a hundred such processes). The first import writes them; __pycache__ is ignored
+# by git and by the image builds.
+unexport PYTHONDONTWRITEBYTECODE
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score versitygw test test-unit test-server test-monitoring test-e2e \
