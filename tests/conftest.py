@@ -15,12 +15,6 @@ Units of work, each run by one worker from its start to its end:
 - any other test with its module, so a module's fixtures start once.
 The heaviest units start first (`HEAVY_FIRST`, by measured duration), the rest by size.
 
-The real-node unit is the run's critical path (its tests wait on real pods, one after another, and
-take longer than either other worker's share of the rest): while it runs, the other workers run at
-a lower CPU priority (`BACKGROUND_NICE`), so its pods and processes get a core when they want one and
-the rest fill the time it spends waiting. The other units' deadlines hold: they lose CPU only while
-the real node's unit is using it.
-
 The grouping is a scheduler (xdist's `pytest_xdist_make_scheduler` hook), not `xdist_group`
 marks: with pytest 9 those marks no longer group anything (xdist 3.8 renames `item._nodeid`,
 which pytest 9 no longer reads).
@@ -30,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import os
 from pathlib import Path
 
 import pytest
@@ -80,35 +73,6 @@ def start_order(units: list[str]) -> list[str]:
     """`HEAVY_FIRST` in its order, then the others as given (xdist gives them largest first)."""
     heavy = [u for u in HEAVY_FIRST if u in units]
     return heavy + [u for u in units if u not in heavy]
-
-
-BACKGROUND_NICE = 5  # a third of the CPU weight of a process at nice 0
-
-
-def background_nice(worker: bool, units: set[str], real_node_wanted: bool) -> int:
-    """How much to lower the priority of a worker's units other than the real node's: only in an
-    xdist worker of a run that has the real-node unit, which another worker runs."""
-    return BACKGROUND_NICE if worker and real_node_wanted and E2E_REAL_NODE in units else 0
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from localcluster.realnode import disabled_by_env
-
-    units = {work_unit(item.nodeid) for item in items}
-    config.stash[_NICE] = background_nice(hasattr(config, "workerinput"), units, not disabled_by_env())
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """The first test of a unit other than the real node's lowers this worker's priority, once
-    (every process it starts after that inherits it; a worker never gets the real-node unit later,
-    the scheduler hands it out first)."""
-    nice = item.config.stash.get(_NICE, 0)
-    if nice and work_unit(item.nodeid) != E2E_REAL_NODE:
-        item.config.stash[_NICE] = 0
-        os.nice(nice)
-
-
-_NICE = pytest.StashKey[int]()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import (BACKGROUND_NICE, E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, MAIN_SERVER, background_nice,
-                            main_server_modules, start_order, takes_main_server, work_unit)
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, MAIN_SERVER, main_server_modules, start_order,
+                            takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
@@ -68,11 +68,3 @@ def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
     units = ["tests/unit/a.py", E2E_REAL_NODE, "tests/server/b.py", E2E_KWOK, "tests/server/test_engine_equivalence.py"]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
     assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
-
-
-def test_the_other_units_yield_the_cpu_to_the_real_node_unit_only_when_another_worker_runs_it():
-    units = {E2E_REAL_NODE, E2E_KWOK, "tests/unit/test_a.py"}
-    assert background_nice(worker=True, units=units, real_node_wanted=True) == BACKGROUND_NICE > 0
-    assert background_nice(worker=False, units=units, real_node_wanted=True) == 0  # one process runs everything
-    assert background_nice(worker=True, units=units, real_node_wanted=False) == 0  # CAUSALFLOW_REAL_NODE=0
-    assert background_nice(worker=True, units=units - {E2E_REAL_NODE}, real_node_wanted=True) == 0
