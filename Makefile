@@ -10,8 +10,8 @@ BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 # Python writes bytecode here even where the environment says not to (CI images and many base
 # images set PYTHONDONTWRITEBYTECODE=1): uv installs the venv without .pyc files, and without them
 # every process that imports torch and transformers compiles them from source again (~5 CPU s each;
-# make test starts a hundred such processes). The first import writes them; __pycache__ is ignored
-# by git and by the image builds.
+# make test starts dozens). The first import writes them; __pycache__ is ignored by git and by the
+# image builds.
 unexport PYTHONDONTWRITEBYTECODE
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
