@@ -12,6 +12,7 @@ import sys
 
 
 def main() -> int:
+    from .engines.checkpoint import validate_model_dir
     from .runtime import checksums, modelcache
     from .runtime.config import ConfigError, load_config
     from .runtime.startup_checks import startup_warnings
@@ -25,6 +26,9 @@ def main() -> int:
             log.warning("%s", warning)
         # A fetched model's cache key stays locked until this process exits: never evicted under it.
         held = modelcache.hold(cfg.model.model_dir)
+        # A missing or empty weights directory (a wrong mount, a typo in MODEL_PATH) is named before
+        # the engine imports torch: a crash-looping pod says why at once instead of after seconds of CPU.
+        validate_model_dir(cfg)
         from .engines.factory import create_engine
         from .runtime.plugins import load_plugins
 

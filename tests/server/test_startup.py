@@ -52,6 +52,19 @@ def test_missing_weights_directory_is_named(tmp_path):
     assert "MODEL_PATH" in result.stderr and "does not exist" in result.stderr
 
 
+def test_a_missing_weights_directory_stops_the_process_before_torch_is_imported(tmp_path):
+    """A wrong mount or MODEL_PATH crash-loops a pod: each start should say so at once, not after
+    seconds of importing torch and transformers."""
+    import os
+
+    code = ("import atexit, runpy, sys; atexit.register(lambda: print('torch imported:', 'torch' in sys.modules, "
+            "file=sys.stderr)); runpy.run_module('ocr_server', run_name='__main__')")
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": "1", "DEVICE": "cpu", "MODEL_PATH": str(tmp_path / "nowhere")}
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "does not exist" in result.stderr, result.stderr[-2000:]
+    assert "torch imported: False" in result.stderr, result.stderr[-2000:]
+
+
 def test_config_file_sections_apply_and_env_overrides_them(tiny_native, tmp_path):
     cfg = tmp_path / "server.yaml"
     cfg.write_text(f"model:\n  path: {tiny_native}\n  input_size: 640\nruntime:\n  batch_size: 4\n")
