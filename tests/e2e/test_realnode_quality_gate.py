@@ -307,7 +307,8 @@ def test_missing_or_too_large_golden_pages_hold_a_new_revision_with_a_clear_cond
     assert gated.ocr.condition(obj, "Progressing")["reason"] == "GoldenPagesTooLarge"
     assert deploy["metadata"]["annotations"][naming.REVISION_KEY] == a
     assert [p["metadata"]["labels"][naming.REVISION_KEY] for p in pods] == [a]
-    assert any(e["type"] == "Warning" for e in gated.events("GoldenPagesMissing"))
+    wait_for(lambda: any(e["type"] == "Warning" for e in gated.events("GoldenPagesMissing")), timeout=10,
+             message="a GoldenPagesMissing Warning")  # events are posted off the reconcile path
     gated.ocr.delete("configmap", "too-large-pages")
 
 

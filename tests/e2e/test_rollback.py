@@ -193,7 +193,7 @@ def test_a_good_upgrade_becomes_the_last_good_revision_without_a_rollback(svc, k
         assert status.get("failedRevision") is None
         assert svc.condition("Degraded")["status"] == "False"
         assert svc.events("RolledBack") == []
-        assert svc.events("RolloutSucceeded")
+        wait_for(lambda: svc.events("RolloutSucceeded"), timeout=10, message="a RolloutSucceeded Event")  # posted off the reconcile
         # old pods served until new ones were Ready: never fewer Ready pods than desired
         assert watch.min_ready(None, since=since) >= REPLICAS, watch.ready_samples[-20:]
         assert [rev for _, rev in watch.template_times()] == [first, second]
@@ -294,7 +294,8 @@ def test_an_upgrade_inside_the_settle_period_of_a_ready_revision_rolls_back_to_i
         svc.patch({"podLabels": {SIMULATE: "crashloop"}})
         status = assert_rolled_back(svc, watch, first, "CrashLoopBackOff", since, rollout)
         assert status["lastGoodRevision"] == first
-        assert any("when the spec changed" in e["message"] for e in svc.events("RolloutSucceeded"))
+        wait_for(lambda: any("when the spec changed" in e["message"] for e in svc.events("RolloutSucceeded")), timeout=10,
+                 message="a RolloutSucceeded Event naming the spec change")
 
 
 # --------------------------------------------------------------------------- autoRollback off, first deploy
