@@ -52,6 +52,14 @@ def test_a_sampled_process_that_exits_gets_its_exact_seconds():
     assert exact == {0: 11.5} and seconds == {}
 
 
+def test_a_long_lived_process_is_matched_despite_its_records_coarse_start():
+    """The record's start can be two seconds after the sampled one (whole seconds on both sides and a
+    slewed clock): still the same process, counted once with its exact seconds."""
+    seen = [pacct.Seen(pid=100, start=1000.85, kind="server under test", cpu=150.0)]
+    exact, seconds, _ = pacct.attribute([pacct.Exit(100, 1, "libuv-worker", 1003.0, 153.9)], seen)
+    assert exact == {0: 153.9} and seconds == {}
+
+
 def test_a_reused_pid_is_another_process():
     # pid 100 was first a sampled server, later an unsampled helper under pytest (pid 50)
     seen = [pacct.Seen(pid=100, start=1000.0, kind="server under test", cpu=9.0),
