@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from localcluster.machine import pid_alive
 from ocr_server.engines.transformers.engine import Engine
 from ocr_server.engines.transformers.prepare_pool import PreparePool
 from ocr_server.runtime.config import ConfigError, load_config
@@ -103,19 +104,6 @@ def test_the_workers_of_a_killed_server_end_with_it(tiny_native, tmp_path):
     finally:
         server.proc.kill()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and running(helpers):
+    while time.monotonic() < deadline and any(map(pid_alive, helpers)):
         time.sleep(0.2)
-    assert not running(helpers), "left running after their server was killed"
-
-
-def running(pids: set[int]) -> list[int]:
-    """Those not ended (a zombie has ended: only its parent's wait is missing)."""
-    alive = []
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            alive.append(pid)
-    return alive
+    assert not [pid for pid in helpers if pid_alive(pid)], "left running after their server was killed"

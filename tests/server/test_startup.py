@@ -10,17 +10,20 @@ import sys
 import pytest
 from safetensors.torch import load_file, save_file
 
+from localcluster.machine import pid_alive
+
 from .conftest import ROOT
 
 pytestmark = pytest.mark.server
 
 
-def run_server(env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess:
+def run_server(env: dict[str, str], timeout: float = 90,
+               args: tuple[str, ...] = ("-m", "ocr_server")) -> subprocess.CompletedProcess:
     import os
 
     full = {**os.environ, "HOST": "127.0.0.1", "PORT": "1", "DEVICE": "cpu", **env}
     full.pop("API_KEYS", None)
-    return subprocess.run([sys.executable, "-m", "ocr_server"], env=full, cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, *args], env=full, cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -55,12 +58,9 @@ def test_missing_weights_directory_is_named(tmp_path):
 def test_a_missing_weights_directory_stops_the_process_before_torch_is_imported(tmp_path):
     """A wrong mount or MODEL_PATH crash-loops a pod: each start should say so at once, not after
     seconds of importing torch and transformers."""
-    import os
-
     code = ("import atexit, runpy, sys; atexit.register(lambda: print('torch imported:', 'torch' in sys.modules, "
             "file=sys.stderr)); runpy.run_module('ocr_server', run_name='__main__')")
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": "1", "DEVICE": "cpu", "MODEL_PATH": str(tmp_path / "nowhere")}
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = run_server({"MODEL_PATH": str(tmp_path / "nowhere")}, timeout=60, args=("-c", code))
     assert result.returncode == 2 and "does not exist" in result.stderr, result.stderr[-2000:]
     assert "torch imported: False" in result.stderr, result.stderr[-2000:]
 
@@ -111,19 +111,12 @@ def test_a_test_servers_process_ends_when_the_test_process_that_started_it_is_ki
                               stdout=subprocess.PIPE, text=True)
     server_pid = int(parent.stdout.readline())
 
-    def running(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-        except FileNotFoundError:
-            return False
-
-    assert running(server_pid)
+    assert pid_alive(server_pid)
     parent.kill()
     parent.wait(10)
     deadline = time.monotonic() + 60
-    while running(server_pid) and time.monotonic() < deadline:
+    while pid_alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if running(server_pid):
+    if pid_alive(server_pid):
         os.kill(server_pid, 9)
-    assert not running(server_pid), "the server outlived the killed test process"
+    assert not pid_alive(server_pid), "the server outlived the killed test process"
