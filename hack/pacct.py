@@ -76,9 +76,10 @@ def read(path: Path) -> list[Exit]:
 
 def _same(a_start: float, b_start: float) -> bool:
     """The record's start is the exit's wall-clock second less its whole seconds of run time (up to
-    a second late), the sampled one comes from the boot time in whole seconds (up to a second
-    early), and the wall clock is slewed while a long process runs: measured, +1.15 s for a short
-    process, and past 1.5 s for some that ran for minutes, which then counted twice."""
+    a second late) and the sampled one comes from the boot time in whole seconds (up to a second
+    early): measured, +1.15 s for a short process. With 1.5 s allowed, runs of make test counted a
+    few long-lived processes twice (their split exceeded the exact total by 60-247 s); a clock
+    slewed over minutes is the likely cause."""
     return abs(a_start - b_start) <= 3.0
 
 
