@@ -5,7 +5,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 # Python writes bytecode here even where the environment says not to (CI images and many base
 # images set PYTHONDONTWRITEBYTECODE=1): uv installs the venv without .pyc files, and without them

@@ -1,13 +1,16 @@
-"""Test distribution for `make test`, which runs pytest-xdist in three workers.
+"""Test distribution for `make test`, which runs pytest-xdist in four workers.
 
 On 2 cores the suite is mostly waiting: the e2e tier waits on the API server, the kubelet and
 containers while the unit and server tiers are CPU-bound, so running them side by side saves more
 than half of the serial wall time (the run's CPU time is about 60 % of its wall time with 2 workers).
 
 Units of work, each run by one worker from its start to its end:
-- the e2e tier in two units, each with its own session-scoped local cluster: the real-node tests
-  (modules `tests/e2e/test_realnode*.py`), whose worker alone adds the machine's one real node to
-  its cluster; and the kwok tests, whose cluster has kwok nodes only;
+- the e2e tier in three units: the kwok tests, on a session-scoped local cluster of their own with
+  kwok nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`) in two units
+  (`real_node_unit`: halves of about the same measured duration) whose two workers share one cluster
+  with the machine's one real node (tests/e2e/conftest.py, localcluster/sharing.py). The modules
+  that stop or restart a part of the node (marked `exclusive`) run while the other worker waits,
+  so they go to the first half and the others are balanced as if they were not there;
 - the server modules whose tests or fixtures take the session's main server (`main_server` or
   `server` of tests/server/conftest.py, found in their source by `main_server_modules`): one unit,
   so that server starts once in the run (as units of their own, each worker that ran one of them
@@ -24,6 +27,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -34,7 +40,19 @@ E2E_KWOK = "tests/e2e (kwok)"
 # the real-node unit ~1210 plus test_rollback.py ~240 when that kwok module ran in its cluster (the
 # run's critical path: 1446 of 1472 s), the engine equivalence module ~830 (two servers with the
 # full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
-HEAVY_FIRST = (E2E_REAL_NODE, "tests/server/test_engine_equivalence.py", E2E_KWOK)
+E2E_REAL_NODE_UNITS = (f"{E2E_REAL_NODE} 1", f"{E2E_REAL_NODE} 2")
+HEAVY_FIRST = (*E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
+# Seconds of each real-node module's tests, measured alone (pytest tests/e2e/test_realnode*.py, one
+# process, 2026-12-05): what `real_node_unit` balances. A module not listed counts as 40.
+REAL_NODE_SECONDS = {
+    "test_realnode_faults": 116, "test_realnode_batch_faults": 83, "test_realnode": 72, "test_realnode_quality_gate": 70,
+    "test_realnode_batch_stall": 68, "test_realnode_autoscaling_queue_depth": 60, "test_realnode_batch": 48,
+    "test_realnode_batch_poison": 44, "test_realnode_model_s3": 40, "test_realnode_quality_gate_shadow": 39,
+    "test_realnode_rotation": 39, "test_realnode_model_image": 35, "test_realnode_serving": 31,
+    "test_realnode_batch_helm": 23, "test_realnode_quality_gate_loop": 20, "test_realnode_quality_gate_auth": 19,
+    "test_realnode_images": 19, "test_realnode_operator": 18, "test_realnode_rollback": 18, "test_realnode_s3": 3,
+}
+
 MAIN_SERVER = "tests/server (main server)"
 MAIN_SERVER_FIXTURES = frozenset({"main_server", "server"})  # session fixtures of tests/server/conftest.py
 SERVER_TESTS = Path(__file__).resolve().parent / "server"
@@ -59,11 +77,46 @@ def main_server_modules() -> frozenset[str]:
                      if takes_main_server(p.read_text()))
 
 
+def real_node_halves(modules: dict[str, float], exclusive: frozenset[str]) -> tuple[set[str], set[str]]:
+    """Two sets of modules whose durations (`modules`: name -> seconds) are about equal: the
+    exclusive ones all in the first (while one runs the other half waits, so they lengthen both),
+    the others longest first, each to the half with less of them so far."""
+    halves: tuple[set[str], set[str]] = (set(exclusive & modules.keys()), set())
+    load = [0.0, 0.0]
+    for name in sorted(modules.keys() - exclusive, key=lambda m: (-modules[m], m)):
+        i = 0 if load[0] <= load[1] else 1
+        halves[i].add(name)
+        load[i] += modules[name]
+    return halves
+
+
+def module_marks(source: str) -> set[str]:
+    """The names of the marks in a module source's `pytestmark` (`pytest.mark.NAME`, `pytest.mark.NAME(...)`)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            return {n.attr for n in ast.walk(node.value)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+    return set()
+
+
+@functools.cache
+def _real_node_first_half() -> frozenset[str]:
+    paths = sorted((SERVER_TESTS.parent / "e2e").glob("test_realnode*.py"))
+    modules = {p.stem: REAL_NODE_SECONDS.get(p.stem, 40.0) for p in paths}
+    exclusive = frozenset(p.stem for p in paths if "exclusive" in module_marks(p.read_text()))
+    return frozenset(real_node_halves(modules, exclusive)[0])
+
+
+def real_node_unit(path: str) -> str:
+    """Which of the two real-node units a real-node module (`tests/e2e/test_realnode*.py`) is in."""
+    return E2E_REAL_NODE_UNITS[Path(path).stem not in _real_node_first_half()]
+
+
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: one of the two e2e units, the main server's, else its module."""
+    """The unit of work a test belongs to: one of the e2e units, the main server's, else its module."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        return E2E_REAL_NODE if path.startswith("tests/e2e/test_realnode") else E2E_KWOK
+        return real_node_unit(path) if path.startswith("tests/e2e/test_realnode") else E2E_KWOK
     if path in main_server_modules():
         return MAIN_SERVER
     return path
@@ -73,6 +126,27 @@ def start_order(units: list[str]) -> list[str]:
     """`HEAVY_FIRST` in its order, then the others as given (xdist gives them largest first)."""
     heavy = [u for u in HEAVY_FIRST if u in units]
     return heavy + [u for u in units if u not in heavy]
+
+
+SHARED_CLUSTER_ENV = "CAUSALFLOW_E2E_SHARED_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a run with xdist workers, the controller names the directory through which the workers
+    that run real-node tests share one cluster (tests/e2e/conftest.py); the workers inherit it."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
+            and SHARED_CLUSTER_ENV not in os.environ:
+        config._shared_cluster_dir = tempfile.mkdtemp(prefix="causalflow-e2e-shared-")
+        os.environ[SHARED_CLUSTER_ENV] = config._shared_cluster_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = getattr(config, "_shared_cluster_dir", None)
+    if shared:
+        os.environ.pop(SHARED_CLUSTER_ENV, None)
+        # Never through a mount a node that failed to stop left behind (rmtree would empty its source).
+        if not any(f" {shared}/" in line for line in Path("/proc/mounts").read_text().splitlines()):
+            shutil.rmtree(shared, ignore_errors=True)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):

@@ -20,7 +20,9 @@ import pytest
 from localcluster.cluster import LocalCluster
 from localcluster.external import ExternalCluster, NotInExternalCluster
 from localcluster.operator_process import REPO, OperatorProcess
+from localcluster.sharing import ClusterShare, refresh
 from tests import zygote
+from tests.conftest import SHARED_CLUSTER_ENV
 
 pytestmark = pytest.mark.e2e
 
@@ -54,23 +56,84 @@ def require_local(cluster) -> None:
         pytest.skip("needs the local harness (kwok stages, its settable DCGM exporter and Prometheus, or audit log)")
 
 
+_first_e2e_test_realnode: bool | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Notes whether this process's first e2e test is a real-node test (before its fixtures): that
+    decides which cluster the process's `cluster` is."""
+    global _first_e2e_test_realnode
+    if _first_e2e_test_realnode is None:
+        _first_e2e_test_realnode = item.get_closest_marker("realnode") is not None
+
+
+def _started(workdir: Path | None = None) -> LocalCluster:
+    local = LocalCluster(workdir=workdir, real_node=False)
+    local.start()
+    print(f"\nlocal control plane started in {local.started_seconds:.1f}s at {local.server}")
+    return local
+
+
 @pytest.fixture(scope="session")
 def cluster():
+    """The session's cluster: the one KUBECONFIG names (CAUSALFLOW_E2E_CLUSTER=external); in a run
+    with workers, for the workers that run real-node tests, one cluster they share (started by the
+    first, with the real node; localcluster/sharing.py); else a LocalCluster of this process's own."""
     if os.environ.get("CAUSALFLOW_E2E_CLUSTER") == "external":
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             pytest.exit("CAUSALFLOW_E2E_CLUSTER=external needs KUBECONFIG", returncode=2)
         yield ExternalTestCluster(Path(kubeconfig))
         return
+    shared = os.environ.get(SHARED_CLUSTER_ENV)
+    if shared and _first_e2e_test_realnode:
+        share = ClusterShare(Path(shared))
+
+        def start(workdir: Path) -> LocalCluster:
+            local = _started(workdir)
+            local.add_real_node()  # the cluster exists for the real-node tests: the node joins at once
+            return local
+
+        local = share.open(start, LocalCluster.attach)
+        local.share = share
+        try:
+            yield local
+        finally:
+            share.close(stop=lambda: (refresh(local), local.stop()))
+        return
     # The real node joins when a real-node test first asks for it (the `real_node` fixture), so a
     # test worker that runs only kwok tests never claims the machine's one real-node slot.
-    local = LocalCluster(real_node=False)
-    local.start()
-    print(f"\nlocal control plane started in {local.started_seconds:.1f}s at {local.server}")
+    local = _started()
     try:
         yield local
     finally:
         local.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cluster_turn(request):
+    """A real-node module on a shared cluster holds it for its whole run: beside the other
+    worker's modules, or alone when it is marked `exclusive` (it stops, kills or restarts node
+    processes). An exclusive turn first reads back what the other worker recorded of the node's
+    processes, and records what it changed."""
+    if request.node.get_closest_marker("realnode") is None:
+        yield
+        return
+    local = request.getfixturevalue("cluster")
+    share = getattr(local, "share", None)
+    if share is None:
+        yield
+        return
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    with share.turn(exclusive):
+        if exclusive:
+            refresh(local)
+        try:
+            yield
+        finally:
+            if exclusive:
+                local.save_state()
 
 
 @pytest.fixture(autouse=True)

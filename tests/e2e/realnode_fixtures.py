@@ -41,6 +41,7 @@ import pytest
 import yaml
 
 from localcluster.nodeconfig import NODE_SELECTOR, TOLERATION
+from localcluster.sharing import file_lock
 from localcluster.waiting import wait_for
 from tests.server import samples
 
@@ -75,11 +76,13 @@ class ProductImages:
     def on_node(self, kind: str) -> str:
         """The ref of `server`, `server_tiny` or `operator`, present in the real node's containerd."""
         ref = getattr(self.images, kind)
-        if not self.cluster.has_image(ref):
-            t0 = time.monotonic()
-            self.images.import_into(self.cluster, ref)
-            self.import_seconds[kind] = time.monotonic() - t0
-            print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
+        # Two workers sharing the node would otherwise both send the same image.
+        with file_lock(Path(self.cluster.workdir) / "locks" / "images.lock"):
+            if not self.cluster.has_image(ref):
+                t0 = time.monotonic()
+                self.images.import_into(self.cluster, ref)
+                self.import_seconds[kind] = time.monotonic() - t0
+                print(f"\nimported {ref} into the real node in {self.import_seconds[kind]:.1f}s")
         return ref
 
 
@@ -98,14 +101,15 @@ def tiny_model_volume(cluster, real_node) -> Path:
     """The volume's root directory; the model sits at weights/<the server's default MODEL_NAME>."""
     root = Path(cluster.workdir) / "realnode-volume"
     model = root / VOLUME_SUBPATH / DEFAULT_MODEL_NAME
-    if not (model / "config.json").exists():
-        from localcluster.imagebuild import ensure_tiny_model
+    with file_lock(Path(cluster.workdir) / "locks" / "volume.lock"):  # workers sharing the cluster share it
+        if not (model / "config.json").exists():
+            from localcluster.imagebuild import ensure_tiny_model
 
-        model.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(REPO / ensure_tiny_model(log=print), model, ignore=shutil.ignore_patterns(".complete"))
-    # The server runs as uid 10001: it must read what root wrote here (hostPath keeps the modes).
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+            model.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(REPO / ensure_tiny_model(log=print), model, ignore=shutil.ignore_patterns(".complete"))
+        # The server runs as uid 10001: it must read what root wrote here (hostPath keeps the modes).
+        for path in [root, *root.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
     return root
 
 
@@ -165,7 +169,7 @@ def real_ocrservice(name: str, image: str, *, warmup: bool = False, **spec) -> d
         "replicas": 1,
         "nodeSelector": dict(NODE_SELECTOR),
         "tolerations": [dict(TOLERATION)],
-        "resources": {"gpus": 1, "cpu": "100m", "memory": "3Gi"},
+        "resources": {"gpus": 1, "cpu": "100m", "memory": "2Gi"},
         "inference": {"maxNewTokens": 8, "timeoutSeconds": 120, "concurrency": 2},
         "rollout": {"healthCheck": {"periodSeconds": 1, "timeoutSeconds": 5, "failureThreshold": 3},
                     "modelLoadTimeoutSeconds": 240, "progressDeadlineSeconds": 300, "settleSeconds": 2,

@@ -36,12 +36,15 @@ from ocr_operator.ocrbatch import render
 from tests.e2e.batch_support import pod_batch_requests, s3_client, wait_server_pod_ready
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.e2e.test_chart import CHART, helm
-from tests.e2e.test_realnode_operator import RELEASE, chart_values, operator_pod
+from tests.e2e.test_realnode_operator import chart_values, operator_pod
 from tests.server import samples
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold node imports images
 
 NAME, BATCH, BUCKET = "reader", "archive", "docs"
+# Not test_realnode_operator's "ocr": the chart's ClusterRoles are named after the release, and the
+# two modules may run at once on the two workers that share the real node.
+RELEASE = "ocr-batch"
 PNG_PAGES = 8
 PDF_PAGES = 3
 PAGES = PNG_PAGES + PDF_PAGES
@@ -91,7 +94,7 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
                         f"--from-literal=AWS_REGION={s3.region}")
         helm(cluster, "install", RELEASE, str(CHART), "-n", namespace, "-f", str(tmp_path / "values.yaml"), "--wait",
              "--timeout", "180s", timeout=200)
-        operator = operator_pod(cluster, namespace)
+        operator = operator_pod(cluster, namespace, RELEASE)
         operator_ip = operator["status"]["podIP"]
         assert operator["spec"]["nodeName"] == NODE_NAME and operator["spec"]["containers"][0]["image"] == image
 

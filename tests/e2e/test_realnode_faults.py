@@ -40,7 +40,8 @@ from tests.e2e.realnode_fixtures import (OcrClient, pod_ready, real_ocrservice, 
                                          tiny_model_claim)
 from tests.server import samples
 
-pytestmark = [pytest.mark.realnode, pytest.mark.slow]
+# exclusive: it restarts the node's containerd (no other worker's test may run then).
+pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.exclusive]
 
 NAME = "faulty"
 PORT = 8080

@@ -55,8 +55,8 @@ def liveness_results(cluster, namespace: str, pod: str) -> dict[str, int]:
     return out
 
 
-def operator_pod(cluster, namespace: str) -> dict:
-    pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/component=operator,app.kubernetes.io/instance={RELEASE}",
+def operator_pod(cluster, namespace: str, release: str = RELEASE) -> dict:
+    pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/component=operator,app.kubernetes.io/instance={release}",
                                       "-o", "json").stdout)["items"]
     assert len(pods) == 1, [p["metadata"]["name"] for p in pods]
     return pods[0]

@@ -2,37 +2,54 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, HEAVY_FIRST, MAIN_SERVER, main_server_modules, start_order,
-                            takes_main_server, work_unit)
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS, main_server_modules,
+                            module_marks, real_node_halves, start_order, takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
 
 
-def marks_realnode(module: Path) -> bool:
-    """Whether the module's `pytestmark` holds `pytest.mark.realnode`."""
-    for node in ast.parse(module.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-            return "realnode" in ast.unparse(node.value)
-    return False
-
-
-def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another():
-    assert {work_unit(n) for n in ("tests/e2e/test_realnode.py::TestNode::test_c",
-                                   "tests/e2e/test_realnode_images.py::test_a[x]")} == {E2E_REAL_NODE}
+def test_real_node_e2e_modules_go_to_the_two_real_node_units_and_kwok_e2e_modules_to_another():
+    modules = sorted(E2E.glob("test_realnode*.py"))
+    units = {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules}
+    assert units == set(E2E_REAL_NODE_UNITS)
     assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
                                    "tests/e2e/test_rollback.py::test_c")} == {E2E_KWOK}
 
 
-def test_every_module_marked_realnode_is_named_so_its_tests_go_to_the_real_node_unit():
+def test_every_module_marked_realnode_is_named_so_its_tests_go_to_a_real_node_unit():
     """A real-node test in the kwok unit would try to start a second real node on another worker."""
     modules = sorted(E2E.glob("test_*.py"))
     assert modules
     for module in modules:
-        assert marks_realnode(module) == module.name.startswith("test_realnode"), module.name
+        assert ("realnode" in module_marks(module.read_text())) == module.name.startswith("test_realnode"), module.name
+
+
+def test_module_marks_reads_the_mark_names_of_pytestmark():
+    assert module_marks("import pytest\npytestmark = pytest.mark.realnode\n") == {"realnode"}
+    assert module_marks("pytestmark = [pytest.mark.realnode, pytest.mark.timeout(60), pytest.mark.exclusive]\n") \
+        == {"realnode", "timeout", "exclusive"}
+    assert module_marks("marks = [pytest.mark.realnode]\n") == set()
+
+
+def test_the_exclusive_modules_share_the_first_half_and_the_others_are_balanced_longest_first():
+    modules = {"x1": 100.0, "x2": 50.0, "a": 80.0, "b": 60.0, "c": 30.0, "d": 20.0}
+    first, second = real_node_halves(modules, frozenset({"x1", "x2"}))
+    assert first == {"x1", "x2", "a", "d"} and second == {"b", "c"}  # a 80 | b 60, c 30 -> 90 | d 20 -> 100
+    assert real_node_halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
+
+
+def test_the_modules_that_stop_or_restart_node_processes_are_exclusive_and_in_the_first_unit():
+    exclusive = {m.stem for m in E2E.glob("test_realnode*.py") if "exclusive" in module_marks(m.read_text())}
+    assert exclusive == {"test_realnode", "test_realnode_faults"}
+    assert {work_unit(f"tests/e2e/{m}.py::t") for m in exclusive} == {E2E_REAL_NODE_UNITS[0]}
+
+
+def test_every_real_node_module_has_a_measured_duration():
+    """A module missing from REAL_NODE_SECONDS is balanced as 40 s whatever it takes."""
+    assert {m.stem for m in E2E.glob("test_realnode*.py")} == set(REAL_NODE_SECONDS)
 
 
 def test_a_module_takes_the_main_server_by_a_test_or_fixture_argument_unless_it_defines_its_own():
@@ -65,6 +82,7 @@ def test_other_tests_go_with_their_module():
 
 
 def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
-    units = ["tests/unit/a.py", E2E_REAL_NODE, "tests/server/b.py", E2E_KWOK, "tests/server/test_engine_equivalence.py"]
+    units = ["tests/unit/a.py", E2E_REAL_NODE_UNITS[1], "tests/server/b.py", E2E_KWOK, E2E_REAL_NODE_UNITS[0],
+             "tests/server/test_engine_equivalence.py"]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
     assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
