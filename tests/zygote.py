@@ -230,6 +230,9 @@ class Zygote:
             self.count += 1
             status = log.with_name(f"{log.name}.exit-{self.count}")
             request = {"env": env, "argv": list(argv), "cwd": str(cwd), "log": str(log), "status": str(status)}
+            # As with Popen's stdout=open(log): the log exists once the start returns (the child
+            # opens it a moment later; a test on a busy machine read it first and failed).
+            log.touch()
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             self.proc.stdin.flush()
             answer = json.loads(self.proc.stdout.readline())
