@@ -1,16 +1,18 @@
-"""Test distribution for `make test`, which runs pytest-xdist in four workers.
+"""Test distribution for `make test`, which runs pytest-xdist in three workers (four where the
+real-node tests take two: more than 2 cores).
 
 On 2 cores the suite is mostly waiting: the e2e tier waits on the API server, the kubelet and
 containers while the unit and server tiers are CPU-bound, so running them side by side saves more
 than half of the serial wall time (the run's CPU time is about 60 % of its wall time with 2 workers).
 
 Units of work, each run by one worker from its start to its end:
-- the e2e tier in three units: the kwok tests, on a session-scoped local cluster of their own with
-  kwok nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`) in two units
-  (`real_node_unit`: halves of about the same measured duration) whose two workers share one cluster
-  with the machine's one real node (tests/e2e/conftest.py, localcluster/sharing.py). The modules
-  that stop or restart a part of the node (marked `exclusive`) run while the other worker waits,
-  so they go to the first half and the others are balanced as if they were not there;
+- the e2e tier: the kwok tests, one unit on a session-scoped local cluster of their own with kwok
+  nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`), one unit on a cluster
+  with the machine's one real node, or, on a machine of more than 2 cores (`real_node_units`), two
+  units (`real_node_unit`: halves of about the same measured duration) whose two workers share that
+  cluster (tests/e2e/conftest.py, localcluster/sharing.py). The modules that stop or restart a part
+  of the node (marked `exclusive`) run while the other worker waits, so they go to the first half
+  and the others are balanced as if they were not there;
 - the server modules whose tests or fixtures take the session's main server (`main_server` or
   `server` of tests/server/conftest.py, found in their source by `main_server_modules`): one unit,
   so that server starts once in the run (as units of their own, each worker that ran one of them
@@ -41,7 +43,12 @@ E2E_KWOK = "tests/e2e (kwok)"
 # run's critical path: 1446 of 1472 s), the engine equivalence module ~830 (two servers with the
 # full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
 E2E_REAL_NODE_UNITS = (f"{E2E_REAL_NODE} 1", f"{E2E_REAL_NODE} 2")
-HEAVY_FIRST = (*E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
+HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
+# The real-node tests in two units only where the machine has the cores for them. On 2 cores make
+# test is CPU-bound for most of its run: two real-node workers (4 in all) measured 1,158 s against
+# 1,201 s (noise) for 2,172 CPU s against 1,960 (their tests wait longer, so they poll longer and
+# their pods idle longer); on their own, `pytest -n 2` of the real-node modules took 582 s against 868.
+REAL_NODE_UNITS_ENV = "CAUSALFLOW_REAL_NODE_UNITS"
 # Seconds of each real-node module's tests, measured alone (pytest tests/e2e/test_realnode*.py, one
 # process, 2026-12-05): what `real_node_unit` balances. A module not listed counts as 40.
 REAL_NODE_SECONDS = {
@@ -107,6 +114,12 @@ def _real_node_first_half() -> frozenset[str]:
     return frozenset(real_node_halves(modules, exclusive)[0])
 
 
+def real_node_units() -> int:
+    """1 or 2: CAUSALFLOW_REAL_NODE_UNITS, else 2 on a machine of more than 2 cores, 1 on 2."""
+    wanted = os.environ.get(REAL_NODE_UNITS_ENV)
+    return int(wanted) if wanted in ("1", "2") else 2 if len(os.sched_getaffinity(0)) > 2 else 1  # as nproc counts
+
+
 def real_node_unit(path: str) -> str:
     """Which of the two real-node units a real-node module (`tests/e2e/test_realnode*.py`) is in."""
     return E2E_REAL_NODE_UNITS[Path(path).stem not in _real_node_first_half()]
@@ -116,7 +129,9 @@ def work_unit(nodeid: str) -> str:
     """The unit of work a test belongs to: one of the e2e units, the main server's, else its module."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
-        return real_node_unit(path) if path.startswith("tests/e2e/test_realnode") else E2E_KWOK
+        if not path.startswith("tests/e2e/test_realnode"):
+            return E2E_KWOK
+        return real_node_unit(path) if real_node_units() == 2 else E2E_REAL_NODE
     if path in main_server_modules():
         return MAIN_SERVER
     return path

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import (E2E_KWOK, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS, main_server_modules,
-                            module_marks, real_node_halves, start_order, takes_main_server, work_unit)
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
+                            REAL_NODE_UNITS_ENV, main_server_modules, module_marks, real_node_halves, real_node_units,
+                            start_order, takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
 
 
-def test_real_node_e2e_modules_go_to_the_two_real_node_units_and_kwok_e2e_modules_to_another():
+def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another(monkeypatch):
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
+    modules = sorted(E2E.glob("test_realnode*.py"))
+    assert {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules} == {E2E_REAL_NODE}
+    assert work_unit("tests/e2e/test_chart.py::test_b") == E2E_KWOK
+
+
+def test_with_two_real_node_units_the_real_node_modules_go_to_both_and_kwok_e2e_modules_to_another(monkeypatch):
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
     modules = sorted(E2E.glob("test_realnode*.py"))
     units = {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules}
     assert units == set(E2E_REAL_NODE_UNITS)
@@ -41,7 +50,18 @@ def test_the_exclusive_modules_share_the_first_half_and_the_others_are_balanced_
     assert real_node_halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
 
 
-def test_the_modules_that_stop_or_restart_node_processes_are_exclusive_and_in_the_first_unit():
+def test_two_real_node_units_where_the_machine_has_more_than_2_cores_unless_the_variable_says(monkeypatch):
+    monkeypatch.delenv(REAL_NODE_UNITS_ENV, raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    assert real_node_units() == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert real_node_units() == 2
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
+    assert real_node_units() == 1
+
+
+def test_the_modules_that_stop_or_restart_node_processes_are_exclusive_and_in_the_first_unit(monkeypatch):
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
     exclusive = {m.stem for m in E2E.glob("test_realnode*.py") if "exclusive" in module_marks(m.read_text())}
     assert exclusive == {"test_realnode", "test_realnode_faults"}
     assert {work_unit(f"tests/e2e/{m}.py::t") for m in exclusive} == {E2E_REAL_NODE_UNITS[0]}
@@ -83,6 +103,6 @@ def test_other_tests_go_with_their_module():
 
 def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
     units = ["tests/unit/a.py", E2E_REAL_NODE_UNITS[1], "tests/server/b.py", E2E_KWOK, E2E_REAL_NODE_UNITS[0],
-             "tests/server/test_engine_equivalence.py"]
+             "tests/server/test_engine_equivalence.py", E2E_REAL_NODE]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
     assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
