@@ -17,7 +17,8 @@ accounting (hack/pacct.py, on by default as root) names it: then each exited pro
 exactly, the unsampled ones as `exited: <command name> (under <kind of its sampled ancestor>)`,
 and what is left (processes whose parent had already exited) is `unattributed`.
 
-Needs root (it creates the cgroup); prints the table at the end, writes it as JSON with --json.
+Needs root (it creates the cgroup); prints the table at the end, writes it as JSON with --json (with
+the TOP largest processes and their command lines).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ CGROUP_V1 = Path("/sys/fs/cgroup/cpuacct")
 CGROUP_V2 = Path("/sys/fs/cgroup/unified")
 NODE_CGROUP = "causalflow-realnode"
 TICK = os.sysconf("SC_CLK_TCK")
+TOP = 40  # processes listed with their command lines in the JSON
+CMDLINE_KEPT = 300  # characters of each
 
 # (kind, pattern on the command line), first match wins.
 KINDS = (
@@ -117,9 +120,10 @@ def cgroup_of(pid: str, v1: bool) -> str | None:
     return None
 
 
-def sample(ours: str, node: bool, v1: bool, seen: dict[int, tuple[str, float]]) -> bool:
+def sample(ours: str, node: bool, v1: bool, seen: dict[tuple[int, int], tuple[str, float, str]]) -> bool:
     """Read every process in our cgroup (and the node's pod cgroup when `node`); keep each one's
-    highest CPU seconds in `seen`. Returns whether the real node's kubelet is one of ours."""
+    kind, highest CPU seconds and command line in `seen`. Returns whether the real node's kubelet
+    is one of ours."""
     kubelet_ours = False
     for pid in filter(str.isdigit, os.listdir("/proc")):
         group = cgroup_of(pid, v1)
@@ -140,7 +144,7 @@ def sample(ours: str, node: bool, v1: bool, seen: dict[int, tuple[str, float]]) 
         kubelet_ours |= kind == "kubelet"
         key = int(pid), int(stat[19])  # pid and start time: a reused pid is another process
         previous = seen.get(key)
-        seen[key] = (kind, max(seconds, previous[1] if previous else 0.0))
+        seen[key] = (kind, max(seconds, previous[1] if previous else 0.0), cmdline[:CMDLINE_KEPT])
     return kubelet_ours
 
 
@@ -149,11 +153,14 @@ def boot_epoch() -> float:
                       if line.startswith("btime ")))
 
 
-def split(seen: dict[tuple[int, int], tuple[str, float]], acct_file: Path | None) -> tuple[dict[str, float], dict[str, int]]:
+def split(seen: dict[tuple[int, int], tuple[str, float, str]], acct_file: Path | None
+          ) -> tuple[dict[str, float], dict[str, int], list[dict[str, object]]]:
     """CPU seconds and process count by kind: the sampled highs, made exact and completed with the
-    unsampled exits when accounting ran."""
+    unsampled exits when accounting ran; and the TOP sampled processes by CPU, with their command
+    lines (what a kind such as `other` is made of)."""
     boot = boot_epoch()
-    processes = [pacct.Seen(pid, boot + start / TICK, kind, seconds) for (pid, start), (kind, seconds) in seen.items()]
+    processes = [pacct.Seen(pid, boot + start / TICK, kind, seconds) for (pid, start), (kind, seconds, _) in seen.items()]
+    cmdlines = [cmdline for _, _, cmdline in seen.values()]
     extra_seconds: dict[str, float] = {}
     extra_count: dict[str, int] = {}
     if acct_file is not None:
@@ -167,7 +174,9 @@ def split(seen: dict[tuple[int, int], tuple[str, float]], acct_file: Path | None
         count[process.kind] = count.get(process.kind, 0) + 1
     for name, seconds in extra_seconds.items():
         by_kind[name], count[name] = seconds, extra_count[name]
-    return by_kind, count
+    largest = sorted(range(len(processes)), key=lambda i: -processes[i].cpu)[:TOP]
+    top = [{"kind": processes[i].kind, "cpu_seconds": round(processes[i].cpu, 1), "cmdline": cmdlines[i]} for i in largest]
+    return by_kind, count, top
 
 
 def main() -> int:
@@ -184,7 +193,7 @@ def main() -> int:
 
     group = Cgroup(f"suite-cpu-{os.getpid()}")
     node_path = (CGROUP_V1 if group.v1 else group.path.parent) / NODE_CGROUP
-    seen: dict[tuple[int, float], tuple[str, float]] = {}
+    seen: dict[tuple[int, int], tuple[str, float, str]] = {}
     node_seconds, node_last = 0.0, None
     acct_file = Path(f"/tmp/suite-cpu-{os.getpid()}.acct") if args.acct and pacct.available() else None
     if acct_file is not None:
@@ -224,7 +233,7 @@ def main() -> int:
             pacct.switch(None)
     wall = time.monotonic() - t0
 
-    by_kind, count = split(seen, acct_file)
+    by_kind, count, top = split(seen, acct_file)
     over = sum(by_kind.values()) - total
     if over > 5:  # the total is the cgroup's own count: a split above it counted some process twice
         print(f"suite-cpu: the split below counts {over:.0f} CPU s more than the total", file=sys.stderr)
@@ -232,7 +241,7 @@ def main() -> int:
     figures = {"command": command, "returncode": returncode, "wall_seconds": round(wall, 1),
                "cpu_seconds": round(total, 1), "real_node_pod_seconds": round(node_seconds, 1),
                "by_kind": {k: round(v, 1) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
-               "processes": count}
+               "processes": count, "top": top}
     print(f"\nsuite-cpu: {total:.0f} CPU s in {wall:.0f} s wall (exit {returncode}): {' '.join(command)}",
           file=sys.stderr)
     for kind, seconds in figures["by_kind"].items():

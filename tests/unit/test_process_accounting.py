@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 from hack import pacct
+from tests.hack_scripts import HACK, load
 
 
 def record(pid: int, ppid: int, comm: str, start: int, ticks: int, version: int = 3) -> bytes:
@@ -75,3 +76,16 @@ def test_exits_outside_the_commands_tree_are_left_out():
     seen = [pacct.Seen(pid=100, start=1000.0, kind="pytest", cpu=1.0)]
     exact, seconds, count = pacct.attribute([pacct.Exit(300, 1, "cron", 1005.0, 2.0)], seen)
     assert (exact, seconds, count) == ({}, {}, {})
+
+
+def test_suite_cpu_splits_by_kind_and_lists_the_largest_processes_with_their_command_lines(monkeypatch):
+    monkeypatch.syspath_prepend(str(HACK))  # it imports pacct as its neighbour, as `python3 hack/suite-cpu.py` runs
+    suite_cpu = load("suite-cpu.py")
+    seen = {(10, 100): ("pytest", 30.0, "python -m pytest -n 3 tests"),
+            (11, 120): ("other", 50.0, "python hack/something.py"),
+            (12, 130): ("pytest", 5.0, "python -c import sys; exec(sys.stdin.readline())")}
+    by_kind, count, top = suite_cpu.split(seen, None)
+    assert by_kind == {"pytest": 35.0, "other": 50.0} and count == {"pytest": 2, "other": 1}
+    assert [(p["kind"], p["cpu_seconds"], p["cmdline"]) for p in top] == [
+        ("other", 50.0, "python hack/something.py"), ("pytest", 30.0, "python -m pytest -n 3 tests"),
+        ("pytest", 5.0, "python -c import sys; exec(sys.stdin.readline())")]
