@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
+from localcluster import machine
 from localcluster.versions import cache_root
 
 Log = Callable[[str], None]
@@ -70,6 +71,18 @@ class Buildah:
     def storage_ref(self) -> str:
         """skopeo's containers-storage reference prefix for this storage (append an image ref)."""
         return f"containers-storage:[overlay@{self.state / 'storage'}+{self.state / 'run'}]"
+
+    def release_stale_mounts(self) -> list[str]:
+        """Unmount what a killed buildah left under its storage, deepest first; the mount points.
+
+        The overlay driver bind-mounts its home (storage/overlay) onto itself and undoes that only
+        at a clean shutdown: a buildah killed mid-build leaves the mount on the machine. Call with
+        the build lock held and after `rm --all` (no build and no working container uses it then)."""
+        home = str(self.state / "storage" / "overlay")
+        left = sorted((m for m in machine.mount_points() if m == home or m.startswith(home + "/")), reverse=True)
+        for point in left:
+            subprocess.run(["umount", point], capture_output=True, check=False)
+        return left
 
     def argv(self, *args: str) -> list[str]:
         return ["buildah", "--root", str(self.state / "storage"), "--runroot", str(self.state / "run"),

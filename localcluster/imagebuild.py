@@ -374,8 +374,11 @@ def ensure_images(log: Log = print, timings: dict[str, float] | None = None, pre
     b = Buildah(state)
     with _locked(state):
         # A build that was killed leaves its working container mounted (an overlay mount under the
-        # state dir); nothing else uses this private storage while the lock is held.
+        # state dir) and the storage's home bind-mounted on itself; nothing else uses this private
+        # storage while the lock is held.
         b.run("rm", "--all")
+        for point in b.release_stale_mounts():
+            log(f"unmounted {point}, left by a build that was killed")
         t0 = time.monotonic()
         refs: dict[str, str | None] = {kind: None for kind in KINDS}
         for spec in BUILDS:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-from localcluster import dockerfile
+from localcluster import dockerfile, machine
 from localcluster import imagebuild as img
+from localcluster.buildah import Buildah
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -95,3 +97,22 @@ def test_pruning_archives_spares_the_repositories_not_built_this_time(tmp_path):
     img._prune_archives(tmp_path, {"causalflow-ocr-server_new.tar"}, {"localhost/causalflow-ocr-server"})
     assert sorted(p.name for p in tmp_path.glob("*.tar")) == [
         "causalflow-ocr-operator_old.tar", "causalflow-ocr-server-tiny_old.tar", "causalflow-ocr-server_new.tar"]
+
+
+def test_the_storage_home_a_killed_build_left_bind_mounted_is_unmounted_and_nothing_else(tmp_path):
+    """As the overlay driver leaves it when buildah is killed: storage/overlay mounted on itself."""
+    b = Buildah(tmp_path)
+    home, other = tmp_path / "storage" / "overlay", tmp_path / "elsewhere"
+    home.mkdir(parents=True)
+    other.mkdir()
+    try:
+        for point in (home, other):
+            subprocess.run(["mount", "--bind", str(point), str(point)], check=True)
+        assert b.release_stale_mounts() == [str(home)]
+        points = machine.mount_points()
+        assert str(home) not in points and str(other) in points
+        assert b.release_stale_mounts() == []  # nothing left: nothing done
+    finally:
+        for point in (home, other):
+            if str(point) in machine.mount_points():
+                subprocess.run(["umount", str(point)], check=False)
