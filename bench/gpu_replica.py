@@ -101,10 +101,17 @@ def build_env(base_python: str) -> Path:
     prune(CACHE, "env-", keep=venv.name)
     if venv.exists():
         shutil.rmtree(venv)
-    subprocess.run([base_python, "-m", "venv", str(venv)], check=True)
+    subprocess.run([base_python, "-m", "venv", str(venv)], check=True)  # with pip: the check's install phase runs it
     py = str(venv / "bin" / "python3")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *IMAGE_PACKAGES], check=True)
-    subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", *REMOVED], check=True)
+    # make setup's uv when there is one: it links from its cache, where pip unpacked and byte-compiled
+    # every file of torch's wheel (84 CPU s of a cold set-up); the check's phases compile what they import.
+    uv = ROOT / ".venv" / "bin" / "uv"
+    if uv.is_file():
+        subprocess.run([str(uv), "pip", "install", "-q", "--python", py, *IMAGE_PACKAGES], check=True)
+        subprocess.run([str(uv), "pip", "uninstall", "-q", "--python", py, *REMOVED], check=True)
+    else:
+        subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *IMAGE_PACKAGES], check=True)
+        subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", *REMOVED], check=True)
     freeze = subprocess.run([py, "-m", "pip", "freeze"], check=True, capture_output=True, text=True).stdout
     present = {line.split("==")[0].lower().replace("_", "-") for line in freeze.splitlines()}
     if unwanted := sorted(present & set(NOT_ON_IMAGE)):
