@@ -35,8 +35,10 @@ def pod_batch_requests(pod: dict, *, https: bool = False, timeout: float = 10) -
     the Service, not the pod: read unverified)."""
     port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
     scheme = "https" if https else "http"
+    # verify=False for plain HTTP too: polled every 0.5 s, a verifying client loads the CA bundle each
+    # time (25 ms of CPU) for a connection that has no TLS.
     return batch_requests_in(httpx.get(f"{scheme}://{pod['status']['podIP']}:{port}/metrics", timeout=timeout,
-                                       trust_env=False, verify=not https).text)
+                                       trust_env=False, verify=False).text)
 
 
 def batch_operator(cluster, namespace: str, log: Path, product_images, progress_seconds: float,
