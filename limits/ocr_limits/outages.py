@@ -73,6 +73,7 @@ class Outage:
         self._changed = threading.Condition()
         self._recoveries = 0  # outages ended so far: a waiter wakes when it moves
         self._state: dict[str, Any] | None = None  # report()'s
+        self._version = 0  # changes of _state so far: news() tells a late reader what is newer
         self._listeners: list[Callable[[], None]] = []
 
     def listen(self, listener: Callable[[], None]) -> None:
@@ -84,6 +85,12 @@ class Outage:
         `waiting_since` (unix seconds), `retries` (the tries failed so far), `last_error`."""
         with self._changed:
             return dict(self._state) if self._state is not None else None
+
+    def news(self) -> tuple[int, dict[str, Any] | None]:
+        """report() with its version (higher: newer), read together: a listener that hands the state
+        on to another thread can drop a state that arrives after a newer one."""
+        with self._changed:
+            return self._version, dict(self._state) if self._state is not None else None
 
     def waited(self) -> float:
         """The seconds the current outage has lasted (0: none)."""
@@ -103,6 +110,7 @@ class Outage:
             if count:
                 self._state.update(store=store, last_error=error[:MAX_ERROR_CHARS],
                                    retries=self._state["retries"] + 1)
+                self._version += 1
             left = self.budget - (now - self.since)
         if count:
             self._tell()
@@ -114,6 +122,7 @@ class Outage:
                 return
             self.since, self._state = None, None
             self._recoveries += 1
+            self._version += 1
             self._changed.notify_all()
         self._tell()
 

@@ -71,6 +71,7 @@ class Worker:
         self.cfg, self.source, self.sink, self.send, self.emit = cfg, source, sink, send, emit
         self.outage = outage
         self.last_storage_line: float | None = None
+        self.storage_version = 0  # the newest outage news applied (Outage.news)
         self.clock, self.sleep, self.rng, self.pod = clock, sleep, rng, pod
         self.progress = Progress(cfg.index, cfg.shards, started_at=clock())
         self.slots = asyncio.Semaphore(cfg.concurrency)
@@ -85,7 +86,8 @@ class Worker:
     async def run(self) -> Progress:
         if self.outage is not None:
             loop = asyncio.get_running_loop()
-            self.outage.listen(lambda: loop.call_soon_threadsafe(self.storage_news))
+            outage = self.outage  # the state as told, read in the failing operation's thread
+            outage.listen(lambda: loop.call_soon_threadsafe(self.storage_news, *outage.news()))
         try:  # the check of the input at start: the operator never lists it (it makes no S3 call)
             listing = await asyncio.to_thread(self.source.list, self.cfg.max_documents)
         except StoreError as exc:
@@ -356,15 +358,19 @@ class Worker:
             except StoreError as exc:
                 raise FatalError(f"the output cannot be written: {exc}") from None
 
-    def storage_news(self) -> None:
-        """The stores' outage changed (patience.Outage's listener, on the event loop): the report
+    def storage_news(self, version: int, state: dict[str, Any] | None) -> None:
+        """The stores' outage changed to `state` (patience.Outage's listener, on the event loop; read
+        when told, so that a try failed again before the loop got here keeps its own line, and a
+        state arriving after a newer one is dropped): the report
         carries it, and a progress line says so when the outage starts or ends, and at most once a
         second (or per progress interval, if shorter) while its tries go on: each try logs a warning,
         and the operator reads the last progress line of the log's last lines. Only the line: the
         file is on the storage that may be down. The failed tries are the worker's progress for the
         operator's stall rule: it is alive, and its budget (limits.storageRetrySeconds) bounds the wait."""
-        assert self.outage is not None
-        was, self.progress.storage = self.progress.storage, self.outage.report()
+        if version <= self.storage_version:
+            return
+        self.storage_version = version
+        was, self.progress.storage = self.progress.storage, state
         now = self.clock()
         if (was is None) == (self.progress.storage is None) and \
                 not due(now, self.last_storage_line, min(self.cfg.progress_interval, STORAGE_LINE_SECONDS)):
