@@ -5,8 +5,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
-# Four workers where the real-node tests take two (more than 2 cores, or CAUSALFLOW_REAL_NODE_UNITS=2).
-TEST_WORKERS ?= $(shell [ "$${CAUSALFLOW_REAL_NODE_UNITS:-$$( [ $$(nproc) -gt 2 ] && echo 2 || echo 1 )}" = 2 ] && echo 4 || echo 3)
+# auto: tests/conftest.py's pytest_xdist_auto_num_workers, three workers, or four where the
+# real-node tests take two units (more than 2 cores, or CAUSALFLOW_REAL_NODE_UNITS=2).
+TEST_WORKERS ?= auto
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 # Python writes bytecode here even where the environment says not to (CI images and many base
 # images set PYTHONDONTWRITEBYTECODE=1): uv installs the venv without .pyc files, and without them

@@ -120,6 +120,12 @@ def real_node_units() -> int:
     return int(wanted) if wanted in ("1", "2") else 2 if len(os.sched_getaffinity(0)) > 2 else 1  # as nproc counts
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (make test): a worker for each of the heavy units that run all along (the real-node
+    unit or units, the kwok unit) and one for everything else."""
+    return real_node_units() + 2
+
+
 def real_node_unit(path: str) -> str:
     """Which of the two real-node units a real-node module (`tests/e2e/test_realnode*.py`) is in."""
     return E2E_REAL_NODE_UNITS[Path(path).stem not in _real_node_first_half()]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
-                            REAL_NODE_UNITS_ENV, main_server_modules, module_marks, real_node_halves, real_node_units,
-                            start_order, takes_main_server, work_unit)
+                            REAL_NODE_UNITS_ENV, main_server_modules, module_marks, pytest_xdist_auto_num_workers,
+                            real_node_halves, real_node_units, start_order, takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
@@ -58,6 +58,13 @@ def test_two_real_node_units_where_the_machine_has_more_than_2_cores_unless_the_
     assert real_node_units() == 2
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
     assert real_node_units() == 1
+
+
+def test_make_tests_workers_are_three_with_one_real_node_unit_and_four_with_two(monkeypatch):
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
+    assert pytest_xdist_auto_num_workers(None) == 3
+    monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
+    assert pytest_xdist_auto_num_workers(None) == 4
 
 
 def test_the_modules_that_stop_or_restart_node_processes_are_exclusive_and_in_the_first_unit(monkeypatch):
