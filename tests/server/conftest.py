@@ -39,6 +39,11 @@ class ServerProcess:
             kw.setdefault("verify", False)  # plain HTTP: no CA bundle to load (25 ms of CPU a client)
         return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 120), **kw)
 
+    def get(self, path: str, timeout: float = 5) -> httpx.Response:
+        """One GET, as a poll makes it: through client(), so plain HTTP loads no CA bundle."""
+        with self.client(timeout=timeout) as client:
+            return client.get(path)
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

@@ -34,7 +34,7 @@ def test_liveness_fails_while_the_engine_is_stuck_past_the_bound_and_recovers_af
     poster.start()
     seen: list[tuple[float, int]] = []
     while time.monotonic() - t0 < 10:
-        seen.append((time.monotonic() - t0, httpx.get(blocking.url + "/health/live", timeout=5, verify=False).status_code))
+        seen.append((time.monotonic() - t0, blocking.get("/health/live").status_code))
         if seen[-1][1] == 200 and any(code == 503 for _, code in seen):
             break
         time.sleep(0.2)
@@ -77,7 +77,7 @@ def test_a_sigterm_with_the_engine_wedged_exits_at_once_instead_of_waiting_out_t
 
         threading.Thread(target=post, daemon=True).start()
         deadline = time.monotonic() + 20
-        while httpx.get(server.url + "/health/live", timeout=5, verify=False).status_code != 503:
+        while server.get("/health/live").status_code != 503:
             assert time.monotonic() < deadline, "liveness never failed"
             time.sleep(0.2)
         t0 = time.monotonic()
@@ -105,7 +105,7 @@ def test_the_fault_plugin_a_test_names_wedges_the_engine_on_cue_and_liveness_fai
                             timeout=30)
         assert wedged.status_code == 504 and not trigger.exists()
         deadline = time.monotonic() + 10
-        while httpx.get(server.url + "/health/live", timeout=5, verify=False).status_code != 503:
+        while server.get("/health/live").status_code != 503:
             assert time.monotonic() < deadline, "liveness never failed"
             time.sleep(0.2)
         log = server.log()

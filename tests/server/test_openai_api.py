@@ -52,7 +52,7 @@ def api(tiny_native, tmp_path_factory):
     while time.monotonic() < deadline:
         assert server.proc.poll() is None, server.log()[-3000:]
         try:
-            status = httpx.get(server.url + "/health", timeout=5, verify=False).status_code  # plain HTTP, polled
+            status = server.get("/health").status_code
         except httpx.TransportError:
             status = None
         log = server.log()
