@@ -21,7 +21,6 @@ credentials are environment variables (storage.open_store), never in this file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from ocr_limits.files import MAX_BODY_BYTES
 from ocr_limits.prompts import MAX_PROMPT_CHARS, MODES
 
 from .contract import CONFIG_FILE_ENV, CONFIG_INLINE_ENV, INDEX_ENV
+from .jsontext import JsonTextError, json_object
 from .retry import RetryPolicy
 
 MAX_CONFIG_BYTES = 256 * 1024
@@ -181,18 +181,16 @@ def load(env: Mapping[str, str] = os.environ) -> WorkerConfig:
         except OSError as exc:
             raise ConfigError(f"{CONFIG_FILE_ENV}: {path} cannot be read: {exc.strerror}") from None
     elif CONFIG_INLINE_ENV in env:
-        raw = env[CONFIG_INLINE_ENV].encode()
+        raw = os.fsencode(env[CONFIG_INLINE_ENV])  # the bytes given: os.environ keeps non-UTF-8 as surrogates
     else:
         raise ConfigError(f"{CONFIG_FILE_ENV} (or {CONFIG_INLINE_ENV}): the worker's configuration is required")
     source = CONFIG_FILE_ENV if CONFIG_FILE_ENV in env else CONFIG_INLINE_ENV  # named in every error below
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_CONFIG_BYTES} bytes")
     try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{source}: not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{source}: must be a JSON object")
+        doc = json_object(raw)
+    except JsonTextError as exc:
+        raise ConfigError(f"{source} {exc}") from None
     index_text = env.get(INDEX_ENV, "0")
     if not index_text.isdigit() or len(index_text) > 6:
         raise ConfigError(f"{INDEX_ENV}: must be a non-negative integer, not {index_text!r}")

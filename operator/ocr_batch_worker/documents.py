@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ocr_limits import files
 
 from .failures import DocumentError
+from .jsontext import JsonTextError, json_object
 from .tiff import TiffPages, check_size
 
 OCR = "/v1/ocr"
@@ -208,37 +209,11 @@ def custom_id_of(line: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-# A chat completion request nests about 6 deep (body.messages[].content[].image_url.url). The bound
-# is the worker's own, checked before the parser runs: json's C parser stops at the interpreter's
-# recursion limit, a process-wide setting another library may have raised.
-MAX_JSON_DEPTH = 64
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKETS = re.compile(r"[\[\]{}]")
-
-
-def json_depth(line: str) -> int:
-    """How deep the brackets of a JSON text nest, strings left out. The counts come first (C speed):
-    a line with few brackets cannot nest deeper than their number."""
-    if line.count("[") + line.count("{") <= MAX_JSON_DEPTH:
-        return 0
-    depth = deepest = 0
-    for bracket in _BRACKETS.findall(_JSON_STRING.sub("", line)):
-        depth += 1 if bracket in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
-
-
 def _chat_line(n: int, line: str, seen: set[str], ids: dict[int, str]) -> Part:
-    if json_depth(line) > MAX_JSON_DEPTH:
-        raise DocumentError(f"line {n} is nested more than {MAX_JSON_DEPTH} deep")
     try:
-        item = json.loads(line)
-    except ValueError as exc:
-        raise DocumentError(f"line {n} is not JSON: {exc}") from None
-    except RecursionError:  # a line nested 1,000+ deep: this line's error, not the worker's
-        raise DocumentError(f"line {n} is nested too deeply to read") from None
-    if not isinstance(item, dict):
-        raise DocumentError(f"line {n} is not a JSON object")
+        item = json_object(line)
+    except JsonTextError as exc:
+        raise DocumentError(f"line {n} {exc}") from None
     custom_id, method, url, body = (item.get(k) for k in ("custom_id", "method", "url", "body"))
     if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID_CHARS:
         raise DocumentError(f"line {n}: custom_id must be a string of 1..{MAX_CUSTOM_ID_CHARS} characters")

@@ -54,14 +54,25 @@ def test_it_is_read_from_the_mounted_file_and_the_job_index(tmp_path):
 
 @pytest.mark.parametrize("env, says", [
     ({}, "BATCH_CONFIG_FILE"),
-    ({"BATCH_CONFIG": "[1]"}, "must be a JSON object"),
-    ({"BATCH_CONFIG": "{"}, "not JSON"),
+    ({"BATCH_CONFIG": "[1]"}, "BATCH_CONFIG is not a JSON object"),
+    ({"BATCH_CONFIG": "{"}, "BATCH_CONFIG is not JSON"),
+    # Deeper than the interpreter's recursion limit: a ConfigError, not the parser's RecursionError
+    ({"BATCH_CONFIG": "[" * 100_000 + "]" * 100_000}, "BATCH_CONFIG is nested more than 64 deep"),
+    # Bytes that are not UTF-8 (os.environ holds them as lone surrogates)
+    ({"BATCH_CONFIG": '{"a": "\udcff"}'}, "BATCH_CONFIG is not JSON"),
     ({"BATCH_CONFIG": json.dumps(BASE), "JOB_COMPLETION_INDEX": "-1"}, "JOB_COMPLETION_INDEX"),
     ({"BATCH_CONFIG_FILE": "/nonexistent/config.json"}, "cannot be read"),
 ])
 def test_a_missing_or_malformed_configuration_is_refused(env, says):
     with pytest.raises(ConfigError, match=says):
         load(env)
+
+
+def test_a_configuration_file_that_is_not_utf8_is_refused_naming_it(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_bytes(b'{"service": "\xff"}')
+    with pytest.raises(ConfigError, match="BATCH_CONFIG_FILE is not JSON"):
+        load({"BATCH_CONFIG_FILE": str(path)})
 
 
 def test_the_worker_sends_the_first_key_of_an_api_keys_file_as_the_server_reads_it():

@@ -117,5 +117,5 @@ def test_a_configuration_that_does_not_load_leaves_a_termination_message_naming_
     assert text, "no termination message: the operator would show only the Job's reason"
     report = json.loads(text)
     assert (report["index"], report["fatal_reason"]) == (3, "InvalidConfiguration"), report
-    assert report["fatal"] == "BATCH_CONFIG: must be a JSON object"
+    assert report["fatal"] == "BATCH_CONFIG is not a JSON object"
     assert failed_batch(report).reason == "InvalidConfiguration"
