@@ -9,7 +9,7 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -101,6 +101,39 @@ def _size_problem(where: str, total: int, page: str, expected: str | None, text_
     return None
 
 
+def _bounded(where: str, count: int, entries: Iterable[tuple[Page, int] | PagesProblem], text_place: str
+             ) -> list[Page] | PagesProblem:
+    """The pages of `entries` (each a page and its size in bytes, or what is wrong with it, read one
+    by one) within the bounds on count, bytes and expected texts, or the first problem."""
+    if problem := _count_problem(where, count):
+        return problem
+    pages: list[Page] = []
+    total = 0
+    for entry in entries:
+        if isinstance(entry, PagesProblem):
+            return entry
+        page, size = entry
+        total += size
+        if problem := _size_problem(where, total, page.name, page.expected, text_place):
+            return problem
+        pages.append(page)
+    return pages
+
+
+def _configmap_pages(where: str, binary: Mapping[str, Any], data: Any) -> Iterator[tuple[Page, int] | PagesProblem]:
+    for key in sorted(binary):
+        try:
+            raw = base64.b64decode(str(binary[key]), validate=True)
+        except (binascii.Error, ValueError):
+            yield PagesProblem(PAGES_INVALID, f"{where}: binaryData key {key} is not base64")
+            return
+        if not raw:
+            yield PagesProblem(PAGES_INVALID, f"{where}: binaryData key {key} is empty")
+            return
+        expected = data.get(key + EXPECTED_SUFFIX) if isinstance(data, Mapping) else None
+        yield Page(key, raw, None if expected is None else str(expected)), len(raw)
+
+
 def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "") -> GoldenPages | PagesProblem:
     """The golden pages of the ConfigMap `name` (as the API returns it: binaryData in base64),
     or what is wrong with them. Bounded: MAX_GOLDEN_PAGES pages, MAX_GOLDEN_BYTES in all, expected
@@ -113,22 +146,9 @@ def read_pages(configmap: Mapping[str, Any] | None, name: str, settings: str = "
     data = configmap.get("data") or {}
     if not isinstance(binary, Mapping) or not binary:
         return PagesProblem(PAGES_INVALID, f"{where} has no page: put each page's bytes under a binaryData key")
-    if problem := _count_problem(where, len(binary)):
-        return problem
-    pages: list[Page] = []
-    total = 0
-    for key in sorted(binary):
-        try:
-            raw = base64.b64decode(str(binary[key]), validate=True)
-        except (binascii.Error, ValueError):
-            return PagesProblem(PAGES_INVALID, f"{where}: binaryData key {key} is not base64")
-        if not raw:
-            return PagesProblem(PAGES_INVALID, f"{where}: binaryData key {key} is empty")
-        total += len(raw)
-        expected = data.get(key + EXPECTED_SUFFIX) if isinstance(data, Mapping) else None
-        if problem := _size_problem(where, total, key, None if expected is None else str(expected), "data key "):
-            return problem
-        pages.append(Page(key, raw, None if expected is None else str(expected)))
+    pages = _bounded(where, len(binary), _configmap_pages(where, binary, data), "data key ")
+    if isinstance(pages, PagesProblem):
+        return pages
     strays = sorted(k for k in data if not (k.endswith(EXPECTED_SUFFIX) and k[:-len(EXPECTED_SUFFIX)] in binary))
     if strays:
         return PagesProblem(PAGES_INVALID, f"{where}: data key {strays[0]} names no page (expected texts are "
@@ -149,6 +169,17 @@ LISTING_REASONS = {"golden_pages_missing": PAGES_MISSING, "golden_pages_too_larg
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+def _listed_pages(where: str, listed: list[Any]) -> Iterator[tuple[Page, int] | PagesProblem]:
+    for item in listed:
+        ok = isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("size"), int) \
+            and isinstance(item.get("sha256"), str) and SHA256.fullmatch(item["sha256"]) is not None \
+            and (item.get("expected") is None or isinstance(item.get("expected"), str))
+        if not ok:
+            yield PagesProblem(PAGES_INVALID, f"{where}: the listing is not one of name, size, sha256, expected")
+            return
+        yield Page(item["name"], b"", item.get("expected"), item["sha256"]), max(0, item["size"])
+
+
 def read_listing(code: int, body: Any, path: str, pod: str, ip: str, settings: str = ""
                  ) -> GoldenPages | PagesProblem | None:
     """The golden pages a pod listed (GET /v1/golden: HTTP status `code`, JSON `body`) from
@@ -167,20 +198,9 @@ def read_listing(code: int, body: Any, path: str, pod: str, ip: str, settings: s
     listed = body.get("pages") if isinstance(body, Mapping) else None
     if not isinstance(listed, list) or not listed:
         return PagesProblem(PAGES_INVALID, f"{where}: no page listed")
-    if problem := _count_problem(where, len(listed)):
-        return problem
-    pages: list[Page] = []
-    total = 0
-    for item in listed:
-        ok = isinstance(item, Mapping) and isinstance(item.get("name"), str) and isinstance(item.get("size"), int) \
-            and isinstance(item.get("sha256"), str) and SHA256.fullmatch(item["sha256"]) is not None \
-            and (item.get("expected") is None or isinstance(item.get("expected"), str))
-        if not ok:
-            return PagesProblem(PAGES_INVALID, f"{where}: the listing is not one of name, size, sha256, expected")
-        total += max(0, item["size"])
-        if problem := _size_problem(where, total, item["name"], item.get("expected"), ""):
-            return problem
-        pages.append(Page(item["name"], b"", item.get("expected"), item["sha256"]))
+    pages = _bounded(where, len(listed), _listed_pages(where, listed), "")
+    if isinstance(pages, PagesProblem):
+        return pages
     return GoldenPages(tuple(pages), _digest(settings, pages), ip)
 
 
