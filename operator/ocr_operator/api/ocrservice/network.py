@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from ..fields import Constraints, IntOrString, Rule, api, model
-from .pods import reserved_labels_rule
+from .pods import RESERVED_LABEL_PREFIXES, reserved_labels_rule
 
 
 @model
@@ -60,14 +61,19 @@ class PdbSpec:
                                        default=1)
 
 
+def _extra_labels(kind: str, selector: str, field: str) -> Any:
+    """The user's labels on a monitoring object of `kind` (spec.monitoring.<field>.labels): bounded,
+    the operator's own prefixes refused."""
+    reserved = " and ".join(f"{p}*" for p in RESERVED_LABEL_PREFIXES)
+    return api(f"Extra labels on the {kind} (to match a Prometheus {selector}). The {reserved} keys are reserved.",
+               max_properties=16, rules=(reserved_labels_rule(f"spec.monitoring.{field}.labels"),))
+
+
 @model
 class ServiceMonitorSpec:
     enabled: bool = api("Create the ServiceMonitor.", default=False)
     interval: str = api("Scrape interval.", pattern="^[0-9]+(ms|s|m|h)$", default="30s")
-    labels: tuple[tuple[str, str], ...] = api(
-        "Extra labels on the ServiceMonitor (to match a Prometheus serviceMonitorSelector). The app.kubernetes.io/* "
-        "and ocr.causalflow.dev/* keys are reserved.", max_properties=16,
-        rules=(reserved_labels_rule("spec.monitoring.serviceMonitor.labels"),))
+    labels: tuple[tuple[str, str], ...] = _extra_labels("ServiceMonitor", "serviceMonitorSelector", "serviceMonitor")
 
 
 @model
@@ -75,10 +81,7 @@ class PrometheusRuleSpec:
     """spec.monitoring.prometheusRule: this OcrService's own alert rules (render/prometheusrule.py)."""
 
     enabled: bool = api("Create the PrometheusRule.", default=False)
-    labels: tuple[tuple[str, str], ...] = api(
-        "Extra labels on the PrometheusRule (to match a Prometheus ruleSelector). The app.kubernetes.io/* and "
-        "ocr.causalflow.dev/* keys are reserved.", max_properties=16,
-        rules=(reserved_labels_rule("spec.monitoring.prometheusRule.labels"),))
+    labels: tuple[tuple[str, str], ...] = _extra_labels("PrometheusRule", "ruleSelector", "prometheusRule")
 
 
 @model
