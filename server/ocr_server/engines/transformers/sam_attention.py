@@ -63,12 +63,10 @@ def forward(self: Any, hidden_states: torch.Tensor, output_attentions: bool = Fa
         positions = self._sam_key_positions.get(cache_key)
         if positions is None:
             positions = self._sam_key_positions[cache_key] = key_positions(rows, cols, width, head, query.device, query.dtype)
-        q = query.new_zeros(batch, heads, tokens, width)
-        q[..., :head] = query
-        q[..., head:head + rows] = rel_h / scale
-        q[..., head + rows:head + rows + cols] = rel_w / scale
-        k = positions.expand(batch, heads, tokens, width).clone()
-        k[..., :head] = key
+        # Each written once: the parts side by side (a zeroed copy written over would write q and k twice).
+        pad = query.new_zeros(batch, heads, tokens, width - head - rows - cols)
+        q = torch.cat((query, rel_h / scale, rel_w / scale, pad), dim=-1)
+        k = torch.cat((key, positions[:, head:].expand(batch, heads, tokens, width - head)), dim=-1)
         v = F.pad(value, (0, width - head))
         out = F.scaled_dot_product_attention(q, k, v, scale=scale)[..., :head]
     out = out.reshape(batch, heads, rows, cols, head).permute(0, 2, 3, 1, 4).reshape(batch, rows, cols, -1)
