@@ -107,6 +107,7 @@ elif ! built helm; then
     -o "$BIN/helm" "helm.sh/helm/$HELM_MAJOR/cmd/helm"
 fi
 
+cd "$HERE"  # out of the sources before they go: the metric chain's build starts from here
 rm -rf "$DEST/src"
 "$BIN/kube-apiserver" --version
 "$BIN/etcd" --version | sed -n 1p  # sed reads it all: with pipefail, head could SIGPIPE etcd (exit 141)
