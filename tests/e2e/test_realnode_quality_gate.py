@@ -36,6 +36,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_server_testing import tiny_cache
 from ocr_operator.ocrservice import naming
+from ocr_operator.ocrservice.render.deployment import PRESTOP_SLEEP_SECONDS
 from ocr_operator.ocrservice.rollout.verdict import parse_records
 from tests.e2e.operator_fixtures import OcrHelpers, operator_namespace
 from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, SteadyClient, pod_ready, real_ocrservice,
@@ -65,7 +66,12 @@ def manifest(image: str, pvc: str, *, weights: str = "weights", env: dict[str, s
         env=[{"name": k, "value": v} for k, v in (env or {}).items()],
         rollout={"qualityGate": {"goldenPages": {"pvcPath": pvc_path} if pvc_path else {"configMapName": golden},
                                  "maxMeanDistance": 0.02,
-                                 "maxPageDistance": 0.1, "maxNewTokens": GATE_TOKENS, "timeoutSeconds": 60}})
+                                 "maxPageDistance": 0.1, "maxNewTokens": GATE_TOKENS, "timeoutSeconds": 60}},
+        # The product's stop sequence, which the promise of no failed client request rests on: a grace
+        # period above the preStop sleep keeps it, so the old pod leaves the Service's endpoints
+        # before SIGTERM closes its listener. The real-node default (3 s) drops the sleep, and a
+        # promotion then raced kube-proxy: one 'Connection refused' in a make test on 2 cores.
+        terminationGracePeriodSeconds=PRESTOP_SLEEP_SECONDS + 1)
 
 
 class Gated:
