@@ -83,8 +83,7 @@ class Outage:
     def report(self) -> dict[str, Any] | None:
         """The current outage for a progress report (None: the storage answers): `store`,
         `waiting_since` (unix seconds), `retries` (the tries failed so far), `last_error`."""
-        with self._changed:
-            return dict(self._state) if self._state is not None else None
+        return self.news()[1]
 
     def news(self) -> tuple[int, dict[str, Any] | None]:
         """report() with its version (higher: newer), read together: a listener that hands the state
