@@ -169,7 +169,7 @@ class SlotDecoder:
         self.flex = self._flex_function() if self.attention == "flex" else None
         self.upload = prefill_pass.Uploader(dev)
         sam_positions.install(model)
-        sam_attention.install(model)  # on a GPU: the relative-position bias folded into SDPA's dot product
+        sam_attention.install(model)  # the relative-position bias folded into SDPA (GPU) or written once (CPU)
         self.graphs: dict[tuple[int, int, bool], Any] = {}
         self.capture_seconds = 0.0
         self._host = [torch.zeros(s, dtype=torch.long, pin_memory=self.gpu) for _ in range(READBACK_BUFFERS)]
