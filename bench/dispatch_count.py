@@ -304,14 +304,14 @@ def prefill_ms_per_page(engine: Any, k: int, size: int, repeats: int) -> dict[st
 
 
 def model_path(name: str) -> Path:
-    """tiny (the tests' tiny model), for-vllm (the real vision tower, a tiny language model), or a directory."""
-    import tempfile
-
-    from ocr_server_testing.tiny_model import write_tiny_model
+    """tiny (the tests' tiny model), for-vllm (the real vision tower, a tiny language model), or a
+    directory. The tiny ones come from the cache of tiny models (a for-vllm model is 900 MB: written
+    to a folder of its own, it was left behind by every run)."""
+    from ocr_server_testing import tiny_cache
 
     if name not in ("tiny", "for-vllm"):
         return Path(name)
-    return write_tiny_model(Path(tempfile.mkdtemp(prefix=f"dispatch-{name}-")), for_vllm=name == "for-vllm")
+    return tiny_cache.cached(for_vllm=name == "for-vllm")
 
 
 def main() -> int:
