@@ -325,8 +325,9 @@ def test_a_failing_first_deploy_is_reported_as_no_good_revision_and_does_not_loo
     degraded = svc.condition("Degraded")
     assert degraded["status"] == "True" and degraded["reason"] == "NoGoodRevision"
     assert "no good revision" in degraded["message"]
+    assert wait_for(lambda: svc.events("NoGoodRevision"), timeout=10, message="a NoGoodRevision Event")
     generation = svc.deployment()["metadata"]["generation"]
-    time.sleep(4)
+    time.sleep(4)  # nothing more happens: no re-apply, no second Event
     assert svc.deployment()["metadata"]["generation"] == generation  # nothing re-applied
     assert svc.status()["rollout"] == status["rollout"]
     assert len(svc.events("NoGoodRevision")) == 1
