@@ -126,6 +126,20 @@ def test_the_buffer_grows_to_the_largest_bias_and_keeps_its_memory():
     assert buffer.take((3,), torch.zeros(1)).dtype == torch.float32  # another dtype: its own block
 
 
+def test_a_copied_layer_gets_an_empty_buffer_of_its_own_and_the_same_outputs():
+    """bench/prefill_profile.py deep-copies an installed layer; a thread-local cannot be copied."""
+    import copy
+
+    model = torch.nn.Sequential(attention())
+    sam_attention.install(model)
+    x = torch.randn(1, 8, 8, 96)
+    with torch.no_grad():
+        want, _ = model[0](x)
+        twin = copy.deepcopy(model[0])
+        got, _ = twin(x)
+    assert twin._sam_bias is not model[0]._sam_bias and torch.equal(got, want)
+
+
 def test_with_autograd_on_the_bias_is_a_fresh_tensor():
     """add(out=...) is not differentiable: a forward that builds a graph keeps transformers' own add."""
     module = attention()

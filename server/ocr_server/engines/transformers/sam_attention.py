@@ -72,6 +72,10 @@ class BiasBuffer:
     def __init__(self) -> None:
         self._local = threading.local()
 
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        """A copy (copy.deepcopy of a layer, pickling) is a new, empty buffer: what it holds is scratch."""
+        return BiasBuffer, ()
+
     def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
         """An uninitialised tensor of `shape`, `like`'s dtype and device, over the kept memory."""
         n = math.prod(shape)
