@@ -24,7 +24,8 @@ writes the bias once, in place for SDPA. The same operations otherwise, so the s
 less time in a global SAM layer (bench: 64x64 tokens 785 -> 637 ms, three 48x48 crops 758 -> 652 ms).
 And it writes it into memory kept from the layer before (`BiasBuffer`): a fresh bias of 400 MB is
 far above glibc's mmap threshold (32 MB at most), so every global layer mapped it anew and took a
-page fault for each 4 KiB it wrote (the add: 140 ms a layer, 47 ms into memory already mapped).
+page fault for each 4 KiB it wrote. Per global layer of a 1024 px view in bf16 (torch's profiler,
+one admit on 2 cores): transformers' add 121 ms and copy 93 ms, the dense forward's add 23 ms.
 """
 
 from __future__ import annotations
