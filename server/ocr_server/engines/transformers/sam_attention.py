@@ -149,12 +149,13 @@ def install(model: Any) -> int:
 
     changed, buffer = 0, BiasBuffer()
     for module in model.modules():
-        if isinstance(module, DeepseekOcr2SamVisionSdpaAttention) and not hasattr(module, "_sam_key_positions"):
+        if not isinstance(module, DeepseekOcr2SamVisionSdpaAttention) or "forward" in vars(module):
+            continue  # not SAM's attention, or given its forward already (an instance attribute)
+        if module.qkv.weight.device.type == "cuda":
             module._sam_key_positions = {}
-            if module.qkv.weight.device.type == "cuda":
-                module.forward = types.MethodType(forward, module)
-            else:
-                module._sam_bias = buffer  # one for all the model's layers: they run one after another
-                module.forward = types.MethodType(dense_forward, module)
-            changed += 1
+            module.forward = types.MethodType(forward, module)
+        else:
+            module._sam_bias = buffer  # one for all the model's layers: they run one after another
+            module.forward = types.MethodType(dense_forward, module)
+        changed += 1
     return changed
