@@ -96,7 +96,7 @@ FAILURES = [
     ("TooManyRestarts", pod("new-0", created=1, phase="Running", restarts=4, last_terminated_reason="Error"), 30),
     ("Unschedulable", pod("new-0", created=1, unschedulable=True, message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu."), 21),
     ("ReadinessTimeout", pod("new-0", created=1, phase="Running", started=at(2), ready_transition=at(1)), 17),
-    ("ReadinessLost", pod("new-0", created=1, phase="Running", started=at(2), ready_transition=at(9)), 10),
+    ("ReadinessLost", pod("new-0", created=1, phase="Running", started=at(2), ready_transition=at(9)), 11),
 ]
 
 
@@ -220,9 +220,33 @@ def test_a_pod_created_in_the_same_second_after_the_settle_clock_started_has_not
 def test_a_pod_that_was_ready_when_the_settle_clock_started_and_is_no_longer_ready_fails_the_revision():
     settling = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:08.000000Z")
     pods = (pod("new-0", ready=True, created=1), pod("new-1", ready=False, created=2, ready_transition=at(10)))
-    d = step(settling, seen(*pods), 10.5)
+    d = step(settling, seen(*pods), 12)
     assert d.status.failed_reason == "ReadinessLost"
     assert d.target_revision == OLD
+
+
+def test_a_pod_not_ready_for_less_than_the_hold_after_being_ready_restarts_the_settle_clock_without_failing():
+    # The kubelet's status sync can write Ready False for milliseconds between two Trues; a probe
+    # takes readiness away for a period at least. Ready's lastTransitionTime has whole seconds.
+    settling = dataclasses.replace(PROGRESSING_NEW, ready_since="2026-03-01T12:00:08.000000Z")
+    blip = pod("new-1", ready=False, created=2, ready_transition=at(10))
+    d = step(settling, seen(pod("new-0", ready=True, created=1), blip), 10.5)
+    assert d.status.phase == rollout.PROGRESSING and d.status.failed_reason is None and d.events == ()
+    assert d.status.ready_since is None and d.target_revision == NEW
+    assert d.requeue_after == pytest.approx(1.5)  # judged again when the hold ends
+    ready_again = dataclasses.replace(blip, ready=True, ready_transition=at(10))
+    d = step(d.status, seen(pod("new-0", ready=True, created=1), ready_again), 10.6)
+    assert d.status.failed_reason is None and d.status.ready_at == at(10.6)
+
+
+def test_a_first_deploy_whose_pod_blips_is_not_a_revision_without_a_good_one():
+    first = RolloutStatus(current_revision=NEW, phase=rollout.PROGRESSING, rollout_started="2026-03-01T12:00:00.000000Z",
+                          ready_since="2026-03-01T12:00:08.000000Z")
+    blip = pod("new-1", ready=False, created=2, ready_transition=at(9))
+    d = step(first, seen(pod("new-0", ready=True, created=1), blip), 10.9)
+    assert d.status.phase == rollout.PROGRESSING and reasons(d) == []
+    d = step(first, seen(pod("new-0", ready=True, created=1), blip), 11)
+    assert d.status.phase == rollout.NO_GOOD_REVISION and d.status.failed_reason == "ReadinessLost"
 
 
 # --------------------------------------------------------------------------- no loop, new attempts

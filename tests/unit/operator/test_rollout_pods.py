@@ -86,7 +86,7 @@ def test_a_pod_whose_ready_condition_turned_false_after_it_started_counts_as_hav
             containerStatuses=[{"name": "server", "ready": False, "started": True, "state": {}}],
         )
     )
-    d = step(PROGRESSING_NEW, seen(*old_pods(), view), 6.5)
+    d = step(PROGRESSING_NEW, seen(*old_pods(), view), 8)
     assert d.status.failed_reason == "ReadinessLost" and d.target_revision == OLD
 
 

@@ -18,7 +18,8 @@ Rules:
   ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds``,
   readiness not reached within the startup budget (``model_load_timeout_seconds +
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
-  after it was reached; or when the Deployment reports ProgressDeadlineExceeded; or, with
+  after it was reached (for a second at least: a shorter NotReady is a blip of the kubelet's
+  status sync, never a probe's verdict); or when the Deployment reports ProgressDeadlineExceeded; or, with
   spec.rollout.qualityGate, when the quality gate (gate.py) finds it reads worse than the last
   good revision (QualityRegression) or cannot get the golden pages answered (QualityGateError):
   decide.py passes that verdict in (``gate_failure``), and the same rollback follows. A gated
@@ -230,7 +231,7 @@ def _progress(
     deadlines = [settle_left]
     for pod in observed.pods:
         if pod.revision == revision and not pod.deleting:
-            deadlines.append(pod_deadline(pod, policy, now))
+            deadlines.append(pod_deadline(pod, policy, now, prior))
     started = status.started_at
     if started is not None:
         deadlines.append(policy.progress_deadline_seconds - (now - started).total_seconds())

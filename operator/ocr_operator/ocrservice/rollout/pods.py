@@ -4,6 +4,12 @@ Only pods of the revision being rolled out are judged; old pods and a replica-co
 never start or fail a rollout. The last good revision proved that it starts and serves, so its
 pods fail it only for what its template cannot do (pull its image, create its container, get
 scheduled); a settled revision is not judged at all.
+
+Readiness lost counts once it has lasted a second (``READINESS_LOSS_HOLD_SECONDS``): a probe takes
+readiness away only after failureThreshold failed probes and gives it back no sooner than the next
+probe, periodSeconds (at least 1 s) later, while the kubelet's own status sync can write Ready False
+for a few milliseconds between two Trues (a pod sync that read the probe's result just before it
+turned). Such a blip restarts the settle clock; it never fails the revision.
 """
 
 from __future__ import annotations
@@ -18,6 +24,9 @@ from ..naming import REVISION_KEY as REVISION_LABEL
 from .model import (CONFIG_ERROR_REASONS, IMAGE_PULL_REASONS, REASON_CRASH_LOOP, REASON_OOM, REASON_PROGRESS_DEADLINE,
                     REASON_READINESS_LOST, REASON_READINESS_TIMEOUT, REASON_TOO_MANY_RESTARTS, REASON_UNSCHEDULABLE,
                     Failure, Observed, PodView, Policy, RolloutStatus, parse_time)
+
+# Ready's lastTransitionTime has whole seconds: 2 s on this clock is at least 1 s of NotReady.
+READINESS_LOSS_HOLD_SECONDS = 2.0
 
 
 def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStatus,
@@ -58,6 +67,8 @@ def _pod_failure(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
     if pod.ready:
         return None
     if _lost_readiness(pod, prior):
+        if _readiness_loss_hold(pod, now) > 0:
+            return None  # a blip so far: judged again when the hold ends (pod_deadline)
         return Failure(
             REASON_READINESS_LOST,
             f"{where} lost readiness after being Ready ({policy.failure_threshold} failed health checks){detail}",
@@ -89,14 +100,24 @@ def _lost_readiness(pod: PodView, prior: RolloutStatus) -> bool:
     return ready_at is not None and pod.created < ready_at.replace(microsecond=0)
 
 
+def _readiness_loss_hold(pod: PodView, now: datetime) -> float:
+    """Seconds until a pod that lost readiness has been NotReady long enough to count (0: it counts)."""
+    if pod.ready_transition is None:
+        return 0.0
+    return max(0.0, READINESS_LOSS_HOLD_SECONDS - (now - pod.ready_transition).total_seconds())
+
+
 def _age(pod: PodView, now: datetime) -> float:
     return (now - pod.created).total_seconds()
 
 
-def pod_deadline(pod: PodView, policy: Policy, now: datetime) -> float | None:
-    """Seconds until this (healthy so far) pod's next deadline: unschedulable grace or startup budget."""
+def pod_deadline(pod: PodView, policy: Policy, now: datetime, prior: RolloutStatus) -> float | None:
+    """Seconds until this (healthy so far) pod's next deadline: the end of a readiness loss's hold,
+    unschedulable grace or startup budget."""
     if pod.ready:
         return None
+    if _lost_readiness(pod, prior):
+        return _readiness_loss_hold(pod, now)
     limit = policy.unschedulable_grace_seconds if pod.unschedulable else policy.startup_budget_seconds
     return limit - _age(pod, now)
 
