@@ -3,8 +3,9 @@
 A plugin is a module with `install(hooks: EngineHooks) -> None`. None is loaded unless
 SERVER_PLUGINS names it, and the server warns at start when any is (startup_checks.startup_warnings). The
 one user is the test suite's fault plugin (`ocr_server_testing.faults`, in the test image only):
-it hangs the engine thread on cue, to prove that liveness restarts a wedged pod. The product has
-no test code: it only calls the hooks a plugin installed.
+it hangs the engine thread on cue, to prove that liveness restarts a wedged pod, and can pace the
+decode steps like a slower accelerator. The product has no test code: it only calls the hooks a
+plugin installed.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ from .config import ConfigError
 
 @dataclass
 class EngineHooks:
-    """What plugins installed: called on the engine thread before each batch runs (the generate
-    batcher) or pages join the slots decoder."""
+    """What plugins installed, called on the engine thread: `before_work` before each batch runs
+    (the generate batcher) or pages join the slots decoder; `after_step` after each step of the
+    slots decoder, once the rows that ended are answered."""
 
     before_work: list[Callable[[], None]] = field(default_factory=list)
+    after_step: list[Callable[[], None]] = field(default_factory=list)
 
     def run_before_work(self) -> None:
         for hook in self.before_work:
+            hook()
+
+    def run_after_step(self) -> None:
+        for hook in self.after_step:
             hook()
 
 

@@ -1,18 +1,23 @@
-"""Plugins (SERVER_PLUGINS): none by default; the test suite's wedge fault hangs the engine thread only on cue."""
+"""Plugins (SERVER_PLUGINS): none by default; the test suite's wedge fault hangs the engine thread only on cue,
+and its step pause (OCR_STEP_PAUSE_SEC) paces the slots decoder's steps."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+import types
 
 import pytest
 
 from ocr_server.engines.batcher import Batcher
+from ocr_server.engines.scheduling import ClassQueue
+from ocr_server.engines.transformers.slot_runner import SlotRunner, _Pending
 from ocr_server.runtime.config import ConfigError, load_config
 from ocr_server.runtime.metrics import Metrics
 from ocr_server.runtime.plugins import EngineHooks, load_plugins
 from ocr_server.runtime.startup_checks import startup_warnings
-from ocr_server_testing.faults import wedge_on_cue
+from ocr_server_testing.faults import install, wedge_on_cue
 
 FAULTS = "ocr_server_testing.faults"
 
@@ -102,3 +107,61 @@ def test_the_trigger_file_hangs_the_engine_thread_once_and_is_removed(tmp_path):
         worker.join(5)
     check()  # the file is gone: the next batch runs
     assert len(hangs) == 1
+
+
+def test_without_a_step_pause_the_fault_plugin_installs_no_step_hook():
+    hooks = EngineHooks()
+    install(hooks, env={})
+    assert len(hooks.before_work) == 1 and hooks.after_step == []
+
+
+def test_the_step_pause_makes_each_step_hook_take_that_long():
+    hooks = EngineHooks()
+    install(hooks, env={"OCR_STEP_PAUSE_SEC": "0.05"})
+    assert len(hooks.after_step) == 1
+    t0 = time.monotonic()
+    hooks.run_after_step()
+    assert time.monotonic() - t0 >= 0.05
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "abc", "nan", "inf"])
+def test_a_step_pause_that_is_not_seconds_from_0_to_1_is_refused_naming_the_setting(value):
+    with pytest.raises(ConfigError, match=f"OCR_STEP_PAUSE_SEC='{value}' is not allowed: seconds from 0 to 1"):
+        install(EngineHooks(), env={"OCR_STEP_PAUSE_SEC": value})
+
+
+class _Slots:
+    """A slots decoder whose one row ends after `steps` steps."""
+
+    def __init__(self, steps: int) -> None:
+        self.plan, self.rows, self.left = types.SimpleNamespace(slots=1, prefill_pages=1), {}, steps
+
+    def free_slots(self) -> int:
+        return 0 if self.rows else 1
+
+    def prefill(self, items):
+        self.rows = {0: items[0]}
+        yield
+
+    def step(self):
+        self.left -= 1
+        if self.left:
+            return []
+        self.rows = {}
+        return ["ended"]
+
+    def idle(self) -> bool:
+        return not self.rows
+
+
+def test_the_slots_runner_calls_the_step_hooks_after_each_step_once_its_ended_rows_are_answered():
+    slots, seen = _Slots(steps=5), []
+    engine = types.SimpleNamespace(slots=slots, cfg=types.SimpleNamespace(runtime=types.SimpleNamespace(prefill_share=0.5)))
+    hooks = EngineHooks(after_step=[lambda: seen.append(f"hook after step {5 - slots.left}")])
+    runner = SlotRunner(engine, metrics=Metrics(), on_fatal=lambda exc: None, hooks=hooks)
+    runner._answer = lambda ended: seen.append(f"answered {ended}")
+    item = types.SimpleNamespace(request_class="interactive", deadline=time.monotonic() + 60, cancelled=threading.Event())
+    runner.inbox = ClassQueue()
+    runner.inbox.append(_Pending(item, types.SimpleNamespace(done=lambda: False)), "interactive")
+    runner._drive()
+    assert seen == [f"hook after step {n}" for n in range(1, 5)] + ["answered ended", "hook after step 5"]

@@ -62,7 +62,7 @@ class SlotRunner:
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.inbox: ClassQueue[_Pending] = ClassQueue()  # interactive pages take a free slot first
         self.progress = ProgressClock()
-        self.hooks = hooks or EngineHooks()  # plugins' hooks, run on the engine thread before pages join
+        self.hooks = hooks or EngineHooks()  # plugins' hooks, run on the engine thread (pages join, steps)
         self._lock = threading.Lock()
         self._driving = False
         self._closing = False
@@ -152,6 +152,7 @@ class SlotRunner:
                     self._answer(ended)
                 credit -= time.perf_counter() - t0
                 self.progress.advanced()
+                self.hooks.run_after_step()
                 if rows:
                     self.metrics.batch_size.observe(rows)
         except Exception as exc:  # noqa: BLE001 - a failing engine fails its pages, then the process
