@@ -12,8 +12,9 @@ flight). Requests go to the Service's ClusterIP, or to a pod's IP when a test mu
 serves it, on the harness's bridge; no request is retried, every outcome is recorded.
 
 - scale-down 2 -> 1 and a rollout (an env change) each delete a pod with requests in flight:
-  every request sent meanwhile is answered 200, among them one longer than 10 s that runs on the
-  deleted pod past its SIGTERM;
+  every request sent meanwhile is answered 200, among them one that runs on the deleted pod more
+  than 10 s past its SIGTERM (its decode steps paced by the fault plugin's OCR_STEP_PAUSE_SEC, so it
+  is that long on an idle machine too);
 - the engine thread wedged (SERVER_PLUGINS=ocr_server_testing.faults, the test image's fault plugin): liveness restarts the pod and the
   operator keeps its revision good, also when the spec goes back to it later;
 - containerd restarted: the containers keep running under their shims and serving, every request
@@ -50,8 +51,12 @@ SHORT_TOKENS = 8  # about 1 s on this machine
 # comes 2 s (settleSeconds) + the preStop sleep after it starts: so it is sized to take about
 # LONG_TARGET_SECONDS on the machine as it is, from a timed request (`Faulty.long_tokens`), not by a
 # fixed count: 640 tokens took 90 s on a busy machine with the generate decoder and 6 s idle with
-# the slots decoder. `min_new_tokens` holds the end of text back, so it generates that many.
+# the slots decoder. `min_new_tokens` holds the end of text back, so it generates that many. The
+# tiny model's context caps the tokens, and an idle machine decodes all of them in about 16 s,
+# so the fault plugin paces each decode step by STEP_PAUSE_SEC (as a slower accelerator would):
+# at least 3584 x 6 ms = 21.5 s of pauses alone.
 LONG_SECONDS, LONG_TARGET_SECONDS = 10, 25
+STEP_PAUSE_SEC = 0.006
 PROBE_TOKENS, LONG_MIN_TOKENS, LONG_MAX_TOKENS = 256, 512, 3584  # the tiny model's context is 4096
 LONG_TIMEOUT = 120  # inference.timeoutSeconds while long requests run: the pod's grace period is 5 + 125 s
 SHORT_TIMEOUT, STALL_SEC = 10, 5  # after the rollout: a wedged pod is restarted within ~30 s
@@ -61,7 +66,8 @@ PROBE_SEEDS = itertools.count(90_000)  # a page never sent before: a result-cach
 
 def manifest(image: str, pvc: str, *, replicas: int, timeout: int, stall: int | None = None,
              extra_env: dict[str, str] | None = None) -> dict:
-    env = {"SERVER_PLUGINS": "ocr_server_testing.faults", **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
+    env = {"SERVER_PLUGINS": "ocr_server_testing.faults", "OCR_STEP_PAUSE_SEC": str(STEP_PAUSE_SEC),
+           **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
     return real_ocrservice(
         NAME, image, replicas=replicas, model={"pvc": {"claimName": pvc, "subPath": "weights"}},
         inference={"maxNewTokens": LONG_MAX_TOKENS, "timeoutSeconds": timeout, "concurrency": 2},
