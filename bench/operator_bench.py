@@ -2,7 +2,8 @@
 
 Measures, per OcrService, the time from its creation to (a) all of its children existing
 (ConfigMap, revisions ConfigMap, Deployment, Service, HPA, PDB) and (b) Ready=True with
-observedGeneration == generation; prints p50/p90/p99/max, and the operator process' memory
+observedGeneration == generation, and splits (b) at (c) its Deployment's first Ready pod (the
+control plane's share; from (c) to (b) is the operator's own); prints p50/p90/p99/max, and the operator process' memory
 (peak and final RSS), reconciles, writes and API requests. The requests (from the operator's
 `ocr_operator_api_requests_total`) and its CPU-seconds are counted until it has sent nothing
 for 5 s, so the status patches and Events that trail the last Ready count too. Not a test:
@@ -131,12 +132,19 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
 
         children = [watcher.children_done(n) - t0 for n in names if watcher.children_done(n)]
         ready = [watcher.ready[n] - t0 for n in names if n in watcher.ready]
+        # The control plane's share (its Deployment has a Ready pod) and the operator's own (from
+        # then until the OcrService reports Ready), per object.
+        deployed = [watcher.deployment_ready[n] - t0 for n in names if n in watcher.deployment_ready]
+        lag = [watcher.ready[n] - watcher.deployment_ready[n] for n in names
+               if n in watcher.ready and n in watcher.deployment_ready]
         requests = int(sum(by_request.values()))
         figures = {
             "count": args.count,
             "apply_seconds": round(applied, 2),
             "children_created": summary(children),
             "ready": summary(ready),
+            "deployment_ready": summary(deployed),
+            "ready_after_deployment_ready": summary(lag),
             "all_ready_seconds": round(total, 2),
             "requests_counted_until_seconds": round(quiet_after, 1),
             "requests_by": by_request,
@@ -162,7 +170,9 @@ def one_round(cluster, names: list[str], args, workdir: Path, round_no: int) -> 
         print(f"\nOperator benchmark: {args.count} OcrServices created at once ({CLIENT_THREADS} client threads, all "
               f"created in {applied:.2f}s), local control plane, kwok pods; all Ready {total:.1f}s after the first create")
         print(f"{'':30s}{'n':>5s}{'p50':>9s}{'p90':>9s}{'p99':>9s}{'max':>9s}")
-        rows = [("asked -> all children", figures["children_created"]), ("asked -> Ready=True", figures["ready"])]
+        rows = [("asked -> all children", figures["children_created"]), ("asked -> Ready=True", figures["ready"]),
+                ("asked -> Deployment Ready", figures["deployment_ready"]),
+                ("Deployment Ready -> Ready", figures["ready_after_deployment_ready"])]
         if floor:
             rows += [("floor: asked -> all children", floor["children_created"]),
                      ("floor: asked -> pod Ready", floor["ready"]),
