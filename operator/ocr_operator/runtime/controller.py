@@ -251,8 +251,8 @@ class Controller:
             self.reconciler.forgotten(key, last, self.jobs)
             self.recorder.forget((last.get("metadata") or {}).get("uid") or "")
 
-    def enqueue(self, key: Key, *, urgent: bool = False) -> None:
-        self.queue.add(key, urgent=urgent)
+    def enqueue(self, key: Key, *, urgent: bool = False, later: bool = False) -> None:
+        self.queue.add(key, urgent=urgent, later=later)
 
     def enqueue_after(self, key: Key, delay: float) -> None:
         """Wake `key` in `delay` seconds (the earliest pending wake-up is kept)."""
@@ -260,7 +260,7 @@ class Controller:
 
     def _due(self, key: Key) -> None:
         if key in self.cache:
-            self.enqueue(key)
+            self.enqueue(key, later=True)  # a timer: after child events and new specs (workqueue.py)
 
     def _job_done(self, key: Key) -> None:
         if key in self.cache:

@@ -1,11 +1,11 @@
-"""The work queue: de-duplicated, one worker per key, fair lanes, rate-limited."""
+"""The work queue: de-duplicated, one worker per key, fair lanes (timers after events, within a bound), rate-limited."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 
-from ocr_operator.runtime.workqueue import URGENT_BURST, TokenBucket, WorkQueue
+from ocr_operator.runtime.workqueue import LATER_MAX_WAIT_SECONDS, URGENT_BURST, TokenBucket, WorkQueue
 
 
 def run(coro):
@@ -74,7 +74,8 @@ def test_shuffled_adds_keep_each_key_once_and_lose_none():
         rng.shuffle(keys)
         q = WorkQueue()
         for k in keys:
-            q.add(k, urgent=rng.random() < 0.3)
+            lane = rng.random()
+            q.add(k, urgent=lane < 0.3, later=lane > 0.7)
         return drain(q)
     out = run(go())
     assert sorted(out) == sorted({f"k{i}" for i in range(50)})
@@ -122,3 +123,98 @@ def test_a_serving_worker_handles_a_key_added_again_while_it_was_handled_once_mo
         return handled, len(q)
 
     assert run(go()) == (["a", "a"], 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_timers_wake_up_is_served_after_child_events_and_new_specs():
+    async def go():
+        q = WorkQueue()
+        q.add("settled", later=True)   # a settle period over
+        q.add("ready")                 # its Deployment became ready
+        q.add("new", urgent=True)      # a new OcrService
+        return drain(q)
+    assert run(go()) == ["new", "ready", "settled"]
+
+
+def test_a_later_key_that_waited_the_max_wait_joins_the_normal_lane_ahead_of_newer_events():
+    async def go():
+        clock = Clock()
+        q = WorkQueue(clock=clock)
+        q.add("timer", later=True)
+        q.add("event-1")
+        clock.now = LATER_MAX_WAIT_SECONDS
+        first = q.pop()            # the timer joins the normal lane, behind event-1
+        q.done(first)
+        q.add("event-2")
+        return [first] + drain(q)
+    assert run(go()) == ["event-1", "timer", "event-2"]
+
+
+def test_a_later_key_not_yet_aged_waits_for_every_newer_event():
+    async def go():
+        clock = Clock()
+        q = WorkQueue(clock=clock)
+        q.add("timer", later=True)
+        q.add("event-1")
+        clock.now = LATER_MAX_WAIT_SECONDS - 0.1
+        first = q.pop()
+        q.done(first)
+        q.add("event-2")
+        return [first] + drain(q)
+    assert run(go()) == ["event-1", "event-2", "timer"]
+
+
+def test_an_aged_later_key_is_served_between_urgent_bursts_like_a_normal_one():
+    async def go():
+        clock = Clock()
+        q = WorkQueue(clock=clock)
+        q.add("timer", later=True)
+        clock.now = LATER_MAX_WAIT_SECONDS
+        for i in range(10):
+            q.add(f"new{i}", urgent=True)
+        return drain(q)
+    order = run(go())
+    assert order[URGENT_BURST] == "timer" and len(order) == 11
+
+
+def test_a_later_key_moves_up_when_added_to_a_more_urgent_lane_and_never_down():
+    async def go():
+        q = WorkQueue()
+        q.add("a", later=True)
+        q.add("b", later=True)
+        q.add("b")                 # a child event for b: normal now
+        q.add("c")
+        q.add("c", later=True)     # a timer for c, already waiting for a child event: stays normal
+        return drain(q), q.waiting, q.later_since
+    order, waiting, later_since = run(go())
+    assert order == ["b", "c", "a"] and waiting == {} and later_since == {}
+
+
+def test_a_key_added_later_then_normal_while_processed_is_queued_normal_when_done():
+    async def go():
+        q = WorkQueue()
+        q.add("a")
+        assert q.pop() == "a"
+        q.add("a", later=True)
+        q.add("a")
+        q.add("a", later=True)
+        q.add("z", later=True)
+        q.done("a")
+        return drain(q)
+    assert run(go()) == ["a", "z"]
+
+
+def test_a_forgotten_later_key_leaves_no_trace():
+    async def go():
+        q = WorkQueue()
+        q.add("a", later=True)
+        q.forget("a")
+        return q.pop(), q.waiting, q.later_since, list(q.lanes["later"])
+    assert run(go()) == (None, {}, {}, [])
