@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from ocr_operator.runtime.workqueue import LATER_MAX_WAIT_SECONDS, URGENT_BURST, TokenBucket, WorkQueue
 
 
@@ -143,32 +145,22 @@ def test_a_timers_wake_up_is_served_after_child_events_and_new_specs():
     assert run(go()) == ["new", "ready", "settled"]
 
 
-def test_a_later_key_that_waited_the_max_wait_joins_the_normal_lane_ahead_of_newer_events():
+@pytest.mark.parametrize("waited,order", [
+    (LATER_MAX_WAIT_SECONDS, ["event-1", "timer", "event-2"]),         # aged: joins the normal lane, behind event-1
+    (LATER_MAX_WAIT_SECONDS - 0.1, ["event-1", "event-2", "timer"]),   # not yet: waits for every newer event
+], ids=["aged", "not-yet-aged"])
+def test_a_later_key_joins_the_normal_lane_once_it_waited_the_max_wait(waited, order):
     async def go():
         clock = Clock()
         q = WorkQueue(clock=clock)
         q.add("timer", later=True)
         q.add("event-1")
-        clock.now = LATER_MAX_WAIT_SECONDS
-        first = q.pop()            # the timer joins the normal lane, behind event-1
-        q.done(first)
-        q.add("event-2")
-        return [first] + drain(q)
-    assert run(go()) == ["event-1", "timer", "event-2"]
-
-
-def test_a_later_key_not_yet_aged_waits_for_every_newer_event():
-    async def go():
-        clock = Clock()
-        q = WorkQueue(clock=clock)
-        q.add("timer", later=True)
-        q.add("event-1")
-        clock.now = LATER_MAX_WAIT_SECONDS - 0.1
+        clock.now = waited
         first = q.pop()
         q.done(first)
         q.add("event-2")
         return [first] + drain(q)
-    assert run(go()) == ["event-1", "event-2", "timer"]
+    assert run(go()) == order
 
 
 def test_an_aged_later_key_is_served_between_urgent_bursts_like_a_normal_one():
