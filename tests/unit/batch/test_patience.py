@@ -18,18 +18,11 @@ from localcluster.s3server import S3Server, gateway_argv, gateway_env, listen_ad
 from ocr_batch_worker.patience import Backoff, Outage, PatientStore, StorageUnavailable
 from ocr_batch_worker.s3 import S3Store, S3Unavailable, S3Unreachable, error_type
 from ocr_batch_worker.storage import FileStore, StoreError, TransientStoreError, os_error
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.unit.clock import ManualClock
 
 
 def test_an_outage_is_measured_from_its_first_failure_and_ended_by_any_success():
-    clock = Clock()
+    clock = ManualClock(100.0)
     outage = Outage(10, clock)
     assert outage.failed() == 10
     clock.now += 4

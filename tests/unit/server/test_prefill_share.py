@@ -14,23 +14,16 @@ from ocr_server.engines.scheduling import ClassQueue
 from ocr_server.engines.transformers import slot_runner
 from ocr_server.engines.transformers.slot_runner import SlotRunner, _Pending, decode_owed
 from ocr_server.runtime.metrics import Metrics
+from tests.unit.clock import ManualClock
 
 CHUNK_S, STEP_S, CHUNKS = 0.002, 0.0046, 200
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class FakeSlots:
     """A decoder whose prefill chunks and steps take simulated time: one row decodes throughout,
     and one page joins with CHUNKS chunks."""
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: ManualClock) -> None:
         self.clock, self.plan = clock, types.SimpleNamespace(slots=4, prefill_pages=8)
         self.rows = {0: "long row"}
         self.log: list[str] = []
@@ -58,7 +51,7 @@ class FakeSlots:
 
 
 def run(share: float, monkeypatch) -> FakeSlots:
-    clock = Clock()
+    clock = ManualClock()
     monkeypatch.setattr(slot_runner.time, "perf_counter", clock)
     slots = FakeSlots(clock)
     engine = types.SimpleNamespace(slots=slots, cfg=types.SimpleNamespace(runtime=types.SimpleNamespace(prefill_share=share)))

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from ocr_operator.runtime.workqueue import LATER_MAX_WAIT_SECONDS, URGENT_BURST, TokenBucket, WorkQueue
+from tests.unit.clock import ManualClock
 
 
 def run(coro):
@@ -127,14 +128,6 @@ def test_a_serving_worker_handles_a_key_added_again_while_it_was_handled_once_mo
     assert run(go()) == (["a", "a"], 0)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_timers_wake_up_is_served_after_child_events_and_new_specs():
     async def go():
         q = WorkQueue()
@@ -151,7 +144,7 @@ def test_a_timers_wake_up_is_served_after_child_events_and_new_specs():
 ], ids=["aged", "not-yet-aged"])
 def test_a_later_key_joins_the_normal_lane_once_it_waited_the_max_wait(waited, order):
     async def go():
-        clock = Clock()
+        clock = ManualClock()
         q = WorkQueue(clock=clock)
         q.add("timer", later=True)
         q.add("event-1")
@@ -165,7 +158,7 @@ def test_a_later_key_joins_the_normal_lane_once_it_waited_the_max_wait(waited, o
 
 def test_an_aged_later_key_is_served_between_urgent_bursts_like_a_normal_one():
     async def go():
-        clock = Clock()
+        clock = ManualClock()
         q = WorkQueue(clock=clock)
         q.add("timer", later=True)
         clock.now = LATER_MAX_WAIT_SECONDS
