@@ -3,8 +3,8 @@
 Measures, per OcrService, the time from its creation to (a) all of its children existing
 (ConfigMap, revisions ConfigMap, Deployment, Service, HPA, PDB) and (b) Ready=True with
 observedGeneration == generation, and splits (b) at (c) its Deployment's first Ready pod (the
-control plane's share; from (c) to (b) is the operator's own); prints p50/p90/p99/max, and the operator process' memory
-(peak and final RSS), reconciles, writes and API requests. The requests (from the operator's
+control plane's share; from (c) to (b) is the operator's own); prints p50/p90/p99/max, and the
+operator process' memory (peak and final RSS), reconciles, writes and API requests. The requests (from the operator's
 `ocr_operator_api_requests_total`) and its CPU-seconds are counted until it has sent nothing
 for 5 s, so the status patches and Events that trail the last Ready count too. Not a test:
 nothing is asserted.

@@ -19,12 +19,12 @@ Rules:
   readiness not reached within the startup budget (``model_load_timeout_seconds +
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
   after it was reached (for a second at least: a shorter NotReady is a blip of the kubelet's
-  status sync, never a probe's verdict); or when the Deployment reports ProgressDeadlineExceeded; or, with
-  spec.rollout.qualityGate, when the quality gate (gate.py) finds it reads worse than the last
-  good revision (QualityRegression) or cannot get the golden pages answered (QualityGateError):
-  decide.py passes that verdict in (``gate_failure``), and the same rollback follows. A gated
-  pod is not Ready before the gate passes, so its startup budget also holds the gate's time
-  (``Policy.gate_seconds``).
+  status sync, never a probe's verdict); or when the Deployment reports
+  ProgressDeadlineExceeded; or, with spec.rollout.qualityGate, when the quality gate (gate.py)
+  finds it reads worse than the last good revision (QualityRegression) or cannot get the golden
+  pages answered (QualityGateError): decide.py passes that verdict in (``gate_failure``), and
+  the same rollback follows. A gated pod is not Ready before the gate passes, so its startup
+  budget also holds the gate's time (``Policy.gate_seconds``).
 * The last good revision, rolled out again (the spec went back to it), fails only for the
   image pull, container creation, Unschedulable and progress-deadline signals: its pods' restarts,
   OOM kills and readiness are what a running pod lives through (liveness restarting a wedged
