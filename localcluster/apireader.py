@@ -53,9 +53,12 @@ class ApiReader:
         except NotFound:
             return None
 
-    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
-        """The objects' items (`kubectl get KIND [-l SELECTOR] -o json`), in the API server's order."""
-        query = "?" + urllib.parse.urlencode({"labelSelector": selector}) if selector else ""
+    def list(self, kind: str, namespace: str | None = None, selector: str | None = None,
+             fields: str | None = None) -> list[dict]:
+        """The objects' items (`kubectl get KIND [-l SELECTOR] [--field-selector FIELDS] -o json`),
+        in the API server's order."""
+        params = {k: v for k, v in (("labelSelector", selector), ("fieldSelector", fields)) if v}
+        query = "?" + urllib.parse.urlencode(params) if params else ""
         return self._get(self._path(kind, namespace) + query).get("items") or []
 
     # -- internals ----------------------------------------------------------------------------

@@ -286,8 +286,9 @@ class LocalCluster(KubectlCommands):
     def get_object(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
         return self._reader().get(kind, name, namespace)
 
-    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
-        return self._reader().list(kind, namespace, selector)
+    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None,
+                     fields: str | None = None) -> list[dict]:
+        return self._reader().list(kind, namespace, selector, fields)
 
     def _reader(self) -> ApiReader:
         """Reads on a kept-alive connection as the admin user (localcluster/apireader.py): what

@@ -56,7 +56,9 @@ class KubectlCommands:
         wait_for(lambda: self.get_object("serviceaccount", "default", namespace) is not None, timeout=timeout,
                  message=f"default ServiceAccount in {namespace}")
 
-    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
-        """`kubectl get KIND [-l SELECTOR] -o json`'s items."""
-        args = ["get", kind, *(["-n", namespace] if namespace else []), "-o", "json"] + (["-l", selector] if selector else [])
+    def list_objects(self, kind: str, namespace: str | None = None, selector: str | None = None,
+                     fields: str | None = None) -> list[dict]:
+        """`kubectl get KIND [-l SELECTOR] [--field-selector FIELDS] -o json`'s items."""
+        args = ["get", kind, *(["-n", namespace] if namespace else []), "-o", "json"] + (["-l", selector] if selector else []) \
+            + (["--field-selector", fields] if fields else [])
         return json.loads(self.kubectl(*args).stdout)["items"]

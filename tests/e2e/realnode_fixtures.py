@@ -25,7 +25,6 @@ Exposed to the e2e tier by one import line at the bottom of tests/e2e/conftest.p
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import socket
 import ssl
@@ -226,7 +225,7 @@ def wait_service_connects(cluster, namespace: str, name: str, timeout: float = 3
 
 def service_address(cluster, namespace: str, name: str) -> tuple[str, int]:
     """The Service's cluster IP and its first port."""
-    svc = json.loads(cluster.kubectl("get", "service", name, "-n", namespace, "-o", "json").stdout)
+    svc = cluster.require_object("service", name, namespace)
     return svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["port"]
 
 
@@ -235,8 +234,7 @@ def service_client(cluster, namespace: str, name: str, **kwargs) -> OcrClient:
 
 
 def server_pods(cluster, namespace: str, name: str) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={name}", "-o", "json")
-    return json.loads(out.stdout)["items"]
+    return cluster.list_objects("pods", namespace, f"app.kubernetes.io/instance={name}")
 
 
 def pod_ready(pod: dict) -> bool:

@@ -45,8 +45,8 @@ def apply_ns(cluster, namespace: str, manifest: dict) -> None:
 
 def test_the_polling_reader_answers_what_kubectl_get_answers(cluster, namespace, ocr_crd):
     """LocalCluster.get_object/list_objects (localcluster/apireader.py) stand for `kubectl get -o
-    json` in the tests' wait loops: the same objects under every name kubectl accepts, None for a
-    missing object, an error for a kind the server does not serve."""
+    json` in the tests' wait loops: the same objects under every name kubectl accepts, label and
+    field selectors, None for a missing object, an error for a kind the server does not serve."""
     require_local(cluster)
     from localcluster.apireader import UnknownResource
     from tests.e2e.operator_fixtures import ocrservice
@@ -62,6 +62,8 @@ def test_the_polling_reader_answers_what_kubectl_get_answers(cluster, namespace,
         assert cluster.get_object(kind, "named", namespace)["metadata"]["uid"] == ocr_uid, kind
     assert [c["metadata"]["name"] for c in cluster.list_objects("cm", namespace, "k=v")] == ["seen"]
     assert cluster.list_objects("cm", namespace, "k=other") == []
+    assert [c["metadata"]["name"] for c in cluster.list_objects("cm", namespace, fields="metadata.name=seen")] == ["seen"]
+    assert cluster.list_objects("cm", namespace, "k=v", fields="metadata.name=named") == []
     assert cluster.get_object("configmap", "absent", namespace) is None
     assert cluster.get_object("namespace", namespace)["metadata"]["name"] == namespace  # cluster-scoped
     with pytest.raises(UnknownResource):

@@ -100,8 +100,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 return st if st.get("phase") in ("Succeeded", "Failed", "Cancelled") else None
 
             final = wait_for(ended, timeout=600, interval=1, message=f"OcrBatch {BATCH} ended")
-            pods = json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={render.job_name(BATCH)}", "-o",
-                                              "json", check=False).stdout or "{}").get("items", [])
+            pods = cluster.list_objects("pods", namespace, f"job-name={render.job_name(BATCH)}")
             exits = [(cs.get("state") or {}).get("terminated", {}) for p in pods
                      for cs in p.get("status", {}).get("containerStatuses", [])]
             print(f"\nOcrBatch {BATCH}: {final.get('phase')} in {time.monotonic() - t0:.1f}s; worker exits: "

@@ -118,9 +118,7 @@ class Freezer(threading.Thread):
 
 
 def batch_pods(cluster, namespace: str, batch: str) -> list[dict]:
-    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={render.job_name(batch)}", "-o", "json",
-                          check=False).stdout
-    return json.loads(out or "{}").get("items", [])
+    return cluster.list_objects("pods", namespace, f"job-name={render.job_name(batch)}")
 
 
 def running(pod: dict) -> bool:

@@ -373,9 +373,8 @@ def test_a_rollout_replaces_a_pod_mid_request_and_a_long_request_on_it_completes
 
 
 def _liveness_kills(faulty, pod: str) -> list[str]:
-    out = faulty.cluster.kubectl("get", "events", "-n", faulty.namespace, "--field-selector",
-                                 f"involvedObject.name={pod},reason=Killing", "-o", "json").stdout
-    return [e["message"] for e in json.loads(out)["items"] if "failed liveness probe" in e["message"]]
+    events = faulty.cluster.list_objects("events", faulty.namespace, fields=f"involvedObject.name={pod},reason=Killing")
+    return [e["message"] for e in events if "failed liveness probe" in e["message"]]
 
 
 def test_a_wedged_engine_is_restarted_by_liveness_and_its_good_revision_stays_good(faulty):

@@ -103,9 +103,7 @@ class Service:
         return self.deployment()["spec"]["template"]["metadata"]["labels"]["ocr.causalflow.dev/revision"]
 
     def events(self, reason: str) -> list[dict]:
-        out = self.cluster.kubectl("get", "events", "-n", self.ns, "-o", "json",
-                                   "--field-selector", f"involvedObject.kind=OcrService,reason={reason}").stdout
-        return json.loads(out)["items"]
+        return self.cluster.list_objects("events", self.ns, fields=f"involvedObject.kind=OcrService,reason={reason}")
 
     def wait_phase(self, phase: str, timeout: float = 60) -> dict:
         def reached():
