@@ -10,7 +10,9 @@ is a directory the processes agree on (the test run's controller names it); in i
 - `gate.lock` and `use.lock`: a process holds `use.lock` for a stretch of work (`turn`), shared
   for work that lives beside the others' (its own namespace) and exclusively for work that stops
   or restarts a part of the cluster (the node, containerd). An exclusive taker holds `gate.lock`
-  while it waits, so new shared takers queue behind it instead of starving it.
+  while it waits, so new shared takers queue behind it instead of starving it. A shared turn can
+  become exclusive for the rest of its stretch (`Turn.take_alone`): a module whose last tests
+  restart the node runs its other tests beside the other worker's.
 
 What a process changes in the cluster's components (a restarted containerd has a new PID, a child
 of that process) it records in state.json (`LocalCluster.save_state`), and an exclusive turn starts
@@ -81,20 +83,39 @@ class ClusterShare:
             self._life = None
 
     @contextlib.contextmanager
-    def turn(self, exclusive: bool) -> Iterator[None]:
+    def turn(self, exclusive: bool = False) -> Iterator[Turn]:
         """Hold the cluster for a stretch of work: shared beside the other processes' work, or alone."""
         use = (self.root / "use.lock").open("a")
+        turn = Turn(self.root, use)
         try:
             if exclusive:
-                with file_lock(self.root / "gate.lock"):
-                    fcntl.flock(use, fcntl.LOCK_EX)
+                turn.take_alone()
             else:
                 with file_lock(self.root / "gate.lock"):  # waits behind a queued exclusive turn
                     pass
                 fcntl.flock(use, fcntl.LOCK_SH)
-            yield
+            yield turn
         finally:
             use.close()
+
+
+class Turn:
+    """One process's hold on the cluster (`ClusterShare.turn`)."""
+
+    def __init__(self, root: Path, use) -> None:
+        self.root, self._use = root, use
+        self.exclusive = False
+
+    def take_alone(self) -> None:
+        """Hold the cluster alone from now to the turn's end. A shared hold is let go first, so two
+        processes that both ask never wait on each other's shared hold; meanwhile `gate.lock` makes
+        new shared turns queue behind this one."""
+        if self.exclusive:
+            return
+        fcntl.flock(self._use, fcntl.LOCK_UN)
+        with file_lock(self.root / "gate.lock"):
+            fcntl.flock(self._use, fcntl.LOCK_EX)
+        self.exclusive = True
 
 
 def refresh(cluster) -> None:

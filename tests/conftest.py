@@ -1,18 +1,18 @@
-"""Test distribution for `make test`, which runs pytest-xdist in three workers (four where the
-real-node tests take two: more than 2 cores).
+"""Test distribution for `make test`, which runs pytest-xdist in four workers (three with
+CAUSALFLOW_REAL_NODE_UNITS=1).
 
-On 2 cores the suite is mostly waiting: the e2e tier waits on the API server, the kubelet and
-containers while the unit and server tiers are CPU-bound, so running them side by side saves more
-than half of the serial wall time (the run's CPU time is about 60 % of its wall time with 2 workers).
+The e2e tier mostly waits on the API server, the kubelet and containers while the unit and server
+tiers are CPU-bound, so running them side by side saves more than half of the serial wall time: on
+2 cores the four workers keep them about 90 % busy.
 
 Units of work, each run by one worker from its start to its end:
 - the e2e tier: the kwok tests, one unit on a session-scoped local cluster of their own with kwok
-  nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`), one unit on a cluster
-  with the machine's one real node, or, on a machine of more than 2 cores (`real_node_units`), two
-  units (`real_node_unit`: halves of about the same measured duration) whose two workers share that
-  cluster (tests/e2e/conftest.py, localcluster/sharing.py). The modules that stop or restart a part
-  of the node (marked `exclusive`) run while the other worker waits, so they go to the first half
-  and the others are balanced as if they were not there;
+  nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`) on a cluster with the
+  machine's one real node: two units (`real_node_unit`: halves of about the same measured
+  duration) whose two workers share that cluster (tests/e2e/conftest.py, localcluster/sharing.py),
+  or one (`real_node_units`). The tests that stop or restart a part of the node (marked
+  `exclusive`, last in their modules) run while the other worker waits; their modules go to the
+  first half, so two such stretches never queue behind each other;
 - the server modules whose tests or fixtures take the session's main server (`main_server` or
   `server` of tests/server/conftest.py, found in their source by `main_server_modules`): one unit,
   so that server starts once in the run (as units of their own, each worker that ran one of them
@@ -44,10 +44,11 @@ E2E_KWOK = "tests/e2e (kwok)"
 # full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
 E2E_REAL_NODE_UNITS = (f"{E2E_REAL_NODE} 1", f"{E2E_REAL_NODE} 2")
 HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
-# The real-node tests in two units only where the machine has the cores for them. On 2 cores make
-# test is CPU-bound for most of its run: two real-node workers (4 in all) measured 1,158 s against
-# 1,201 s (noise) for 2,172 CPU s against 1,960 (their tests wait longer, so they poll longer and
-# their pods idle longer); on their own, `pytest -n 2` of the real-node modules took 582 s against 868.
+# The real-node tests in two units, also on 2 cores, where make test is CPU-bound for most of its
+# run: on 2026-12-05 (fresh clones, 2 cores) two real-node workers (4 in all) took 1,010 s against
+# 1,129 s, for 1,829 CPU s against 1,740; on 2026-12-02, with 2,172 CPU s against 1,960, they had
+# measured no faster (1,158 s against 1,201). On their own, `pytest -n 2` of the real-node modules
+# took 582 s against 868.
 REAL_NODE_UNITS_ENV = "CAUSALFLOW_REAL_NODE_UNITS"
 # Seconds of each real-node module's tests, measured alone (pytest tests/e2e/test_realnode*.py, one
 # process, 2026-12-05): what `real_node_unit` balances. A module not listed counts as 40.
@@ -85,9 +86,9 @@ def main_server_modules() -> frozenset[str]:
 
 
 def real_node_halves(modules: dict[str, float], exclusive: frozenset[str]) -> tuple[set[str], set[str]]:
-    """Two sets of modules whose durations (`modules`: name -> seconds) are about equal: the
-    exclusive ones all in the first (while one runs the other half waits, so they lengthen both),
-    the others longest first, each to the half with less of them so far."""
+    """Two sets of modules whose durations (`modules`: name -> seconds) are about equal: those with
+    exclusive tests all in the first (their stretches alone never wait for each other), the others
+    longest first, each to the half with less so far."""
     halves: tuple[set[str], set[str]] = (set(exclusive & modules.keys()), set())
     load = [0.0, 0.0]
     for name in sorted(modules.keys() - exclusive, key=lambda m: (-modules[m], m)):
@@ -106,18 +107,35 @@ def module_marks(source: str) -> set[str]:
     return set()
 
 
+def marks_of_tests(source: str) -> list[tuple[str, set[str]]]:
+    """Each test function of a module source, in source order (pytest's order), with the names of
+    the marks its decorators put on it (`@pytest.mark.NAME`, `@pytest.mark.NAME(...)`)."""
+    def name(decorator: ast.expr) -> str | None:
+        node = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
+            return node.attr
+        return None
+
+    return [(n.name, {m for d in n.decorator_list if (m := name(d))})
+            for n in ast.parse(source).body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+
+
+def has_exclusive_tests(source: str) -> bool:
+    return any("exclusive" in marks for _, marks in marks_of_tests(source))
+
+
 @functools.cache
 def _real_node_first_half() -> frozenset[str]:
     paths = sorted((SERVER_TESTS.parent / "e2e").glob("test_realnode*.py"))
     modules = {p.stem: REAL_NODE_SECONDS.get(p.stem, 40.0) for p in paths}
-    exclusive = frozenset(p.stem for p in paths if "exclusive" in module_marks(p.read_text()))
+    exclusive = frozenset(p.stem for p in paths if has_exclusive_tests(p.read_text()))
     return frozenset(real_node_halves(modules, exclusive)[0])
 
 
 def real_node_units() -> int:
-    """1 or 2: CAUSALFLOW_REAL_NODE_UNITS, else 2 on a machine of more than 2 cores, 1 on 2."""
-    wanted = os.environ.get(REAL_NODE_UNITS_ENV)
-    return int(wanted) if wanted in ("1", "2") else 2 if len(os.sched_getaffinity(0)) > 2 else 1  # as nproc counts
+    """1 or 2: CAUSALFLOW_REAL_NODE_UNITS, else 2."""
+    return 1 if os.environ.get(REAL_NODE_UNITS_ENV) == "1" else 2
 
 
 def pytest_xdist_auto_num_workers(config) -> int:

@@ -113,27 +113,35 @@ def cluster():
 
 @pytest.fixture(scope="module", autouse=True)
 def _cluster_turn(request):
-    """A real-node module on a shared cluster holds it for its whole run: beside the other
-    worker's modules, or alone when it is marked `exclusive` (it stops, kills or restarts node
-    processes). An exclusive turn first reads back what the other worker recorded of the node's
-    processes, and records what it changed."""
+    """A real-node module on a shared cluster holds it for its whole run, beside the other worker's
+    modules; from its first test marked `exclusive` (one that stops, kills or restarts node
+    processes: they come last in their module) to its end it holds the cluster alone
+    (`_exclusive_turn`). The module then records what it changed of the node's processes."""
     if request.node.get_closest_marker("realnode") is None:
-        yield
+        yield None
         return
     local = request.getfixturevalue("cluster")
     share = getattr(local, "share", None)
     if share is None:
-        yield
+        yield None
         return
-    exclusive = request.node.get_closest_marker("exclusive") is not None
-    with share.turn(exclusive):
-        if exclusive:
-            refresh(local)
+    with share.turn() as turn:
         try:
-            yield
+            yield turn
         finally:
-            if exclusive:
+            if turn.exclusive:
                 local.save_state()
+
+
+@pytest.fixture(autouse=True)
+def _exclusive_turn(request, _cluster_turn):
+    """A test marked `exclusive` first waits for the other worker's module to end (new ones queue
+    behind it), then reads back what that worker recorded of the node's processes."""
+    if _cluster_turn is not None and not _cluster_turn.exclusive \
+            and request.node.get_closest_marker("exclusive") is not None:
+        _cluster_turn.take_alone()
+        refresh(request.getfixturevalue("cluster"))
+    yield
 
 
 @pytest.fixture(autouse=True)

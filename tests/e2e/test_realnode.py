@@ -26,8 +26,9 @@ from localcluster.realnode import RealNode
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for
 
-# exclusive: it stops, kills and restarts the node's processes (no other worker's test may run then).
-pytestmark = [pytest.mark.realnode, pytest.mark.exclusive]
+# The last two tests stop, kill and restart the node's processes: marked `exclusive`, they run
+# while no other worker's test does (tests/e2e/conftest.py), the others beside them.
+pytestmark = [pytest.mark.realnode]
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +307,7 @@ def test_an_image_sharing_the_nodes_layers_is_imported_as_its_new_layers_and_run
         subprocess.run(b.argv("rmi", ref), capture_output=True, env=b.env)
 
 
+@pytest.mark.exclusive
 def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, namespace):
     """Stop with a running pod (sandbox, netns, veth, rootfs, cgroups, a Service's iptables rules):
     afterwards the machine matches the snapshot taken before the node started."""
@@ -336,6 +338,7 @@ def test_stop_leaves_nothing_behind_then_the_node_starts_again(cluster, node, na
         _restart(cluster, node)
 
 
+@pytest.mark.exclusive
 def test_cleanup_after_a_killed_node_leaves_nothing_behind(cluster, node, namespace):
     """What `make cluster-down` does after a crashed harness: every node process SIGKILLed with a pod
     running, then the cleanup from the state recorded in the work dir."""

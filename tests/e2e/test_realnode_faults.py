@@ -41,8 +41,9 @@ from tests.e2e.realnode_fixtures import (OcrClient, pod_ready, real_ocrservice, 
                                          tiny_model_claim)
 from tests.server import samples
 
-# exclusive: it restarts the node's containerd (no other worker's test may run then).
-pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.exclusive]
+# The last test restarts the node's containerd: marked `exclusive`, it runs while no other worker's
+# test does (tests/e2e/conftest.py), the others beside them.
+pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
 NAME = "faulty"
 PORT = 8080
@@ -429,6 +430,7 @@ def _node_ready(cluster) -> dict:
     return next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
 
 
+@pytest.mark.exclusive
 def test_restarting_containerd_keeps_the_pods_serving_and_the_node_ready(faulty, cluster, real_node):
     t_test = time.monotonic()
     faulty.ensure(faulty.manifest(replicas=1, timeout=SHORT_TIMEOUT, stall=STALL_SEC))

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
-                            REAL_NODE_UNITS_ENV, main_server_modules, module_marks, pytest_xdist_auto_num_workers,
-                            real_node_halves, real_node_units, start_order, takes_main_server, work_unit)
+                            REAL_NODE_UNITS_ENV, has_exclusive_tests, main_server_modules, marks_of_tests, module_marks,
+                            pytest_xdist_auto_num_workers, real_node_halves, real_node_units, start_order,
+                            takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
@@ -43,18 +44,22 @@ def test_module_marks_reads_the_mark_names_of_pytestmark():
     assert module_marks("marks = [pytest.mark.realnode]\n") == set()
 
 
-def test_the_exclusive_modules_share_the_first_half_and_the_others_are_balanced_longest_first():
+def test_marks_of_tests_reads_each_tests_decorator_marks_in_source_order():
+    source = ("import pytest\n@pytest.mark.exclusive\ndef test_b():\n    pass\n"
+              "def helper():\n    pass\n@pytest.mark.timeout(9)\n@other\nasync def test_a():\n    pass\n")
+    assert marks_of_tests(source) == [("test_b", {"exclusive"}), ("test_a", {"timeout"})]
+    assert has_exclusive_tests(source) and not has_exclusive_tests("def test_a():\n    pass\n")
+
+
+def test_the_modules_with_exclusive_tests_share_the_first_half_and_the_others_are_balanced_longest_first():
     modules = {"x1": 100.0, "x2": 50.0, "a": 80.0, "b": 60.0, "c": 30.0, "d": 20.0}
     first, second = real_node_halves(modules, frozenset({"x1", "x2"}))
     assert first == {"x1", "x2", "a", "d"} and second == {"b", "c"}  # a 80 | b 60, c 30 -> 90 | d 20 -> 100
     assert real_node_halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
 
 
-def test_two_real_node_units_where_the_machine_has_more_than_2_cores_unless_the_variable_says(monkeypatch):
+def test_two_real_node_units_unless_the_variable_says_one(monkeypatch):
     monkeypatch.delenv(REAL_NODE_UNITS_ENV, raising=False)
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
-    assert real_node_units() == 1
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
     assert real_node_units() == 2
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
     assert real_node_units() == 1
@@ -67,10 +72,18 @@ def test_make_tests_workers_are_three_with_one_real_node_unit_and_four_with_two(
     assert pytest_xdist_auto_num_workers(None) == 4
 
 
-def test_the_modules_that_stop_or_restart_node_processes_are_exclusive_and_in_the_first_unit(monkeypatch):
+def test_the_tests_that_stop_or_restart_node_processes_are_exclusive_last_in_their_modules_and_in_the_first_unit(
+        monkeypatch):
+    """From a module's first exclusive test to its end its worker holds the cluster alone, so a test
+    after it would run alone for nothing."""
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
-    exclusive = {m.stem for m in E2E.glob("test_realnode*.py") if "exclusive" in module_marks(m.read_text())}
+    sources = {m.stem: m.read_text() for m in E2E.glob("test_*.py")}
+    exclusive = {m for m, source in sources.items() if has_exclusive_tests(source)}
     assert exclusive == {"test_realnode", "test_realnode_faults"}
+    assert not any("exclusive" in module_marks(source) for source in sources.values())
+    for module in exclusive:
+        flags = ["exclusive" in marks for _, marks in marks_of_tests(sources[module])]
+        assert flags == sorted(flags), f"{module}: a test without the mark comes after an exclusive one"
     assert {work_unit(f"tests/e2e/{m}.py::t") for m in exclusive} == {E2E_REAL_NODE_UNITS[0]}
 
 

@@ -82,6 +82,58 @@ def test_an_exclusive_turn_waits_for_the_shared_ones_and_later_shared_turns_queu
     assert order == ["a shared", "b exclusive", "c shared"]
 
 
+def test_a_shared_turn_taken_alone_waits_for_the_other_shared_turn_and_later_ones_queue_behind_it(tmp_path):
+    calls: list[str] = []
+    shares = [opened(tmp_path, calls, name) for name in "abc"]
+    order: list[str] = []
+    release, inside = threading.Event(), threading.Event()
+
+    def other_module() -> None:
+        with shares[0].turn():
+            order.append("a shared")
+            release.wait(5)
+
+    def module_with_an_exclusive_test() -> None:
+        with shares[1].turn() as turn:
+            order.append("b shared")
+            inside.set()
+            turn.take_alone()
+            order.append("b alone")
+            assert turn.exclusive
+
+    def next_module() -> None:
+        with shares[2].turn():
+            order.append("c shared")
+
+    holder = waits(other_module, 0.1)
+    upgrading = waits(module_with_an_exclusive_test)
+    assert inside.is_set() and upgrading.is_alive(), "taking the turn alone did not wait for the other shared turn"
+    queued = waits(next_module)
+    assert queued.is_alive(), "a shared turn overtook the one waiting to be alone"
+    release.set()
+    for thread in (holder, upgrading, queued):
+        thread.join(5)
+    assert order == ["a shared", "b shared", "b alone", "c shared"]
+
+
+def test_two_shared_turns_that_both_ask_to_be_alone_take_it_one_after_the_other(tmp_path):
+    calls: list[str] = []
+    a, b = opened(tmp_path, calls, "a"), opened(tmp_path, calls, "b")
+    both_shared = threading.Barrier(2, timeout=5)
+    alone: list[str] = []
+
+    def module(share, name: str) -> None:
+        with share.turn() as turn:
+            both_shared.wait()
+            turn.take_alone()
+            alone.append(name)
+
+    threads = [waits(lambda s=s, n=n: module(s, n), 0) for s, n in ((a, "a"), (b, "b"))]
+    for thread in threads:
+        thread.join(5)
+    assert not any(t.is_alive() for t in threads) and sorted(alone) == ["a", "b"]
+
+
 def test_two_shared_turns_run_at_once(tmp_path):
     calls: list[str] = []
     a, b = opened(tmp_path, calls, "a"), opened(tmp_path, calls, "b")
