@@ -53,12 +53,13 @@ SHORT_TOKENS = 8  # about 1 s on this machine
 # LONG_TARGET_SECONDS on the machine as it is, from a timed request (`Faulty.long_tokens`), not by a
 # fixed count: 640 tokens took 90 s on a busy machine with the generate decoder and 6 s idle with
 # the slots decoder. `min_new_tokens` holds the end of text back, so it generates that many. The
-# tiny model's context caps the tokens, and an idle machine decodes all of them in about 16 s,
-# so the fault plugin paces each decode step by STEP_PAUSE_SEC (as a slower accelerator would):
-# at least 3584 x 6 ms = 21.5 s of pauses alone.
+# tiny model's context caps the tokens (an idle machine decodes all of them in about 16 s), so the
+# fault plugin paces each decode step by STEP_PAUSE_SEC (as a slower accelerator would): a step
+# then waits about ten times as long as it computes, so a long request is about 450 tokens and
+# the pods' CPU goes to what the tests are about, not to keeping requests long.
 LONG_SECONDS, LONG_TARGET_SECONDS = 10, 25
-STEP_PAUSE_SEC = 0.006
-PROBE_TOKENS, LONG_MIN_TOKENS, LONG_MAX_TOKENS = 256, 512, 3584  # the tiny model's context is 4096
+STEP_PAUSE_SEC = 0.05
+PROBE_TOKENS, LONG_MIN_TOKENS, LONG_MAX_TOKENS = 64, 128, 3584  # the tiny model's context is 4096
 LONG_TIMEOUT = 120  # inference.timeoutSeconds while long requests run: the pod's grace period is 5 + 125 s
 SHORT_TIMEOUT, STALL_SEC = 10, 5  # after the rollout: a wedged pod is restarted within ~30 s
 MAX_REQUESTS, MAX_SECONDS = 300, 300  # each load loop's bound
