@@ -11,7 +11,10 @@ far under its 80 % target, so only the queue can ask for a second pod.
 
 The load is bounded: LOAD_CLIENTS requests in flight at a time against a server that runs one at
 a time (spec.inference.concurrency 1), for at most LOAD_SECONDS; every request is a new page (a
-repeated page is answered from the server's result cache without queueing). The scale-up and the scale-down
+repeated page is answered from the server's result cache without queueing). The pod runs the test
+image, whose fault plugin paces each decode step by STEP_PAUSE_SEC (as a slower accelerator
+would): a request of TOKENS tokens then takes about 2 s, mostly waiting, so the queue is as deep as
+with a busy engine while the pod leaves the machine's cores to the other tests. The scale-up and the scale-down
 are one test on purpose: they share the one pod whose cold start (torch import, model load) on
 two busy cores costs more than either phase.
 """
@@ -34,6 +37,7 @@ LOAD_CLIENTS = 6          # requests kept in flight; the server works on 1, the 
 LOAD_SECONDS = 150        # the load stops at the latest after this long
 TARGET_QUEUE_DEPTH = "2"  # per pod; a queue of ~5 asks for ceil(1 x 5 / 2) = 3 > maxReplicas 2
 SCALE_DOWN_WINDOW = 15    # behavior.scaleDown.stabilizationWindowSeconds
+TOKENS, STEP_PAUSE_SEC = 8, 0.2  # new tokens a request (min_new_tokens: exactly), the pause after each step
 
 
 class Load:
@@ -56,7 +60,7 @@ class Load:
                 png = samples.png(600, 400, seed=index * 100_000 + sent)
                 sent += 1
                 try:
-                    status = client.ocr(png).status_code
+                    status = client.ocr(png, max_new_tokens=str(TOKENS), min_new_tokens=str(TOKENS)).status_code
                 except Exception:  # noqa: BLE001 (a timeout counts as an answer-less request)
                     status = 0
                 with self.lock:
@@ -86,13 +90,15 @@ def hpa_metric(hpa: dict, name: str) -> float | None:
 
 def test_a_real_pods_queue_scales_up_while_gpu_is_low_and_both_low_scale_down_after_the_window(
         cluster, namespace, ocr, ocr_operator, product_images, model_pvc):
-    image = product_images.on_node("server")
+    image = product_images.on_node("server_tiny")  # the product's server with the test helpers
     cluster.set_metric(namespace, "DCGM_FI_DEV_GPU_UTIL", 10)  # every GPU pod of the namespace: low
     behavior = {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]},
                 "scaleDown": {"stabilizationWindowSeconds": SCALE_DOWN_WINDOW,
                               "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]}}
     manifest = real_ocrservice(NAME, image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}},
-                               inference={"concurrency": 1, "batchSize": 1})
+                               inference={"concurrency": 1, "batchSize": 1},
+                               env=[{"name": "SERVER_PLUGINS", "value": "ocr_server_testing.faults"},
+                                    {"name": "OCR_STEP_PAUSE_SEC", "value": str(STEP_PAUSE_SEC)}])
     manifest["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 2, "targetGPUUtilization": 80,
                                        "targetQueueDepth": TARGET_QUEUE_DEPTH, "behavior": behavior}
     t0 = time.monotonic()
