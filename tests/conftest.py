@@ -50,15 +50,18 @@ HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_eq
 # measured no faster (1,158 s against 1,201). On their own, `pytest -n 2` of the real-node modules
 # took 582 s against 868.
 REAL_NODE_UNITS_ENV = "CAUSALFLOW_REAL_NODE_UNITS"
-# Seconds of each real-node module's tests, measured alone (pytest tests/e2e/test_realnode*.py, one
-# process, 2026-12-05): what `real_node_unit` balances. A module not listed counts as 40.
+# Seconds of each real-node module's tests in a whole `make test` (four workers, 2 cores, 2026-12-05,
+# a fresh clone at 82400e3): what `real_node_unit` balances. They include the modules' waits for the
+# other real-node worker (an exclusive test waits for that worker's module to end), which measured
+# alone they lack: by those (2026-12-05 too) the halves came out 835 s against 629 s of test time.
+# A module not listed counts as 40.
 REAL_NODE_SECONDS = {
-    "test_realnode_faults": 116, "test_realnode_batch_faults": 83, "test_realnode": 72, "test_realnode_quality_gate": 70,
-    "test_realnode_batch_stall": 68, "test_realnode_autoscaling_queue_depth": 60, "test_realnode_batch": 48,
-    "test_realnode_batch_poison": 44, "test_realnode_model_s3": 40, "test_realnode_quality_gate_shadow": 39,
-    "test_realnode_rotation": 39, "test_realnode_model_image": 35, "test_realnode_serving": 31,
-    "test_realnode_batch_helm": 23, "test_realnode_quality_gate_loop": 20, "test_realnode_quality_gate_auth": 19,
-    "test_realnode_images": 19, "test_realnode_operator": 18, "test_realnode_rollback": 18, "test_realnode_s3": 3,
+    "test_realnode_faults": 178, "test_realnode_batch_stall": 164, "test_realnode": 152, "test_realnode_batch_faults": 142,
+    "test_realnode_quality_gate": 142, "test_realnode_batch": 120, "test_realnode_autoscaling_queue_depth": 89,
+    "test_realnode_quality_gate_shadow": 63, "test_realnode_batch_poison": 57, "test_realnode_model_image": 52,
+    "test_realnode_images": 49, "test_realnode_model_s3": 45, "test_realnode_rotation": 43,
+    "test_realnode_quality_gate_loop": 36, "test_realnode_serving": 35, "test_realnode_rollback": 27,
+    "test_realnode_batch_helm": 26, "test_realnode_quality_gate_auth": 23, "test_realnode_operator": 19, "test_realnode_s3": 3,
 }
 
 MAIN_SERVER = "tests/server (main server)"
@@ -90,7 +93,7 @@ def real_node_halves(modules: dict[str, float], exclusive: frozenset[str]) -> tu
     exclusive tests all in the first (their stretches alone never wait for each other), the others
     longest first, each to the half with less so far."""
     halves: tuple[set[str], set[str]] = (set(exclusive & modules.keys()), set())
-    load = [0.0, 0.0]
+    load = [sum(modules[m] for m in halves[0]), 0.0]
     for name in sorted(modules.keys() - exclusive, key=lambda m: (-modules[m], m)):
         i = 0 if load[0] <= load[1] else 1
         halves[i].add(name)

@@ -54,7 +54,9 @@ def test_marks_of_tests_reads_each_tests_decorator_marks_in_source_order():
 def test_the_modules_with_exclusive_tests_share_the_first_half_and_the_others_are_balanced_longest_first():
     modules = {"x1": 100.0, "x2": 50.0, "a": 80.0, "b": 60.0, "c": 30.0, "d": 20.0}
     first, second = real_node_halves(modules, frozenset({"x1", "x2"}))
-    assert first == {"x1", "x2", "a", "d"} and second == {"b", "c"}  # a 80 | b 60, c 30 -> 90 | d 20 -> 100
+    assert first == {"x1", "x2", "d"} and second == {"a", "b", "c"}  # 150 | a 80, b 60, c 30 -> 170 | d 20 -> 170
+    first, second = real_node_halves({**modules, "e": 90.0}, frozenset({"x1", "x2"}))
+    assert first == {"x1", "x2", "b"} and second == {"e", "a", "c", "d"}  # 150 | e 90, a 80 -> 170 | b 60 | c, d
     assert real_node_halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
 
 
