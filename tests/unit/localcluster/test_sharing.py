@@ -86,11 +86,12 @@ def test_a_shared_turn_taken_alone_waits_for_the_other_shared_turn_and_later_one
     calls: list[str] = []
     shares = [opened(tmp_path, calls, name) for name in "abc"]
     order: list[str] = []
-    release, inside = threading.Event(), threading.Event()
+    release, holding, inside = threading.Event(), threading.Event(), threading.Event()
 
     def other_module() -> None:
         with shares[0].turn():
             order.append("a shared")
+            holding.set()
             release.wait(5)
 
     def module_with_an_exclusive_test() -> None:
@@ -105,9 +106,12 @@ def test_a_shared_turn_taken_alone_waits_for_the_other_shared_turn_and_later_one
         with shares[2].turn():
             order.append("c shared")
 
-    holder = waits(other_module, 0.1)
-    upgrading = waits(module_with_an_exclusive_test)
-    assert inside.is_set() and upgrading.is_alive(), "taking the turn alone did not wait for the other shared turn"
+    holder = waits(other_module, 0)
+    assert holding.wait(5)
+    upgrading = waits(module_with_an_exclusive_test, 0)
+    assert inside.wait(5), "the second module's shared turn did not start beside the first"
+    upgrading.join(0.3)
+    assert upgrading.is_alive(), "taking the turn alone did not wait for the other shared turn"
     queued = waits(next_module)
     assert queued.is_alive(), "a shared turn overtook the one waiting to be alone"
     release.set()
