@@ -328,9 +328,17 @@ class RealNode:
         cluster.wait_ready("containerd", lambda: self.ctr("version", timeout=5, check=False).returncode == 0, timeout)
         return time.monotonic() - t0
 
-    def _remove_stale_pods(self) -> None:
-        """containerd's root persists: drop sandboxes/containers a crashed earlier node left in it."""
-        if self.crictl("pods", "-q").stdout.strip():
+    def _remove_stale_pods(self, timeout: float = 60) -> None:
+        """containerd's root persists: drop sandboxes/containers a crashed earlier node left in it.
+        containerd answers `ctr` before its CRI service serves (it loads the stored sandboxes
+        first), so the listing is retried until it succeeds: an empty stdout of a failed one is not
+        "nothing left" (a killed node's sandbox outlived a restart that way, on a busy machine)."""
+        deadline = time.monotonic() + timeout
+        while (listed := self.crictl("pods", "-q", timeout=30)).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RealNodeError(f"containerd's CRI service did not list pod sandboxes: {listed.stderr.strip()}")
+            time.sleep(0.5)
+        if listed.stdout.strip():
             proc = self.crictl("rmp", "-a", "-f", timeout=120)
             if proc.returncode != 0:
                 raise RealNodeError(f"removing stale pod sandboxes failed: {proc.stderr.strip()}")
