@@ -101,25 +101,24 @@ def real_node_halves(modules: dict[str, float], exclusive: frozenset[str]) -> tu
     return halves
 
 
+def _mark_names(node: ast.AST) -> set[str]:
+    """The NAMEs of `pytest.mark.NAME` and `pytest.mark.NAME(...)` anywhere in `node`."""
+    return {n.attr for n in ast.walk(node)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+
+
 def module_marks(source: str) -> set[str]:
     """The names of the marks in a module source's `pytestmark` (`pytest.mark.NAME`, `pytest.mark.NAME(...)`)."""
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
-            return {n.attr for n in ast.walk(node.value)
-                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "mark"}
+            return _mark_names(node.value)
     return set()
 
 
 def marks_of_tests(source: str) -> list[tuple[str, set[str]]]:
     """Each test function of a module source, in source order (pytest's order), with the names of
-    the marks its decorators put on it (`@pytest.mark.NAME`, `@pytest.mark.NAME(...)`)."""
-    def name(decorator: ast.expr) -> str | None:
-        node = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "mark":
-            return node.attr
-        return None
-
-    return [(n.name, {m for d in n.decorator_list if (m := name(d))})
+    the marks its decorators put on it."""
+    return [(n.name, set().union(*map(_mark_names, n.decorator_list)))
             for n in ast.parse(source).body
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
 
