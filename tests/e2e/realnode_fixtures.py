@@ -152,6 +152,12 @@ def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterat
 NO_WARMUP = {"name": "WARMUP", "value": "0"}
 
 
+def paced_steps_env(step_pause: float) -> dict[str, str]:
+    """The server env of the test image's fault plugin pausing `step_pause` s after each decode
+    step (as a slower accelerator would): requests stay long while the pod's CPU mostly waits."""
+    return {"SERVER_PLUGINS": "ocr_server_testing.faults", "OCR_STEP_PAUSE_SEC": str(step_pause)}
+
+
 def real_ocrservice(name: str, image: str, *, warmup: bool = False, **spec) -> dict:
     """An OcrService for the real node: its pods select and tolerate it and run `image` on the CPU.
 

@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from tests.e2e.realnode_fixtures import real_ocrservice, service_client
+from tests.e2e.realnode_fixtures import paced_steps_env, real_ocrservice, service_client
 from localcluster.waiting import wait_for
 from tests.server import samples
 
@@ -97,8 +97,7 @@ def test_a_real_pods_queue_scales_up_while_gpu_is_low_and_both_low_scale_down_af
                               "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]}}
     manifest = real_ocrservice(NAME, image, model={"pvc": {"claimName": model_pvc, "subPath": "weights"}},
                                inference={"concurrency": 1, "batchSize": 1},
-                               env=[{"name": "SERVER_PLUGINS", "value": "ocr_server_testing.faults"},
-                                    {"name": "OCR_STEP_PAUSE_SEC", "value": str(STEP_PAUSE_SEC)}])
+                               env=[{"name": k, "value": v} for k, v in paced_steps_env(STEP_PAUSE_SEC).items()])
     manifest["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 2, "targetGPUUtilization": 80,
                                        "targetQueueDepth": TARGET_QUEUE_DEPTH, "behavior": behavior}
     t0 = time.monotonic()

@@ -37,8 +37,8 @@ from localcluster.nodeconfig import NODE_NAME
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice.render.deployment import CONTAINER, PRESTOP_SLEEP_SECONDS
 from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
-from tests.e2e.realnode_fixtures import (OcrClient, pod_ready, real_ocrservice, server_pods, service_client,
-                                         tiny_model_claim)
+from tests.e2e.realnode_fixtures import (OcrClient, paced_steps_env, pod_ready, real_ocrservice, server_pods,
+                                         service_client, tiny_model_claim)
 from tests.server import samples
 
 # The last test restarts the node's containerd: marked `exclusive`, it runs while no other worker's
@@ -68,7 +68,7 @@ PROBE_SEEDS = itertools.count(90_000)  # a page never sent before: a result-cach
 
 def manifest(image: str, pvc: str, *, replicas: int, timeout: int, stall: int | None = None,
              extra_env: dict[str, str] | None = None) -> dict:
-    env = {"SERVER_PLUGINS": "ocr_server_testing.faults", "OCR_STEP_PAUSE_SEC": str(STEP_PAUSE_SEC),
+    env = {**paced_steps_env(STEP_PAUSE_SEC),
            **({"LIVENESS_STALL_SEC": str(stall)} if stall else {}), **(extra_env or {})}
     return real_ocrservice(
         NAME, image, replicas=replicas, model={"pvc": {"claimName": pvc, "subPath": "weights"}},
