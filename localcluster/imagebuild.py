@@ -118,8 +118,9 @@ class Images:
                                         stdout=subprocess.PIPE, stderr=log_file)
                 try:
                     yield proc.stdout
+                    imagestream.read_through(proc.stdout)  # the end padding a tar reader leaves
                 finally:
-                    proc.stdout.close()  # a reader that stopped early must not leave buildah blocked
+                    proc.stdout.close()  # a reader that failed must not leave buildah blocked
                     rc = proc.wait()
             if rc:
                 raise ImageBuildError(f"buildah push {ref} to a pipe failed, rc={rc}; log {err}:\n{err.read_text()[-3000:]}")

@@ -37,6 +37,20 @@ from typing import IO, Collection, Iterator, Mapping
 IMAGE_NAME_ANNOTATION = "io.containerd.image.name"
 
 
+def read_through(pipe: IO[bytes]) -> int:
+    """Read what a reader left on `pipe` and return how many bytes that was.
+
+    A tar reader (Python's `tarfile`, Go's `archive/tar` in `ctr images import`) stops at the two
+    zero blocks that end an archive; the writer then still has the record padding to write (up to
+    10 KiB, more for some writers), and with the reader gone that write fails with a broken pipe,
+    or not, as the pipe buffer and the scheduler decide. Reading it out makes a writer's exit
+    status mean what it says about the archive."""
+    total = 0
+    while chunk := pipe.read(1 << 16):
+        total += len(chunk)
+    return total
+
+
 class ThinImportError(RuntimeError):
     """The OCI layout could not be written or sent; the caller falls back to the whole image."""
 
@@ -149,8 +163,9 @@ def thin_archive(storage_ref: str, ref: str, layers: Mapping[str, int], have: Co
         with os.fdopen(read_fd, "rb") as pipe:
             try:
                 yield pipe
+                read_through(pipe)  # the archive's end padding, which a tar reader leaves
             finally:
-                pipe.close()  # a reader that stopped early unblocks the writer (EPIPE)
+                pipe.close()  # a reader that failed unblocks the writer (EPIPE)
                 thread.join()
         if "error" in result:
             raise ThinImportError(f"writing the OCI archive of {ref} failed: {result['error']!r}")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tarfile
+
 import pytest
 
 from localcluster import imagestream as stream
@@ -82,3 +86,33 @@ def test_an_image_id_shared_with_a_kept_tag_stays():
 
 def test_an_empty_store_has_no_stale_refs():
     assert stale_refs("REF TYPE DIGEST SIZE PLATFORMS LABELS\n", "localhost/x:1") == []
+
+
+# A writer as `buildah push ... docker-archive:/dev/stdout` is: a tar, then more zero padding than a
+# pipe buffer holds (1 MiB), so a reader that stops at the archive's end would break its last write.
+TAR_WRITER = """
+import io, sys, tarfile
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w") as tar:
+    data = b"{}"
+    info = tarfile.TarInfo("manifest.json"); info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+out = open("/dev/stdout", "wb", buffering=0)  # as buildah writes: a broken pipe is an error it reports
+out.write(buf.getvalue())
+for _ in range(16):
+    out.write(bytes(2**16))
+"""
+
+
+def test_reading_through_after_a_tar_reader_lets_the_writer_finish_its_padding():
+    proc = subprocess.Popen([sys.executable, "-c", TAR_WRITER], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+            names = [member.name for member in tar]
+        left = stream.read_through(proc.stdout)
+    finally:
+        proc.stdout.close()
+        rc = proc.wait(timeout=60)
+    assert names == ["manifest.json"]
+    assert left >= 2**20
+    assert rc == 0, proc.stderr.read().decode()
