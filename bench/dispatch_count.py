@@ -256,6 +256,20 @@ def step_operators(engine: Any, rows: int, size: int, guard: bool = True) -> int
     return ops.total
 
 
+def admit_and_decode(syncs: HostSyncs, slots: Any, pages: list[Any]) -> tuple[Counter, list[int]]:
+    """The host syncs of admitting `pages` together (by cause) and of each decode step after it,
+    until every row has finished: what the sync budget (2 per page, 1 per step) is checked on."""
+    before = Counter(syncs.counts)
+    slots.admit(pages)
+    joining = syncs.counts - before
+    per_step = []
+    while not slots.idle():
+        total = syncs.total
+        slots.step()
+        per_step.append(syncs.total - total)
+    return joining, per_step
+
+
 def host_waits(engine: Any, pages: int, size: int) -> dict[str, Any]:
     """Host waits of admitting `pages` pages in one prefill and of each decode step until they end, on a
     decoder made inside the counter (its host buffers are known as host memory)."""
@@ -269,14 +283,7 @@ def host_waits(engine: Any, pages: int, size: int) -> dict[str, Any]:
         slots = SlotDecoder(engine.model, replace(engine.slots.plan), eos=engine.tokenizer.eos_token_id,
                             pad=engine.tokenizer.pad_token_id, pixels=engine._on_device, ngram_for=engine.ngram_settings)
         slots.run(items[:1])  # SAM's position indices are made once per size
-        before = Counter(syncs.counts)
-        slots.admit(items[1:])
-        joining = syncs.counts - before
-        per_step = []
-        while not slots.idle():
-            before = syncs.total
-            slots.step()
-            per_step.append(syncs.total - before)
+        joining, per_step = admit_and_decode(syncs, slots, items[1:])
     return {"per_admitted_page": sum(joining.values()) / pages, "pages_admitted_together": pages,
             "admit_causes": dict(joining), "per_step_max": max(per_step), "steps": len(per_step)}
 

@@ -237,26 +237,24 @@ def ensure_base(b: Buildah, recipe: BaseRecipe, log: Log) -> str:
     return ref
 
 
-def ensure_tiny_model(log: Log, python: str = sys.executable) -> str:
-    """The tiny random model inside the build context, as the BAKE_MODEL_FROM path. Its folder is
-    named by its generator's hash: regenerated only when the generator changes (it is seeded), and
-    a new generator gives a new build argument, so no cached layer holds the old weights (a RUN's
-    bind mount is not part of buildah's layer cache key, its build arguments are)."""
-    # The generator and the server's marker it writes into the model's README.md.
-    sources = (REPO / "server_testing" / "ocr_server_testing" / "tiny_model.py",
-               REPO / "server" / "ocr_server" / "engines" / "tiny_marker.py")
-    rel = TINY_MODEL_PREFIX + _sha(b"".join(p.read_bytes() for p in sources))[:12]
+def ensure_tiny_model(log: Log) -> str:
+    """The tiny random model inside the build context, as the BAKE_MODEL_FROM path: a copy of the
+    suite's cached one (`ocr_server_testing.tiny_cache`, the native layout, seed 0: written once per
+    version of its generator, across checkouts). Its folder is named by that version, so a new
+    generator gives a new build argument and no cached layer holds the old weights (a RUN's bind
+    mount is not part of buildah's layer cache key, its build arguments are)."""
+    from ocr_server_testing import tiny_cache
+
+    rel = TINY_MODEL_PREFIX + tiny_cache.generator_hash()[:12]
     out = REPO / rel
     if (out / ".complete").exists():
         return rel
     t0 = time.monotonic()
     for old in (REPO / "models").glob(Path(TINY_MODEL_PREFIX).name + "*"):
         shutil.rmtree(old, ignore_errors=True)
-    r = subprocess.run([python, "-m", "ocr_server_testing.tiny_model", str(out)], capture_output=True, text=True, cwd=REPO)
-    if r.returncode:
-        raise ImageBuildError(f"tiny model generation failed:\n{(r.stdout + r.stderr)[-3000:]}")
+    shutil.copytree(tiny_cache.cached(), out)
     (out / ".complete").write_text("")
-    log(f"images: tiny model written to {out} in {time.monotonic() - t0:.1f}s")
+    log(f"images: tiny model copied to {out} in {time.monotonic() - t0:.1f}s")
     return rel
 
 

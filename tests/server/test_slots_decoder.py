@@ -242,21 +242,14 @@ def test_joining_pages_and_decode_steps_wait_for_the_device_at_most_once_each(en
     reads nothing back but its first tokens (one copy for all, read with the next step), and each
     decode step one copy of its tokens; generate() on one page, counted the same way, waits at
     every step."""
-    from bench.dispatch_count import HostSyncs
+    from bench.dispatch_count import HostSyncs, admit_and_decode
 
     pages = items(engine, 4)
     with HostSyncs() as syncs:
         slots = decoder(engine)  # made inside: its host buffers are known as host memory
         slots.run([prepare(engine, (300, 300), 9, 2)])  # SAM's position indices are made once per size
-        before = syncs.total
-        slots.admit(pages)
-        joined = syncs.total - before
-        per_step = []
-        while not slots.idle():
-            before = syncs.total
-            slots.step()
-            per_step.append(syncs.total - before)
-    assert joined <= 2 * len(pages), dict(syncs.counts)
+        joined, per_step = admit_and_decode(syncs, slots, pages)
+    assert sum(joined.values()) <= 2 * len(pages), dict(syncs.counts)
     assert per_step and max(per_step) <= 1, (per_step, dict(syncs.counts))
     with HostSyncs() as syncs:
         engine.generate_reference([prepare(engine, (500, 400), 0, 4)])
