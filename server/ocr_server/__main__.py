@@ -12,6 +12,9 @@ import sys
 
 
 def main() -> int:
+    from .runtime import gcpause
+
+    gcpause.pause()  # until the model is loaded (runtime/gcpause.py): a quarter of a start's CPU
     from .engines.checkpoint import validate_model_dir
     from .runtime import checksums, modelcache
     from .runtime.config import ConfigError, load_config

@@ -24,7 +24,7 @@ from ocr_limits.request_classes import BATCH
 from .. import __version__
 from ..engines.api import OcrEngine, PreparedPage
 from ..engines.warmup import run_warmup
-from ..runtime import credentials
+from ..runtime import credentials, gcpause
 from ..runtime.config import ServerConfig
 from ..runtime.metrics import Metrics
 from ..runtime.plugins import EngineHooks
@@ -57,6 +57,12 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
     service = OcrServing(cfg, engine, metrics, hooks)
 
     async def load_in_background() -> None:
+        try:
+            await load_and_warm_up()
+        finally:
+            gcpause.resume()  # paused by __main__ for the start-up's allocations
+
+    async def load_and_warm_up() -> None:
         loop = asyncio.get_running_loop()
         if cfg.runtime.load_delay_sec:
             await asyncio.sleep(cfg.runtime.load_delay_sec)
