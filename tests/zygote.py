@@ -25,6 +25,7 @@ Protocol on the zygote's stdin/stdout: one JSON line per request, {"env", "argv"
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import random
@@ -126,8 +127,11 @@ def main() -> int:
     __import__("numpy")  # its OpenBLAS starts a thread pool, which handles fork (pthread_atfork)
 
     blas = len(os.listdir("/proc/self/task"))
+    gc.disable()  # as the server starts (ocr_server/runtime/gcpause.py): imports make almost no cycles
     for name in PRELOAD[module]:
         __import__(name)
+    gc.collect()
+    gc.enable()
     threads = len(os.listdir("/proc/self/task"))
     if threads != blas:  # a fork copies one thread: any other pool an import started would hang its children
         print(json.dumps({"error": f"the zygote's imports started {threads - blas} thread(s) besides OpenBLAS's: "
