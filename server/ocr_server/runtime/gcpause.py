@@ -2,9 +2,9 @@
 
 Importing torch and transformers and building the model allocate millions of objects and little
 cyclic garbage, yet every burst of allocations sets off collections that walk what is already
-there: with the tiny model about 0.9 of the 4.2-4.5 CPU seconds from `python -m ocr_server` to
-ready (2026-12-05, 2 cores). Pods start with every rollout and every scale-up, so that is start-up
-time a user waits for.
+there. With the tiny model (2026-12-05, 2 cores) `python -m ocr_server` took 4.25-4.43 CPU seconds
+to ready, and 3.74 paused, the one collection at the end included. Pods start with every rollout
+and every scale-up, so that is start-up time a user waits for.
 
 `pause()` stops the collector (the process's first step); `resume()`, once the model is loaded
 and warmed up (or its load failed), runs one full collection, which frees the start-up's garbage
