@@ -14,6 +14,7 @@ import httpx
 from localcluster.waiting import wait_for
 from localcluster.operator_process import OperatorProcess
 from localcluster.s3server import S3Server
+from ocr_operator.ocrbatch import render
 from tests.e2e.operator_fixtures import operator_kubeconfig
 from tests.e2e.realnode_fixtures import server_pods
 
@@ -49,6 +50,11 @@ def batch_operator(cluster, namespace: str, log: Path, product_images, progress_
         "OCR_OPERATOR_BATCH_IMAGE": product_images.on_node("operator"),
         "OCR_OPERATOR_BATCH_IMAGE_PULL_POLICY": "Never", "OCR_OPERATOR_BATCH_PROGRESS_SECONDS": str(progress_seconds),
         **extra_env})
+
+
+def worker_pods(cluster, namespace: str, batch: str) -> list[dict]:
+    """The pods of an OcrBatch's Job (the Job controller labels them with its name)."""
+    return cluster.list_objects("pods", namespace, f"job-name={render.job_name(batch)}")
 
 
 def wait_server_pod_ready(cluster, namespace: str, name: str, timeout: float = 300) -> None:

@@ -35,7 +35,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client, wait_server_pod_ready
+from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client, wait_server_pod_ready, worker_pods
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
@@ -118,7 +118,7 @@ class Bed:
             if faulting is not None:
                 faulting.join(timeout=120)
         run["sent"] = (batch_requests(self.server) or 0.0) - start_count
-        run["pods"] = self.ocr.list("pods", f"job-name={render.job_name(name)}")
+        run["pods"] = worker_pods(self.ocr.cluster, self.ocr.ns, name)
         run["job"] = self.ocr.get("job", render.job_name(name))
         print(f"\nOcrBatch {name}: {run['status'].get('phase')} in {run['seconds']:.1f}s, "
               f"{run['status'].get('pageSummary')} pages, {run['sent']:.0f} batch requests answered; "

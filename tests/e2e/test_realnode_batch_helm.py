@@ -32,8 +32,7 @@ import yaml
 from localcluster.nodeconfig import NODE_IP, NODE_NAME, POD_CIDR
 from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
-from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import pod_batch_requests, s3_client, wait_server_pod_ready
+from tests.e2e.batch_support import pod_batch_requests, s3_client, wait_server_pod_ready, worker_pods
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.e2e.test_chart import CHART, helm
 from tests.e2e.test_realnode_operator import chart_values, operator_pod
@@ -118,7 +117,7 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
                           in ("Succeeded", "Failed") and s, timeout=300, interval=0.5, message="the batch ended")
             took = time.monotonic() - ready
             sent = pod_batch_requests(server) - before
-            workers = ocr.list("pods", f"job-name={render.job_name(BATCH)}")
+            workers = worker_pods(ocr.cluster, ocr.ns, BATCH)
             results = [o["Key"] for page in bucket.get_paginator("list_objects_v2").paginate(
                 Bucket=BUCKET, Prefix="out/results/") for o in page.get("Contents", []) if o["Key"].endswith(".jsonl")]
             lines = {k: bucket.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode().splitlines() for k in results}

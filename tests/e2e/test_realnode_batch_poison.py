@@ -24,8 +24,7 @@ import pytest
 from PIL import Image
 
 from localcluster.waiting import wait_for
-from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import batch_operator, wait_server_pod_ready
+from tests.e2e.batch_support import batch_operator, wait_server_pod_ready, worker_pods
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
@@ -100,7 +99,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 return st if st.get("phase") in ("Succeeded", "Failed", "Cancelled") else None
 
             final = wait_for(ended, timeout=600, interval=1, message=f"OcrBatch {BATCH} ended")
-            pods = cluster.list_objects("pods", namespace, f"job-name={render.job_name(BATCH)}")
+            pods = worker_pods(cluster, namespace, BATCH)
             exits = [(cs.get("state") or {}).get("terminated", {}) for p in pods
                      for cs in p.get("status", {}).get("containerStatuses", [])]
             print(f"\nOcrBatch {BATCH}: {final.get('phase')} in {time.monotonic() - t0:.1f}s; worker exits: "

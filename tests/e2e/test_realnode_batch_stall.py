@@ -30,8 +30,7 @@ from pathlib import Path
 import pytest
 
 from localcluster.waiting import wait_for
-from ocr_operator.ocrbatch import render
-from tests.e2e.batch_support import batch_operator, wait_server_pod_ready
+from tests.e2e.batch_support import batch_operator, wait_server_pod_ready, worker_pods
 from tests.e2e.operator_fixtures import OcrHelpers
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
@@ -108,17 +107,13 @@ class Freezer(threading.Thread):
             while not self.stop.wait(0.05):
                 if len(list(results_dir.glob("*.jsonl"))) < FREEZE_AFTER:
                     continue
-                (self.pod,) = [p for p in batch_pods(cluster, namespace, batch)
+                (self.pod,) = [p for p in worker_pods(cluster, namespace, batch)
                                if running(p) and not p["metadata"].get("deletionTimestamp")]
                 self.frozen = Frozen(real_node, self.pod)
                 self.results_at_freeze = len(list(results_dir.glob("*.jsonl")))
                 return
         except BaseException as exc:  # noqa: BLE001 - re-raised by the test's thread
             self.error = exc
-
-
-def batch_pods(cluster, namespace: str, batch: str) -> list[dict]:
-    return cluster.list_objects("pods", namespace, f"job-name={render.job_name(batch)}")
 
 
 def running(pod: dict) -> bool:
@@ -183,7 +178,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 cond = next((c for c in st.get("conditions") or () if c["type"] == "Stalled"), None)
                 if cond and (not seen["conditions"] or seen["conditions"][-1][1:3] != (cond["status"], cond["reason"])):
                     seen["conditions"].append((now, cond["status"], cond["reason"], cond["message"]))
-                for p in batch_pods(cluster, namespace, "stalled"):
+                for p in worker_pods(cluster, namespace, "stalled"):
                     info = seen["pods"].setdefault(p["metadata"]["name"], {"created": now})
                     phase = p.get("status", {}).get("phase")
                     if info.get("phases", [(None,)])[-1][0] != phase:
