@@ -18,7 +18,8 @@ exactly, the unsampled ones as `exited: <command name> (under <kind of its sampl
 and what is left (processes whose parent had already exited) is `unattributed`.
 
 Needs root (it creates the cgroup); prints the table at the end, writes it as JSON with --json (with
-the TOP largest processes and their command lines).
+the TOP largest processes and every real-node pod's processes, their command lines prefixed with
+the pod's name: which test's pods cost what).
 """
 
 from __future__ import annotations
@@ -120,10 +121,19 @@ def cgroup_of(pid: str, v1: bool) -> str | None:
     return None
 
 
+def pod_name(pid: str) -> str:
+    """The pod a real-node container process runs in: the container's HOSTNAME is its pod's name."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    return next((e[9:].decode(errors="replace") for e in environ if e.startswith(b"HOSTNAME=")), "?")
+
+
 def sample(ours: str, node: bool, v1: bool, seen: dict[tuple[int, int], tuple[str, float, str]]) -> bool:
     """Read every process in our cgroup (and the node's pod cgroup when `node`); keep each one's
-    kind, highest CPU seconds and command line in `seen`. Returns whether the real node's kubelet
-    is one of ours."""
+    kind, highest CPU seconds and command line in `seen` (a real-node process's command line is
+    prefixed with its pod's name, `[pod] `). Returns whether the real node's kubelet is one of ours."""
     kubelet_ours = False
     for pid in filter(str.isdigit, os.listdir("/proc")):
         group = cgroup_of(pid, v1)
@@ -141,6 +151,7 @@ def sample(ours: str, node: bool, v1: bool, seen: dict[tuple[int, int], tuple[st
         kind = kind_of(cmdline)
         if in_node:  # what runs in the real node's containers: the product's pods
             kind = "real-node pods: " + ("server" if kind == "server under test" else kind)
+            cmdline = f"[{pod_name(pid)}] {cmdline}"
         kubelet_ours |= kind == "kubelet"
         key = int(pid), int(stat[19])  # pid and start time: a reused pid is another process
         previous = seen.get(key)
@@ -174,8 +185,9 @@ def split(seen: dict[tuple[int, int], tuple[str, float, str]], acct_file: Path |
         count[process.kind] = count.get(process.kind, 0) + 1
     for name, seconds in extra_seconds.items():
         by_kind[name], count[name] = seconds, extra_count[name]
-    largest = sorted(range(len(processes)), key=lambda i: -processes[i].cpu)[:TOP]
-    top = [{"kind": processes[i].kind, "cpu_seconds": round(processes[i].cpu, 1), "cmdline": cmdlines[i]} for i in largest]
+    largest = sorted(range(len(processes)), key=lambda i: -processes[i].cpu)
+    top = [{"kind": processes[i].kind, "cpu_seconds": round(processes[i].cpu, 1), "cmdline": cmdlines[i]}
+           for rank, i in enumerate(largest) if rank < TOP or processes[i].kind.startswith("real-node pods:")]
     return by_kind, count, top
 
 
