@@ -102,26 +102,54 @@ def _holds(rule: str, self_json: str) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _fields_read(rule: str) -> frozenset[str] | None:
-    """The fields a rule reads, when it reads `self` only as `self.<field>` (not `self` whole, not a
-    macro or method on it such as `self.all(...)`); else None."""
-    uses = re.findall(r"\bself\b(\.\w+)?(\s*\()?", rule)
-    if any(not field or call for field, call in uses):
-        return None
-    return frozenset(field[1:] for field, _ in uses)
+def _paths_read(rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]] | None:
+    """The field paths a rule reads, and those it only tests with `has()`, when it reads `self` only
+    through fields (`self.a`, `self.a.b`; `self.a.all(...)` reads `a` whole); else None (`self`
+    whole, or a macro or method on it such as `self.all(...)`)."""
+    read, tested = set(), set()
+    for has, path, call in re.findall(r"(\bhas\(\s*)?\bself((?:\.\w+)*)(\s*\()?", rule):
+        parts = tuple(path[1:].split(".")[:-1 if call else None]) if path else ()
+        if not parts:
+            return None
+        (tested if has and not call else read).add(parts)
+    ordered = sorted(read, key=len)
+    # A path under one already read whole adds nothing.
+    return (tuple(p for i, p in enumerate(ordered) if not any(p[:len(q)] == q for q in ordered[:i])),
+            tuple(sorted(tested - read)))
+
+
+def _project(value: dict[str, Any], read: tuple[tuple[str, ...], ...],
+             tested: tuple[tuple[str, ...], ...] = ()) -> dict[str, Any]:
+    """`value` cut down to the paths `read` (each kept where present, its parents as objects), and
+    the paths only `tested` for presence (kept present, an object among them emptied)."""
+    seen: dict[str, Any] = {}
+    for path, whole in [(p, True) for p in read] + [(p, False) for p in tested]:
+        src, dst = value, seen
+        for depth, key in enumerate(path):
+            if not isinstance(src, dict) or key not in src:
+                break
+            if depth < len(path) - 1 and isinstance(src[key], dict):
+                src, dst = src[key], dst.setdefault(key, {})
+            elif whole or not isinstance(src[key], dict):
+                dst[key] = src[key]
+                break
+            else:
+                dst.setdefault(key, {})
+                break
+    return seen
 
 
 def cel_errors(value: Any, schema: dict[str, Any], path: str = "spec") -> list[str]:
     """Messages of the failing `x-kubernetes-validations` rules at every object level.
 
-    A rule that reads `self` only as `self.<field>` is evaluated on those fields alone (what it
-    cannot see cannot change its verdict), so equal inputs are evaluated once: the interpreter is
-    slow, and the generated specs share most of their fields."""
+    A rule that reads `self` only through field paths (`self.inference.maxVisualTokens`) is
+    evaluated on those paths alone (what it cannot see cannot change its verdict), so equal inputs
+    are evaluated once: the interpreter is slow, and the generated specs share most of their fields."""
     errors: list[str] = []
     if isinstance(value, dict):
         for rule in schema.get("x-kubernetes-validations") or ():
-            fields = _fields_read(rule["rule"])
-            seen = value if fields is None else {k: v for k, v in value.items() if k in fields}
+            paths = _paths_read(rule["rule"])
+            seen = value if paths is None else _project(value, *paths)
             if not _holds(rule["rule"], json.dumps(seen, sort_keys=True)):
                 errors.append(f"{path}: {rule['message']}")
         for key, sub in (schema.get("properties") or {}).items():
@@ -347,10 +375,26 @@ def test_the_crd_defaults_are_the_server_defaults(tmp_path):
     assert server.model.max_visual_tokens == 1024
 
 
-def test_a_rule_is_narrowed_to_the_fields_it_reads_only_when_it_reads_nothing_else():
-    assert _fields_read("!has(self.a) || self.a < self.b") == {"a", "b"}
-    assert _fields_read("self.env.all(e, e.name != 'X')") == {"env"}
-    assert _fields_read("self.all(k, k != 'x')") is None and _fields_read("isCIDR(self)") is None
+def test_a_rule_is_narrowed_to_the_field_paths_it_reads_only_when_it_reads_nothing_else():
+    assert _paths_read("!has(self.a) || self.a < self.b") == ((("a",), ("b",)), ())
+    assert _paths_read("self.env.all(e, e.name != 'X')") == ((("env",),), ())
+    assert _paths_read("has(self.i) && has(self.i.x) ? self.i.x : self.j.k.l") == (
+        (("i", "x"), ("j", "k", "l")), (("i",),))
+    assert _paths_read("has(self.i.x) && self.i.x < self.i.y") == ((("i", "x"), ("i", "y")), ())
+    assert _paths_read("self.all(k, k != 'x')") is None and _paths_read("isCIDR(self)") is None
+
+
+def test_a_value_is_cut_down_to_the_paths_read_and_those_tested_stay_present():
+    value = {"engine": "vllm", "inference": {"maxVisualTokens": 1120, "concurrency": 4}, "image": "x"}
+    read = (("engine",), ("inference", "maxVisualTokens"), ("inference", "minVisualTokens"))
+    assert _project(value, read) == {"engine": "vllm", "inference": {"maxVisualTokens": 1120}}
+    # Only tested with has(): present, its fields not kept.
+    assert _project(value, (), (("inference",),)) == {"inference": {}}
+    assert _project(value, (), (("inference",), ("model",))) == {"inference": {}}
+    # The narrowed value gives the rule's verdict on the whole one.
+    rule = "!has(self.inference) || !has(self.inference.maxVisualTokens) || self.inference.maxVisualTokens <= 1024"
+    for whole in (value, {"inference": {"concurrency": 4}}, {"image": "x"}):
+        assert _holds(rule, json.dumps(_project(whole, *_paths_read(rule)))) == _holds(rule, json.dumps(whole))
 
 
 LABEL_MAPS = (("podLabels",), ("monitoring", "serviceMonitor", "labels"), ("monitoring", "prometheusRule", "labels"))
