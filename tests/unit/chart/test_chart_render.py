@@ -47,6 +47,12 @@ def test_helm_lint_passes_in_strict_mode(values):
     assert "0 chart(s) failed" in result.stdout
 
 
+def test_the_manifest_reader_refuses_a_duplicate_key_that_yaml_would_silently_overwrite():
+    assert objects("---\nkind: A\n---\n\n---\nkind: B\nspec: {x: 1}\n") == [{"kind": "A"}, {"kind": "B", "spec": {"x": 1}}]
+    with pytest.raises(AssertionError, match="duplicate key 'image' at line 4"):
+        objects("kind: Deployment\nspec:\n  image: a\n  image: b\n")
+
+
 @pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
 def test_rendered_objects_validate_against_the_kubernetes_schemas(values):
     rendered = objects(template(values))
