@@ -32,6 +32,9 @@ pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
 KEY_OLD, KEY_NEW = "rotation-old-key-0001", "rotation-new-key-0002"
 SERIAL_OLD, SERIAL_NEW = 0x0A01, 0x0B02
+# Between two OCR requests of the keyed client: a few a second, through the whole rotation (so none
+# of its moments goes unasked), without the pod and the client running a page back to back for a minute.
+PACE_SECONDS = 0.2
 
 
 def _sync_seconds() -> float:
@@ -76,6 +79,7 @@ class Clients:
             self.answers.append((time.monotonic(), key, status))
             if status == 401 and key == KEY_OLD and self.keys_rotated.is_set():
                 self.key = KEY_NEW  # the old key is refused: move to the new one, resend nothing
+            self.stop.wait(PACE_SECONDS)
 
     def handshake_loop(self) -> None:
         while not self.stop.is_set():
