@@ -112,7 +112,7 @@ def _paths_read(rule: str) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str
         if not parts:
             return None
         (tested if has and not call else read).add(parts)
-    ordered = sorted(read, key=len)
+    ordered = sorted(read, key=lambda p: (len(p), p))
     # A path under one already read whole adds nothing.
     return (tuple(p for i, p in enumerate(ordered) if not any(p[:len(q)] == q for q in ordered[:i])),
             tuple(sorted(tested - read)))
