@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.cpu_report"]  # --cpu-report FILE: each test's CPU seconds
+
 E2E_REAL_NODE = "tests/e2e (real node)"
 E2E_KWOK = "tests/e2e (kwok)"
 # Measured with --junitxml in a three-worker run on 2026-12-02 (seconds of the tests' own time):
