@@ -147,7 +147,9 @@ class Engine:
     def load_preprocessing(self) -> None:
         """The tokenizer and the image processor alone: what `prepare` needs (a preprocessing worker
         process builds only these)."""
-        from transformers import DeepseekOcr2ImageProcessorPil, PreTrainedTokenizerFast
+        from transformers import PreTrainedTokenizerFast
+
+        from .global_view import image_processor
 
         if self._inspected is None:
             self.inspect()
@@ -155,8 +157,7 @@ class Engine:
         model_dir, m = self._inspected[0], self.cfg.model
         self.tokenizer = PreTrainedTokenizerFast.from_pretrained(str(model_dir), local_files_only=True)
         self.tokenizer.padding_side = "left"
-        self.image_processor = DeepseekOcr2ImageProcessorPil(size={"height": m.base_size, "width": m.base_size},
-                                                             tile_size=m.input_size)
+        self.image_processor = image_processor(m.base_size, m.input_size)
 
     def load(self) -> ModelInfo:
         from transformers import DeepseekOcr2ForConditionalGeneration
