@@ -254,6 +254,9 @@ def make_it_loop(model) -> None:
         head[SPECIAL_TOKENS["<td>"], dim] = 1.0
 
 
+VANISHING_STD = 1e-6  # weights drawn this small carry nothing of their input
+
+
 def build_model(seed: int = 0, for_vllm: bool = False, loop: bool = False):
     """The native model with the tiny (or --for-vllm) config, float32, seeded; `loop`: make_it_loop."""
     import torch
@@ -264,11 +267,16 @@ def build_model(seed: int = 0, for_vllm: bool = False, loop: bool = False):
     config = DeepseekOcr2Config.from_dict(translate_official_config(tiny_official_config(for_vllm)))
     torch.manual_seed(seed)
     model = DeepseekOcr2ForConditionalGeneration(config).eval()
-    # Random init leaves some tensors at zero (pos_embed, rel_pos); give them values so that the
-    # tiny model exercises them like real weights would.
+    # Random init leaves some tensors at zero (pos_embed, rel_pos), and SAM's config draws its
+    # weights with a standard deviation of 1e-10 (its initializer_range, fit for loading trained
+    # weights over): with those the vision tower's output hardly depends on the page, so every page
+    # would read the same and a test could not tell one page's tokens from another's. Give them
+    # values so that the tiny model exercises them like real weights would.
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() > 0 and torch.count_nonzero(p) == 0 and "norm" not in name and "bias" not in name:
+            if "norm" in name or "bias" in name or p.dim() == 0:
+                continue
+            if torch.count_nonzero(p) == 0 or (p.numel() > 1 and float(p.std()) < VANISHING_STD):
                 p.normal_(0.0, 0.02)
         if for_vllm:
             model.lm_head.weight.mul_(HEAD_SCALE)

@@ -21,6 +21,16 @@ def engine(tiny_native):
     return e
 
 
+def test_the_tiny_model_reads_the_page_so_identity_tests_can_tell_pages_apart(engine):
+    """Two pages of one size (same crops, same prompt ids), other content: other tokens. Without
+    that (SAM drawn with its config's 1e-10 init) a batch that gave a row another page's pixels
+    would still pass every identity test."""
+    a, b = (engine.prepare(samples.page(500, 400, seed), prompt_mode="free", max_visual_tokens=None, max_new_tokens=NEW)
+            for seed in (1, 2))
+    assert a.input_ids == b.input_ids
+    assert engine.generate_batch([a])[0].token_ids != engine.generate_batch([b])[0].token_ids
+
+
 def test_same_tokens_alone_and_inside_a_batch_of_different_sizes(engine):
     pages = [samples.page(500, 400, 1), samples.page(2000, 1000, 2), samples.page(900, 1800, 3)]
     prepared = [engine.prepare(p, prompt_mode="markdown", max_visual_tokens=None, max_new_tokens=NEW) for p in pages]
@@ -35,7 +45,7 @@ def test_same_tokens_alone_and_inside_a_batch_of_different_sizes(engine):
 def test_same_tokens_as_plain_transformers_generate(engine):
     from transformers import DeepseekOcr2ImageProcessorPil, DeepseekOcr2Processor
 
-    page = samples.page(1600, 900, 4)
+    page = samples.page(1600, 900, 4)  # an even margin (448 rows): transformers' own padding agrees with ImageOps.pad
     ours = engine.generate_batch([engine.prepare(page, prompt_mode="free", max_visual_tokens=None, max_new_tokens=NEW)])[0]
     processor = DeepseekOcr2Processor(image_processor=DeepseekOcr2ImageProcessorPil(), tokenizer=engine.tokenizer)
     inputs = processor(images=page, text="<image>\nFree OCR.", return_tensors="pt")
