@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ SAMPLE = f'''
 import subprocess, sys, time
 
 def test_burns_in_process():
-{"".join("    " + line + chr(10) for line in BURN.splitlines())}
+{textwrap.indent(BURN, "    ")}
 def test_burns_in_a_child():
     subprocess.run([sys.executable, "-c", {BURN!r}], check=True)
 
