@@ -6,10 +6,10 @@ Each engine runs as a real server process in its own virtual environment (transf
 vLLM in .venv-vllm), both serving the --for-vllm tiny model (the real vision tower, a tiny language
 model with a sharp output head). Compared over HTTP with `return_token_ids`: the generated ids of
 a page alone, and of the same page inside a concurrent mix of differently sized pages (global view
-only, and 6 crops in a 2 x 3 grid: the transformers engine batches them with left padding, vLLM
-schedules them continuously). The global page asks a prompt of the caller's own (a grounding
-query, its end of text held back to the budget by min_new_tokens), the 6-crop page the free
-document prompt: so the same requests prove both prompt paths. When they differ, the assertion
+only, and 2 crops: the transformers engine batches them with left padding, vLLM schedules them
+continuously). The global page asks a prompt of the caller's own (a grounding query, its end of
+text held back to the budget by min_new_tokens), the crop page the free document prompt: so the
+same requests prove both prompt paths. When they differ, the assertion
 names the first cause in the chain: the crop grid, the prompt ids (image placeholders and text), or
 the first differing generated position.
 
@@ -20,13 +20,16 @@ on global-view pages with few new tokens. They are not run again on the transfor
 with this model's full-size vision tower each page costs most of a minute of CPU, and the cheap
 tiny model already covers that engine's answers to them.
 
-Cost on 2 cores: the full-size vision tower dominates (a 6-crop page is about a minute on either
-engine), so the module starts each server once, for both halves, and the mix holds the two pages
-that bound the crop plan: no crops, and the largest grid (2 x 3: several rows and columns, the
-most image tokens the processor gives). A one-row page (2 crops) is a case of that grid's layout
-and added a fifth of the module's CPU time. The caller's own prompt rides on the global page instead
-of a page of its own (one full-size vision pass less per engine), and the vLLM server holds three
-requests, so that its overload check puts at most two pages into the engine.
+Cost on 2 cores: the full-size vision tower dominates (each view, global or crop, is seconds of
+CPU on either engine), so the module starts each server once, for both halves, and the mix holds
+the two kinds of page: no crops, and the fewest crops that exercise them (2). What a larger grid
+adds happens before the vision tower: the crops' order and the number of image tokens, which the
+model then only concatenates (local views, global view, separator). test_preprocessing_matches_vllm
+compares exactly that for grids up to 2 x 3, the most image tokens the processor gives, pixels and
+prompt ids to the bit, without a model pass. (A 2 x 3 page here cost four more crop passes per
+engine than this one.) The caller's own prompt rides on the global page instead of a page of its
+own (one full-size vision pass less per engine), and the vLLM server holds three requests, so that
+its overload check puts at most two pages into the engine.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from .test_bad_input import CASES as BAD_INPUT_CASES
 from .test_bad_input import assert_clear_json_4xx
 
 # The module's servers start once and serve every test: a vLLM start and the full-size vision
-# tower on a 6-crop page take minutes on a busy 2-core machine (a vLLM start took 11 minutes at a
+# tower on a page with crops take minutes on a busy 2-core machine (a vLLM start took 11 minutes at a
 # load average of 16), more than the suite's default timeout.
 pytestmark = [pytest.mark.server, pytest.mark.timeout(2400)]
 NEW_TOKENS = 40  # past the guard's n-gram size (20): the random model loops, so the guard must act
@@ -71,14 +74,15 @@ ENV = {
     "OMP_NUM_THREADS": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     # vLLM gives a model step 300 s and its start 600 s before it declares the worker hung: the mix's
-    # vision encoder (11 views in one step) took longer than that on one busy core in `make test`.
+    # vision encoder (11 views in one step, when it held a 2 x 3 page) took longer than that on one
+    # busy core in `make test`.
     "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800",
     "VLLM_ENGINE_READY_TIMEOUT_S": "1800",
 }
 AUTH = {"Authorization": "Bearer engine-test-key-0001"}
 ENGINES = ("transformers", "vllm")
 # (width, height) -> expected crops
-PAGES = {"global": ((600, 500), 0), "6 crops": ((1000, 1400), 6)}
+PAGES = {"global": ((600, 500), 0), "2 crops": ((1400, 700), 2)}
 # The global page's prompt: a grounding query (no document prompt), every token of the budget generated.
 CALLERS_PROMPT = {"prompt": "Locate <|ref|>the title<|/ref|> in the image.", "min_new_tokens": NEW_TOKENS}
 REF_TOKEN = 128816  # <|ref|>

@@ -1,12 +1,14 @@
-"""The transformers engine shows the model the pixels vLLM's DeepSeek-OCR 2 processor shows it.
+"""The transformers engine shows the model the pixels and prompt ids vLLM's DeepSeek-OCR 2 processor shows it.
 
 vLLM's processor copies the model's reference preprocessing (global view with `ImageOps.pad`,
-crops with its `dynamic_preprocess`); the transformers engine builds both with transformers'
-processor (engines/transformers/global_view.py pads the global view as the reference does). Here
-both run on the same pages, vLLM's in .venv-vllm, and their tensors must be equal to the bit: the
-global view and every crop, for wide, tall, square and odd sizes, with 0 to 6 crops. No model runs:
-the engine-equivalence module compares tokens on two pages through the full-size vision tower
-(a minute of CPU each); this compares what goes into it on many.
+crops with its `dynamic_preprocess`, one image token per visual token); the transformers engine
+builds both with transformers' processor (engines/transformers/global_view.py pads the global view
+as the reference does). Here both run on the same pages, vLLM's in .venv-vllm, and must be equal to
+the bit: the global view, every crop in its order, and the prompt ids, for wide, tall, square and
+odd sizes, with 0 to 6 crops (2 x 3, the largest grid: the most image tokens a page gets). No model
+runs: the engine-equivalence module compares tokens through the full-size vision tower on two pages
+(no crops, 2 crops; seconds of CPU per view), and what more crops change is all here: the model
+only concatenates the views' features in this order, as many as the prompt has image tokens.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ for w, h in sizes:
     page = Image.open(io.BytesIO(samples.png(w, h, seed=w + h))).convert("RGB")
     got = processor.tokenize_with_images("<image>\\nFree OCR.", [page], bos=True, eos=True, cropping=True)
     arrays[f"{w}x{h}-global"], arrays[f"{w}x{h}-crops"] = np.asarray(got[1]), np.asarray(got[2])
+    arrays[f"{w}x{h}-ids"] = np.asarray(got[0]).reshape(-1)  # the prompt vLLM's model reads (eos removed)
 np.savez(out, **arrays)
 """
 
@@ -79,3 +82,12 @@ def test_the_global_view_and_every_crop_equal_vllms_to_the_bit(engine, vllm_view
     assert np.array_equal(np.asarray(pixels, dtype=np.float32), theirs_global.astype(np.float32))
     if plan.crops:
         assert np.array_equal(np.asarray(local, dtype=np.float32), theirs_crops.astype(np.float32))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_the_prompt_ids_equal_vllms_image_tokens_and_text(engine, vllm_views, size):
+    w, h = size
+    page = Image.open(io.BytesIO(samples.png(w, h, seed=w + h))).convert("RGB")
+    ids, _, _, plan = engine.prepare_arrays(page, prompt_mode="free", max_visual_tokens=None)
+    theirs = vllm_views[f"{w}x{h}-ids"].tolist()
+    assert ids == theirs, (plan, len(ids), len(theirs), ids[-8:], theirs[-8:])
