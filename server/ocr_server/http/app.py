@@ -60,7 +60,7 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
         try:
             await load_and_warm_up()
         finally:
-            gcpause.resume()  # paused by __main__ for the start-up's allocations
+            gcpause.resume()  # paused by __main__ for the start-up's allocations (a no-op once the load resumed it)
 
     async def load_and_warm_up() -> None:
         loop = asyncio.get_running_loop()
@@ -75,6 +75,8 @@ def build_app(cfg: ServerConfig, engine: OcrEngine[P], *, hooks: EngineHooks | N
             if exit_on_failure:
                 _exit_soon(loop, EXIT_LOAD_FAILED)
             return
+        finally:
+            gcpause.resume()  # the start's objects frozen, the collector on for the warm-up's cycles
         if info.device.startswith("cuda"):
             metrics.enable_gpu(int(info.device.split(":")[1]) if ":" in info.device else 0)
 

@@ -24,6 +24,7 @@ def cycle() -> weakref.ref:
 @pytest.fixture
 def collector():
     yield
+    gc.unfreeze()  # the test process's objects back where the collector walks them
     gc.enable()
 
 
@@ -34,14 +35,25 @@ def test_the_collector_is_off_while_paused_and_on_after_resume(collector):
     assert gc.isenabled() and not gcpause.paused()
 
 
-def test_garbage_made_while_paused_stays_until_resume_then_is_freed(collector):
+def test_what_the_start_made_is_frozen_at_resume_so_no_collection_walks_it_again(collector):
     gcpause.pause()
-    garbage = cycle()
+    made_at_start = cycle()
     for _ in range(3):
         [[] for _ in range(10_000)]  # allocations that would set off collections
-    assert garbage() is not None
+    assert made_at_start() is not None
     gcpause.resume()
-    assert garbage() is None
+    assert gc.get_freeze_count() > 0
+    gc.collect()
+    assert made_at_start() is not None  # frozen: the full collection did not walk it
+
+
+def test_cycles_made_after_resume_are_collected_as_usual(collector):
+    """The warm-up runs after `resume()`: the cycles it leaves, which may hold tensors, are freed."""
+    gcpause.pause()
+    gcpause.resume()
+    made_later = cycle()
+    gc.collect()
+    assert made_later() is None
 
 
 def test_resume_without_a_pause_changes_nothing(collector):
