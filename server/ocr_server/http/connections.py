@@ -21,6 +21,13 @@ the connection, which discards the answer before the client reads it. So the ans
 a lingering close, as nginx and Apache do: the rest of what the client sends is read and dropped,
 for LINGER_SECONDS and LINGER_BYTES at most, and the connection closes when the client closes or a
 bound is reached.
+
+On SIGTERM (a scale-down, a rollout) uvicorn closes every idle kept-alive connection at once. A
+client that has just sent its next request on one, still unread by the server, gets no answer
+("server disconnected"), most likely the one request a real-node scale-down test once lost. Here an idle
+connection drains instead: for DRAIN_SECONDS its next request is still served, with `connection:
+close`, so the client's next one opens a new connection (to a pod that stays, the endpoint being
+gone by then); a connection still idle after that is closed, as the keep-alive timeout would.
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ log = logging.getLogger("ocr_server")
 # dropped before the connection is closed anyway.
 LINGER_SECONDS = 5.0
 LINGER_BYTES = 16 * 1024 * 1024
+# After SIGTERM: how long an idle kept-alive connection still takes one last request (well inside
+# the graceful-shutdown margin, timeouts.graceful_shutdown_seconds, which that request's run needs).
+DRAIN_SECONDS = 1.0
+CLOSE = (b"connection", b"close")
 
 
 class OpenConnections:
@@ -97,6 +108,7 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
         _admitted = False
         _head_bytes = 0  # received since the head began, while it is coming
         _head_checked = False  # its end was found within MAX_HEADER_BYTES
+        _draining = False  # SIGTERM came: the next request is the connection's last
 
         def __init__(self, *args: object, counted: bool = False, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -132,6 +144,34 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
             if self.conn.their_state is not h11.IDLE:
                 self._cancel_head_timer()  # the head is in (or the connection failed)
                 self._head_bytes, self._head_checked = 0, False
+            if self._draining:
+                self._last_request()
+
+        def shutdown(self) -> None:
+            """uvicorn's graceful shutdown, per connection: one with a request in flight closes after
+            its response (uvicorn's own); an idle one drains (the module's docstring says why)."""
+            if self.cycle is not None and not self.cycle.response_complete:
+                super().shutdown()
+                return
+            self._draining = True
+            self.loop.call_later(DRAIN_SECONDS, self._drained)
+
+        def _last_request(self) -> None:
+            """A request that came while draining is answered with `connection: close`, then the
+            connection closes (uvicorn closes it after a response whose cycle does not keep alive)."""
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and cycle.keep_alive:
+                cycle.keep_alive = False
+                cycle.default_headers = [*cycle.default_headers, CLOSE]
+
+        def _drained(self) -> None:
+            """The drain is over: still idle, with no request head coming, the connection closes; one
+            with a request closes after its response, a head still coming within its deadline."""
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return
+            if self.conn.their_state is h11.IDLE and not self._head_bytes:
+                self.conn.send(h11.ConnectionClosed())
+                self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
