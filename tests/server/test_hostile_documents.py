@@ -4,6 +4,7 @@ quick, clear 4xx (or a bounded 408) naming the parameter, and the server keeps s
 from __future__ import annotations
 
 import asyncio
+import http.client
 import threading
 import time
 
@@ -100,6 +101,35 @@ def test_a_pdf_of_objects_nested_a_hundred_thousand_deep_is_read_within_bounds(s
 
 def _post_pdf(c: httpx.Client, doc: bytes) -> httpx.Response:
     return c.post("/v1/ocr", files={"file": ("d.pdf", doc, "application/pdf")})
+
+
+def _post_with_http_client(server, headers: dict[str, str], chunks) -> tuple[int, bytes]:
+    """A POST through the standard library's http.client, which sends the whole body before it
+    reads an answer (as many clients do): a write that fails ends it before any answer is read."""
+    host, port = server.url.rsplit("/", 1)[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.putrequest("POST", "/v1/ocr")
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        for chunk in chunks:
+            conn.send(chunk)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def test_a_client_still_sending_a_body_declared_too_large_reads_the_413_it_got_at_once(server):
+    """Refused on its Content-Length before a byte of it is read, the body still comes (8 MiB, past
+    the 2 MiB limit). The server reads and drops it (a lingering close, up to 16 MiB or 5 s) so the
+    client can finish sending and read the 413; closed at once, the connection was reset under the
+    client's writes (BrokenPipeError) and the answer never read."""
+    size = 8 * 1024 * 1024
+    status, body = _post_with_http_client(server, {"Content-Type": "image/png", "Content-Length": str(size)},
+                                          (b"0" * (64 * 1024) for _ in range(size // (64 * 1024))))
+    assert status == 413 and b'"type":"payload_too_large"' in body, body[:300]
 
 
 def test_an_upload_at_one_byte_a_second_is_a_408_after_the_body_timeout_while_others_are_served(server):

@@ -22,6 +22,12 @@ a lingering close, as nginx and Apache do: the rest of what the client sends is 
 for LINGER_SECONDS and LINGER_BYTES at most, and the connection closes when the client closes or a
 bound is reached.
 
+The same lingering close follows any answer the server gives while the client is still sending
+its body (a 408 for a body slower than BODY_TIMEOUT_SEC, a 413 for one declared too large): uvicorn
+closed the connection at once, and a body byte arriving as it closed reset it, the answer lost
+(the 408 to a client sending a byte a second: 1 in 32 on a busy machine, 0 in 64 lingering;
+http.client sending a body declared too large: reset under its writes every time, before the 413).
+
 On SIGTERM (a scale-down, a rollout) uvicorn closes every idle kept-alive connection at once. A
 client that has just sent its next request on one, still unread by the server, gets no answer
 ("server disconnected"), most likely the one request a real-node scale-down test once lost. Here an idle
@@ -147,6 +153,19 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
             if self._draining:
                 self._last_request()
 
+        def handle_events(self) -> None:
+            super().handle_events()
+            cycle = self.cycle
+            if cycle is not None and not isinstance(cycle.transport, _LingerOnUnreadBody):
+                cycle.transport = _LingerOnUnreadBody(self)  # uvicorn's cycle closes through it
+
+        def close_after_answer(self) -> None:
+            """The cycle's close after its answer: lingering while the client still sends its body."""
+            if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+                self._linger()
+            else:
+                self.transport.close()
+
         def shutdown(self) -> None:
             """uvicorn's graceful shutdown, per connection: one with a request in flight closes after
             its response (uvicorn's own); an idle one drains (the module's docstring says why)."""
@@ -226,3 +245,17 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
 
     BoundedH11Protocol.accepted = accepted  # type: ignore[attr-defined]
     return BoundedH11Protocol
+
+
+class _LingerOnUnreadBody:
+    """A request cycle's transport: the connection's own, except that closing it lingers while the
+    client is still sending its body (the protocol's `close_after_answer`)."""
+
+    def __init__(self, protocol: H11Protocol) -> None:
+        self._protocol = protocol
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._protocol.transport, name)
+
+    def close(self) -> None:
+        self._protocol.close_after_answer()  # type: ignore[attr-defined]
