@@ -34,6 +34,12 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """(host, port) for a raw socket (`socket.create_connection`) or http.client."""
+        host, port = self.url.rsplit("/", 1)[1].split(":")
+        return host, int(port)
+
     def client(self, **kw) -> httpx.Client:
         if self.url.startswith("http://"):
             kw.setdefault("verify", False)  # plain HTTP: no CA bundle to load (25 ms of CPU a client)
@@ -65,8 +71,7 @@ def trickle(server: ServerProcess, head: bytes, data: bytes, seconds: float) -> 
     (a byte sent after the server closed would reset the connection and lose its answer), until the
     server closes it or `seconds` pass. Returns what it answered, the bytes of `data` sent and the
     seconds from the end of `head`."""
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    with socket.create_connection((host, int(port)), timeout=seconds) as s:
+    with socket.create_connection(server.address, timeout=seconds) as s:
         s.sendall(head)
         t0 = time.monotonic()
         answer, sent = b"", 0

@@ -141,9 +141,8 @@ def test_bad_chat_bodies_are_a_clear_json_4xx(server, case, body, status):
 
 def _exchange(server, request: bytes) -> bytes:
     """Send raw bytes on a fresh connection in one write and read until the server closes it (or 10 s)."""
-    host, port = server.url.rsplit("/", 1)[1].split(":")
     out = b""
-    with socket.create_connection((host, int(port)), timeout=10) as s:
+    with socket.create_connection(server.address, timeout=10) as s:
         try:
             s.sendall(request)
             while chunk := s.recv(65536):

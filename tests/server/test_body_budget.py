@@ -22,11 +22,6 @@ BUDGET = 3 * MIB
 HELD = 1_000_000  # each of three slow uploads declares this much: 2,858,000 of the 3 MiB reserved
 
 
-def _address(server) -> tuple[str, int]:
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    return host, int(port)
-
-
 def _head(length: int | None) -> bytes:
     size = f"Content-Length: {length}\r\n" if length is not None else "Transfer-Encoding: chunked\r\n"
     return (f"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nContent-Type: image/png\r\n{size}\r\n").encode()
@@ -62,7 +57,7 @@ def budget_server(tiny_native, tmp_path_factory):
 def three_slow_uploads(budget_server):
     """Three requests whose heads declare HELD bytes and whose bodies never come: 2,858,000 bytes of
     the budget are reserved while they are open."""
-    held = [socket.create_connection(_address(budget_server), timeout=10) for _ in range(3)]
+    held = [socket.create_connection(budget_server.address, timeout=10) for _ in range(3)]
     for s in held:
         s.sendall(_head(HELD) + b"\x89PNG")
     time.sleep(0.5)  # the server has read their heads and reserved their bodies
@@ -73,7 +68,7 @@ def three_slow_uploads(budget_server):
 
 def test_a_body_beyond_the_budget_is_a_503_with_retry_after_before_it_is_sent_while_a_small_one_is_served(
         budget_server, three_slow_uploads):
-    with socket.create_connection(_address(budget_server), timeout=10) as s:
+    with socket.create_connection(budget_server.address, timeout=10) as s:
         t0 = time.monotonic()
         s.sendall(_head(HELD))  # the head only: the answer must come without the body
         answer = _answer(s, 5)
@@ -94,7 +89,7 @@ def test_a_body_beyond_the_budget_is_a_503_with_retry_after_before_it_is_sent_wh
 
 def test_a_chunked_body_is_reserved_as_it_comes_and_refused_when_it_no_longer_fits(budget_server, three_slow_uploads):
     chunk = b"\0" * 400_000  # more than the 287,728 bytes the slow uploads left
-    with socket.create_connection(_address(budget_server), timeout=10) as s:
+    with socket.create_connection(budget_server.address, timeout=10) as s:
         s.sendall(_head(None) + f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         answer = _answer(s, 5)
     assert answer.startswith(b"HTTP/1.1 503 "), answer[:300]
@@ -107,14 +102,14 @@ def test_the_budget_is_given_back_when_the_requests_holding_it_end(budget_server
     ended request would make the last three's third a 503: none is answered, they wait for their
     bodies."""
     for _ in range(3):
-        held = [socket.create_connection(_address(budget_server), timeout=10) for _ in range(3)]
+        held = [socket.create_connection(budget_server.address, timeout=10) for _ in range(3)]
         for s in held:
             s.sendall(_head(HELD))
         time.sleep(0.3)
         for s in held:
             s.close()
     time.sleep(0.5)
-    held = [socket.create_connection(_address(budget_server), timeout=10) for _ in range(3)]
+    held = [socket.create_connection(budget_server.address, timeout=10) for _ in range(3)]
     try:
         for s in held:
             s.sendall(_head(HELD))

@@ -17,11 +17,6 @@ from .conftest import MAIN_ENV, start_server, trickle
 pytestmark = pytest.mark.server
 
 
-def _address(server) -> tuple[str, int]:
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    return host, int(port)
-
-
 def _read_until_closed(s: socket.socket, seconds: float) -> bytes:
     """What the server sends on `s` until it closes it, or `seconds` pass."""
     answer = b""
@@ -78,7 +73,7 @@ def test_on_a_kept_alive_connection_the_header_timeout_runs_from_the_next_reques
     halves 2.5 s apart: 5.5 s after the response, but 2.5 s after the head's first byte (the limit
     is 4 s), so it is served on the same connection."""
     request = b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n"
-    with socket.create_connection(_address(server), timeout=20) as s:
+    with socket.create_connection(server.address, timeout=20) as s:
         s.sendall(request)
         first = _one_response(s)
         time.sleep(3)
@@ -96,9 +91,9 @@ def test_a_connection_past_max_connections_is_closed_unread_and_the_idle_ones_le
     srv = start_server(tmp_path, {"MODEL_PATH": str(tiny_native), "MAX_CONNECTIONS": str(cap),
                                   "HEADER_TIMEOUT_SEC": str(limit), "MAX_NEW_TOKENS": "4"})
     try:
-        idle = [socket.create_connection(_address(srv), timeout=10) for _ in range(cap)]
+        idle = [socket.create_connection(srv.address, timeout=10) for _ in range(cap)]
         time.sleep(0.3)  # the server has accepted them
-        with socket.create_connection(_address(srv), timeout=10) as extra:
+        with socket.create_connection(srv.address, timeout=10) as extra:
             t0 = time.monotonic()
             extra.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
             refused = _read_until_closed(extra, 5)

@@ -21,11 +21,6 @@ from . import samples
 pytestmark = pytest.mark.server
 
 
-def _address(server) -> tuple[str, int]:
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    return host, int(port)
-
-
 def _until_closed(s: socket.socket, seconds: float) -> bytes:
     data, deadline = b"", time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -62,7 +57,7 @@ def test_a_head_just_over_the_limit_is_431_and_one_just_under_is_served(server):
 
 
 def test_a_request_that_is_not_http_is_a_json_400_and_the_connection_closes(server):
-    with socket.create_connection(_address(server), timeout=10) as s:
+    with socket.create_connection(server.address, timeout=10) as s:
         s.sendall(b"NOT HTTP AT ALL\r\n\r\n")
         answer = _until_closed(s, 10)
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -76,7 +71,7 @@ def test_a_client_that_keeps_sending_after_its_431_is_cut_within_the_linger_boun
     writing, has its connection closed within LINGER_SECONDS (its next send then fails)."""
     from ocr_server.http.connections import LINGER_SECONDS
 
-    with socket.create_connection(_address(server), timeout=10) as s:
+    with socket.create_connection(server.address, timeout=10) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: t\r\nX-Padding: " + b"p" * (MAX_HEADER_BYTES + 1024))
         t0, answer, cut = time.monotonic(), b"", False
         while time.monotonic() - t0 < LINGER_SECONDS + 5:

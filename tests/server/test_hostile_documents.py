@@ -106,8 +106,7 @@ def _post_pdf(c: httpx.Client, doc: bytes) -> httpx.Response:
 def _post_with_http_client(server, headers: dict[str, str], chunks) -> tuple[int, bytes]:
     """A POST through the standard library's http.client, which sends the whole body before it
     reads an answer (as many clients do): a write that fails ends it before any answer is read."""
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn = http.client.HTTPConnection(*server.address, timeout=30)
     try:
         conn.putrequest("POST", "/v1/ocr")
         for name, value in headers.items():

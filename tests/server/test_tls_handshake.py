@@ -21,11 +21,6 @@ pytestmark = pytest.mark.server
 CAP, HANDSHAKE = 3, 2.0
 
 
-def _address(server) -> tuple[str, int]:
-    host, port = server.url.rsplit("/", 1)[1].split(":")
-    return host, int(port)
-
-
 def _closed_after(s: socket.socket, seconds: float) -> float | None:
     """Seconds until the server closes `s` (an end or a reset), None if it is still open after `seconds`."""
     t0 = time.monotonic()
@@ -65,7 +60,7 @@ def tls_server(tiny_native, tmp_path_factory):
 
 def test_connections_that_never_handshake_count_against_max_connections_and_are_cut_after_the_handshake_timeout(
         tls_server):
-    silent = [socket.create_connection(_address(tls_server), timeout=10) for _ in range(CAP)]
+    silent = [socket.create_connection(tls_server.address, timeout=10) for _ in range(CAP)]
     opened = time.monotonic()
     try:
         time.sleep(0.3)  # the server has accepted them
@@ -97,7 +92,7 @@ def test_a_handshake_sent_a_byte_at_a_time_is_cut_at_the_handshake_timeout(tls_s
     except ssl.SSLWantReadError:
         pass
     client_hello = outgoing.read()
-    with socket.create_connection(_address(tls_server), timeout=10) as s:
+    with socket.create_connection(tls_server.address, timeout=10) as s:
         t0, sent = time.monotonic(), 0
         while time.monotonic() - t0 < HANDSHAKE + 5 and sent < len(client_hello) - 1:
             if select.select([s], [], [], 0.5)[0]:
