@@ -166,10 +166,14 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
             else:
                 self.transport.close()
 
+        def _answering(self) -> bool:
+            """Whether a request's answer is still to be written (uvicorn's idle test, negated)."""
+            return self.cycle is not None and not self.cycle.response_complete
+
         def shutdown(self) -> None:
             """uvicorn's graceful shutdown, per connection: one with a request in flight closes after
             its response (uvicorn's own); an idle one drains (the module's docstring says why)."""
-            if self.cycle is not None and not self.cycle.response_complete:
+            if self._answering():
                 super().shutdown()
                 return
             self._draining = True
@@ -178,19 +182,16 @@ def bounded_h11_protocol(header_timeout: float, max_connections: int, max_head: 
         def _last_request(self) -> None:
             """A request that came while draining is answered with `connection: close`, then the
             connection closes (uvicorn closes it after a response whose cycle does not keep alive)."""
-            cycle = self.cycle
-            if cycle is not None and not cycle.response_complete and cycle.keep_alive:
-                cycle.keep_alive = False
-                cycle.default_headers = [*cycle.default_headers, CLOSE]
+            if self._answering() and self.cycle.keep_alive:
+                self.cycle.keep_alive = False
+                self.cycle.default_headers = [*self.cycle.default_headers, CLOSE]
 
         def _drained(self) -> None:
-            """The drain is over: still idle, with no request head coming, the connection closes; one
-            with a request closes after its response, a head still coming within its deadline."""
-            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
-                return
-            if self.conn.their_state is h11.IDLE and not self._head_bytes:
-                self.conn.send(h11.ConnectionClosed())
-                self.transport.close()
+            """The drain is over: still idle, with no request head coming, the connection closes as
+            at its keep-alive timeout; one with a request closes after its response, a head still
+            coming within its deadline."""
+            if not self._answering() and self.conn.their_state is h11.IDLE and not self._head_bytes:
+                self.timeout_keep_alive_handler()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
