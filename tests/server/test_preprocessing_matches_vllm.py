@@ -72,11 +72,17 @@ def engine(tiny_native):
     return e
 
 
+@pytest.fixture(scope="module")
+def ours(engine) -> dict[tuple[int, int], tuple]:
+    """The engine's prompt ids, views and crop plan for each page, made once for both checks."""
+    pages = {size: Image.open(io.BytesIO(samples.png(*size, seed=sum(size)))).convert("RGB") for size in SIZES}
+    return {size: engine.prepare_arrays(page, prompt_mode="free", max_visual_tokens=None) for size, page in pages.items()}
+
+
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_the_global_view_and_every_crop_equal_vllms_to_the_bit(engine, vllm_views, size):
+def test_the_global_view_and_every_crop_equal_vllms_to_the_bit(ours, vllm_views, size):
     w, h = size
-    page = Image.open(io.BytesIO(samples.png(w, h, seed=w + h))).convert("RGB")
-    _, pixels, local, plan = engine.prepare_arrays(page, prompt_mode="free", max_visual_tokens=None)
+    _, pixels, local, plan = ours[size]
     theirs_global, theirs_crops = vllm_views[f"{w}x{h}-global"], vllm_views[f"{w}x{h}-crops"]
     assert plan.crops == len(theirs_crops), (plan.crops, theirs_crops.shape)
     assert np.array_equal(np.asarray(pixels, dtype=np.float32), theirs_global.astype(np.float32))
@@ -85,9 +91,8 @@ def test_the_global_view_and_every_crop_equal_vllms_to_the_bit(engine, vllm_view
 
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_the_prompt_ids_equal_vllms_image_tokens_and_text(engine, vllm_views, size):
+def test_the_prompt_ids_equal_vllms_image_tokens_and_text(ours, vllm_views, size):
     w, h = size
-    page = Image.open(io.BytesIO(samples.png(w, h, seed=w + h))).convert("RGB")
-    ids, _, _, plan = engine.prepare_arrays(page, prompt_mode="free", max_visual_tokens=None)
+    ids, _, _, plan = ours[size]
     theirs = vllm_views[f"{w}x{h}-ids"].tolist()
     assert ids == theirs, (plan, len(ids), len(theirs), ids[-8:], theirs[-8:])
