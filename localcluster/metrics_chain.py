@@ -25,6 +25,10 @@ Why each piece is what it is:
   the only way an APIService reaches a process outside the cluster without kube-proxy.
 - Test speed: scrape and rule evaluation every 2 s, adapter series re-discovery every 2 s; the HPA
   controller syncs every 2 s (cluster.py).
+- Its cost: idle, the chain (these three processes and the API server's aggregation of the
+  adapter) takes about 7 % of a core. A cluster may run it only while a test needs it
+  (`LocalCluster.start_metric_chain` / `stop_metric_chain`): the e2e tier's shared real-node
+  cluster, where one module of twenty autoscales.
 """
 
 from __future__ import annotations
@@ -202,6 +206,21 @@ def start(cluster: LocalCluster) -> None:
     cluster.wait_ready("custom-metrics APIServices", available, 60)
 
 
+COMPONENTS = ("dcgm-exporter", "prometheus", "prometheus-adapter")  # as `start` starts them
+
+
+def stop(cluster: LocalCluster) -> None:
+    """Undoes `start`: the APIServices first (an unavailable one fails kubectl's discovery and holds
+    every namespace deletion), then the processes, newest first. Prometheus's data and the
+    adapter's certificates stay in the work dir for a later `start`."""
+    cluster.kubectl("delete", "apiservice", *(f"{v}.custom.metrics.k8s.io" for v in APISERVICE_VERSIONS),
+                    "--ignore-not-found")
+    for name in reversed(COMPONENTS):
+        component = cluster.components.pop(name, None)
+        if component is not None:
+            component.stop()
+
+
 def _http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=2) as r:
         return r.status == 200
@@ -243,6 +262,7 @@ def add_scrape_target(cluster: LocalCluster, name: str, address: str, labels: di
     """Has Prometheus scrape a loopback `address` (host:port) from now on; returns the file to
     delete (remove_scrape_target) when the process goes away."""
     path = cluster.workdir / "metrics-chain" / "targets" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)  # a chain started later reads it then
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps([{"targets": [address], "labels": {"job": name, **(labels or {})}}]))
     tmp.rename(path)  # atomic: Prometheus never reads half a file

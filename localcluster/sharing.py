@@ -129,5 +129,6 @@ def refresh(cluster) -> None:
         components[name] = mine if mine is not None and mine.pid == pid else Component(
             name, state["argv"][name], cluster.workdir / "logs" / f"{name}.log", pid=pid)
     cluster.components = components
+    cluster.metric_chain = state.get("metric_chain", True)
     if cluster.real_node is not None and cluster.real_node.state_file.exists():
         cluster.real_node.state = json.loads(cluster.real_node.state_file.read_text())

@@ -307,21 +307,58 @@ def _connections(pid: int) -> set[str]:
     return {line.split()[3].rsplit(":", 1)[0].strip("[]") for line in out.splitlines() if f"pid={pid}," in line}
 
 
-def test_a_cluster_without_its_metric_chain_runs_no_metric_component_and_refuses_metric_calls():
-    """`make demo`'s cluster (LocalCluster(metric_chain=False)): no Prometheus, adapter or DCGM
-    exporter runs, no custom metrics API is registered, and a metric call names the reason."""
+@pytest.fixture(scope="module")
+def chainless():
+    """A second cluster started as `make demo` starts its own: LocalCluster(metric_chain=False)."""
     cluster = LocalCluster(real_node=False, metric_chain=False)
     try:
         cluster.start()
-        assert set(cluster.pids) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"}
-        apiservices = cluster.kubectl("get", "apiservices", "-o", "name").stdout
-        assert "custom.metrics.k8s.io" not in apiservices
-        assert "v1.apps" in apiservices  # the list itself is real
-        with pytest.raises(ClusterError, match="without its metric chain"):
-            cluster.set_metric("default", "DCGM_FI_DEV_GPU_UTIL", 50)
-        assert LocalCluster.attach(cluster.workdir).metric_chain is False
+        yield cluster
     finally:
         cluster.stop()
+
+
+CONTROL_PLANE = {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"}
+
+
+def test_a_cluster_without_its_metric_chain_runs_no_metric_component_and_refuses_metric_calls(chainless):
+    """`make demo`'s cluster: no Prometheus, adapter or DCGM exporter runs, no custom metrics API is
+    registered, and a metric call names the reason."""
+    cluster = chainless
+    assert set(cluster.pids) == CONTROL_PLANE
+    apiservices = cluster.kubectl("get", "apiservices", "-o", "name").stdout
+    assert "custom.metrics.k8s.io" not in apiservices
+    assert "v1.apps" in apiservices  # the list itself is real
+    with pytest.raises(ClusterError, match="without its metric chain"):
+        cluster.set_metric("default", "DCGM_FI_DEV_GPU_UTIL", 50)
+    assert LocalCluster.attach(cluster.workdir).metric_chain is False
+
+
+def test_a_metric_chain_started_for_a_while_serves_metrics_then_goes_without_a_trace(chainless):
+    """What the shared real-node cluster does for its one autoscaling module: the chain started on
+    the running cluster serves the custom metrics API and a set DCGM value through Prometheus; once
+    stopped its processes are gone, the API is unregistered (kubectl's discovery and namespace
+    deletion work as before) and a metric call is refused again."""
+    cluster = chainless
+    assert cluster.start_metric_chain() is True and cluster.start_metric_chain() is False
+    started = cluster.pids
+    try:
+        assert set(started) == CONTROL_PLANE | {"dcgm-exporter", "prometheus", "prometheus-adapter"}
+        assert LocalCluster.attach(cluster.workdir).metric_chain is True
+        cluster.api_get("/apis/custom.metrics.k8s.io/v1beta2")
+        cluster.set_metric("default", "DCGM_FI_DEV_GPU_UTIL", 50, pod="p")
+        wait_for(lambda: cluster.prometheus_query('DCGM_FI_DEV_GPU_UTIL{exported_pod="p"}'), timeout=30,
+                 interval=0.5, message="the set value scraped by Prometheus")
+    finally:
+        cluster.stop_metric_chain()
+    assert set(cluster.pids) == CONTROL_PLANE
+    assert not any(pid_alive(started[name]) for name in ("dcgm-exporter", "prometheus", "prometheus-adapter"))
+    assert "custom.metrics.k8s.io" not in cluster.kubectl("get", "apiservices", "-o", "name").stdout
+    cluster.kubectl("create", "namespace", "after-the-chain")
+    cluster.kubectl("delete", "namespace", "after-the-chain", "--timeout=60s")  # waits: discovery is whole
+    with pytest.raises(ClusterError, match="without its metric chain"):
+        cluster.prometheus_query("up")
+    assert LocalCluster.attach(cluster.workdir).metric_chain is False
 
 
 def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_behind():
