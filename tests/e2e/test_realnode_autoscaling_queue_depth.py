@@ -89,7 +89,7 @@ def hpa_metric(hpa: dict, name: str) -> float | None:
 
 
 def test_a_real_pods_queue_scales_up_while_gpu_is_low_and_both_low_scale_down_after_the_window(
-        cluster, namespace, ocr, ocr_operator, product_images, model_pvc):
+        metric_chain, cluster, namespace, ocr, ocr_operator, product_images, model_pvc):
     image = product_images.on_node("server_tiny")  # the product's server with the test helpers
     cluster.set_metric(namespace, "DCGM_FI_DEV_GPU_UTIL", 10)  # every GPU pod of the namespace: low
     behavior = {"scaleUp": {"stabilizationWindowSeconds": 0, "policies": [{"type": "Pods", "value": 1, "periodSeconds": 1}]},
