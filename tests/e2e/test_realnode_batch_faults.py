@@ -44,7 +44,7 @@ from tests.unit.batch.test_patience import restart_same_port
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold node imports the images first
 
 NAME, BUCKET = "faulted", "archive"
-PAGES = 80  # one-page PNGs per corpus
+PAGES = 40  # one-page PNGs per corpus: most of them after UNDER_WAY, when the fault comes
 BAD = {"corrupt.pdf": "the PDF could not be opened", "notes.docx": "unsupported type"}
 UNDER_WAY = 8  # pages done (in status) before the fault
 OPERATOR_DOWN_SECONDS = 5.0
