@@ -52,18 +52,20 @@ HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_eq
 # measured no faster (1,158 s against 1,201). On their own, `pytest -n 2` of the real-node modules
 # took 582 s against 868.
 REAL_NODE_UNITS_ENV = "CAUSALFLOW_REAL_NODE_UNITS"
-# Seconds of each real-node module's tests in a whole `make test` (four workers, 2 cores, 2026-12-05,
-# a fresh clone at 82400e3): what `real_node_unit` balances. They include the modules' waits for the
-# other real-node worker (an exclusive test waits for that worker's module to end), which measured
-# alone they lack: by those (2026-12-05 too) the halves came out 835 s against 629 s of test time.
-# A module not listed counts as 40.
+# Seconds of each real-node module's tests in a whole `make test` (four workers, 2 cores, 2026-12-06,
+# a fresh clone at 5999e97, on a machine that ran the suite about 1.4 times slower than the one of
+# 2026-12-05): what `real_node_unit` balances. The stall and batch-fault modules are estimates after
+# their batches were cut (the stall's unasserted baseline run, and half the fault corpora: 170 and 165
+# s there). They include the modules' waits for the other real-node worker (an exclusive test waits for
+# that worker's module to end), which measured alone they lack. A module not listed counts as 40.
 REAL_NODE_SECONDS = {
-    "test_realnode_faults": 178, "test_realnode_batch_stall": 164, "test_realnode": 152, "test_realnode_batch_faults": 142,
-    "test_realnode_quality_gate": 142, "test_realnode_batch": 120, "test_realnode_autoscaling_queue_depth": 89,
-    "test_realnode_quality_gate_shadow": 63, "test_realnode_batch_poison": 57, "test_realnode_model_image": 52,
-    "test_realnode_images": 49, "test_realnode_model_s3": 45, "test_realnode_rotation": 43,
-    "test_realnode_quality_gate_loop": 36, "test_realnode_serving": 35, "test_realnode_rollback": 27,
-    "test_realnode_batch_helm": 26, "test_realnode_quality_gate_auth": 23, "test_realnode_operator": 19, "test_realnode_s3": 3,
+    "test_realnode_faults": 279, "test_realnode": 265, "test_realnode_quality_gate_shadow": 166,
+    "test_realnode_quality_gate": 152, "test_realnode_batch_faults": 120, "test_realnode_batch": 117,
+    "test_realnode_batch_stall": 100, "test_realnode_quality_gate_loop": 93, "test_realnode_quality_gate_auth": 93,
+    "test_realnode_model_image": 87, "test_realnode_model_s3": 80, "test_realnode_autoscaling_queue_depth": 77,
+    "test_realnode_images": 75, "test_realnode_rollback": 70, "test_realnode_batch_poison": 68,
+    "test_realnode_rotation": 48, "test_realnode_batch_helm": 43, "test_realnode_serving": 36,
+    "test_realnode_operator": 22, "test_realnode_s3": 3,
 }
 
 MAIN_SERVER = "tests/server (main server)"
