@@ -283,7 +283,9 @@ def test_a_decode_step_runs_as_many_operators_for_three_rows_as_for_one_and_fewe
 def test_the_runner_keeps_a_decoding_row_streaming_while_a_joining_page_is_prefilled(engine, alone):
     """Through the server's runner: a page joins while a long one decodes; the long row's tokens keep
     coming between the short page's arrival and its first token (its prefill ran in chunks between
-    decode steps), and each page gets its alone tokens."""
+    decode steps), and each page gets its alone tokens. The page joins after half the long row's
+    tokens: the steps decoded before a prefill began are no debt of that prefill's (they were, and a
+    page joining rows that had decoded a while was prefilled whole while they waited)."""
     from ocr_server.runtime.metrics import Metrics
     from ocr_server.engines.transformers.slot_runner import SlotRunner
 
@@ -298,7 +300,7 @@ def test_the_runner_keeps_a_decoding_row_streaming_while_a_joining_page_is_prefi
 
         def on_long(tok: int) -> None:  # the engine thread: the long row is decoding
             events.append("long")
-            if events.count("long") == 2:
+            if events.count("long") == NEW // 2:
                 loop.call_soon_threadsafe(joined.set)
 
         long_page.on_token = on_long

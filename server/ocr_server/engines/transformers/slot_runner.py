@@ -129,6 +129,10 @@ class SlotRunner:
                         for pending in joining:
                             self._open[id(pending.item)] = pending
                         filling = self.slots.prefill([p.item for p in joining])
+                        # Steps decoded since the last prefill paid off no chunk of this one: owing
+                        # them, a page joining rows that had decoded a while was prefilled whole
+                        # while the rows waited.
+                        credit = 0.0
                 if filling is not None and (credit <= 0 or not self.slots.rows):
                     t0 = time.perf_counter()
                     if next(filling, end) is end:
