@@ -159,7 +159,7 @@ class LocalCluster(KubectlCommands):
         try:
             self.pki = make_pki(self.workdir / "pki")
             for name in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler",
-                         "kwok", *metrics_chain.PORTS):
+                         "kwok", *metrics_chain.COMPONENTS):
                 self.ports[name] = free_port()
             self._write_static_files()
             self._start_etcd()

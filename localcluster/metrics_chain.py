@@ -59,7 +59,8 @@ APISERVICE_VERSIONS = ("v1beta2", "v1beta1")
 SCRAPE_INTERVAL = "2s"
 SERVER_POD_LABEL = ("app.kubernetes.io/name", "causalflow-ocr")  # naming.py's labels on every server pod
 DCGM_TARGET_LABELS = {"namespace": "causalflow-system", "pod": "dcgm-exporter", "service": "dcgm-exporter"}
-PORTS = ("prometheus", "prometheus-adapter", "dcgm-exporter")
+# The chain's processes in the order `start` starts them; each listens on the port of its name (cluster.ports).
+COMPONENTS = ("dcgm-exporter", "prometheus", "prometheus-adapter")
 
 
 def built_binary(name: str, build: bool = True) -> Path:
@@ -204,9 +205,6 @@ def start(cluster: LocalCluster) -> None:
         return True
 
     cluster.wait_ready("custom-metrics APIServices", available, 60)
-
-
-COMPONENTS = ("dcgm-exporter", "prometheus", "prometheus-adapter")  # as `start` starts them
 
 
 def stop(cluster: LocalCluster) -> None:

@@ -319,6 +319,7 @@ def chainless():
 
 
 CONTROL_PLANE = {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"}
+METRIC_CHAIN = {"dcgm-exporter", "prometheus", "prometheus-adapter"}
 
 
 def test_a_cluster_without_its_metric_chain_runs_no_metric_component_and_refuses_metric_calls(chainless):
@@ -343,7 +344,7 @@ def test_a_metric_chain_started_for_a_while_serves_metrics_then_goes_without_a_t
     assert cluster.start_metric_chain() is True and cluster.start_metric_chain() is False
     started = cluster.pids
     try:
-        assert set(started) == CONTROL_PLANE | {"dcgm-exporter", "prometheus", "prometheus-adapter"}
+        assert set(started) == CONTROL_PLANE | METRIC_CHAIN
         assert LocalCluster.attach(cluster.workdir).metric_chain is True
         cluster.api_get("/apis/custom.metrics.k8s.io/v1beta2")
         cluster.set_metric("default", "DCGM_FI_DEV_GPU_UTIL", 50, pod="p")
@@ -352,7 +353,7 @@ def test_a_metric_chain_started_for_a_while_serves_metrics_then_goes_without_a_t
     finally:
         cluster.stop_metric_chain()
     assert set(cluster.pids) == CONTROL_PLANE
-    assert not any(pid_alive(started[name]) for name in ("dcgm-exporter", "prometheus", "prometheus-adapter"))
+    assert not any(pid_alive(started[name]) for name in METRIC_CHAIN)
     assert "custom.metrics.k8s.io" not in cluster.kubectl("get", "apiservices", "-o", "name").stdout
     cluster.kubectl("create", "namespace", "after-the-chain")
     cluster.kubectl("delete", "namespace", "after-the-chain", "--timeout=60s")  # waits: discovery is whole
@@ -370,8 +371,7 @@ def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_beh
         cluster.start()
         print(f"\ncluster start-up: {cluster.started_seconds:.1f}s")
         pids = cluster.pids
-        assert set(pids) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok",
-                             "dcgm-exporter", "prometheus", "prometheus-adapter"}
+        assert set(pids) == CONTROL_PLANE | METRIC_CHAIN
         sockets = {name: _listening_ports(pid) for name, pid in pids.items()}
         assert all(sockets.values()), sockets
         for name, socks in sockets.items():

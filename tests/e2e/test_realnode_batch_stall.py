@@ -38,6 +38,7 @@ from tests.server import samples
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 NAME = "stalling"
+BATCH = "stalled"
 DOCUMENTS = 48  # most of them after the freeze: the new pod must make progress the operator reads
 STALL_SECONDS = 12  # spec.stallSeconds (its minimum is 10)
 READ_SECONDS = 2  # the operator's progress interval (OCR_OPERATOR_BATCH_PROGRESS_SECONDS)
@@ -50,9 +51,9 @@ def write_corpus(folder: Path) -> None:
         (folder / f"p{i:03d}.png").write_bytes(samples.png(160, 120, seed=100 + i))
 
 
-def spec(out: str) -> dict:
+def spec() -> dict:
     return {"service": NAME, "input": {"pvc": {"claimName": "stall-data", "path": "/in"}},
-            "output": {"pvc": {"claimName": "stall-data", "path": out}},
+            "output": {"pvc": {"claimName": "stall-data", "path": "/out"}},
             "options": {"mode": "free", "maxNewTokens": 2}, "parallelism": 1, "concurrencyPerWorker": 2,
             "stallSeconds": STALL_SECONDS}
 
@@ -141,7 +142,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
         path.chmod(0o777 if path.is_dir() and path.name.startswith("out") else 0o755 if path.is_dir() else 0o644)
     op = batch_operator(cluster, namespace, workdir / "operator.log", product_images, READ_SECONDS)
     ocr = OcrHelpers(cluster, namespace)
-    freezer = Freezer(cluster, real_node, namespace, "stalled", data / "out" / "results")
+    freezer = Freezer(cluster, real_node, namespace, BATCH, data / "out" / "results")
     try:
         cluster.wait_default_serviceaccount(namespace)
         op.start()
@@ -150,20 +151,6 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
             ocr.apply(real_ocrservice(NAME, product_images.on_node("server"),
                                       model={"pvc": {"claimName": model, "subPath": "weights"}}))
             wait_server_pod_ready(cluster, namespace, NAME)
-
-            def run(batch: str, out: str, on_poll=None) -> tuple[dict, float]:
-                t0 = time.monotonic()
-                ocr.apply({"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch",
-                           "metadata": {"name": batch}, "spec": spec(out)})
-
-                def ended() -> dict | None:
-                    st = (ocr.get("ocrbatch", batch) or {}).get("status") or {}
-                    if on_poll is not None:
-                        on_poll(st)
-                    return st if st.get("phase") in ("Succeeded", "Failed", "Cancelled") else None
-
-                final = wait_for(ended, timeout=900, interval=0.25, message=f"OcrBatch {batch} ended")
-                return final, time.monotonic() - t0
 
             seen: dict = {"conditions": [], "pods": {}}
 
@@ -174,7 +161,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 cond = next((c for c in st.get("conditions") or () if c["type"] == "Stalled"), None)
                 if cond and (not seen["conditions"] or seen["conditions"][-1][1:3] != (cond["status"], cond["reason"])):
                     seen["conditions"].append((now, cond["status"], cond["reason"], cond["message"]))
-                for p in worker_pods(cluster, namespace, "stalled"):
+                for p in worker_pods(cluster, namespace, BATCH):
                     info = seen["pods"].setdefault(p["metadata"]["name"], {"created": now})
                     phase = p.get("status", {}).get("phase")
                     if info.get("phases", [(None,)])[-1][0] != phase:
@@ -186,8 +173,17 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                 if freezer.frozen is not None and "died" not in seen and not freezer.frozen.alive():
                     seen["died"] = now
 
+            def ended() -> dict | None:
+                st = (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}
+                watch(st)
+                return st if st.get("phase") in ("Succeeded", "Failed", "Cancelled") else None
+
             freezer.start()
-            final, took = run("stalled", "/out", on_poll=watch)
+            t0 = time.monotonic()
+            ocr.apply({"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch",
+                       "metadata": {"name": BATCH}, "spec": spec()})
+            final = wait_for(ended, timeout=900, interval=0.25, message=f"OcrBatch {BATCH} ended")
+            took = time.monotonic() - t0
             freezer.stop.set()
             frozen = freezer.frozen
             assert frozen is not None and freezer.pod is not None, "the batch ended before the worker could be frozen"
