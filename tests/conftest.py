@@ -6,11 +6,12 @@ tiers are CPU-bound, so running them side by side saves more than half of the se
 2 cores the four workers keep them about 90 % busy.
 
 Units of work, each run by one worker from its start to its end:
-- the e2e tier: the kwok tests, one unit on a session-scoped local cluster of their own with kwok
-  nodes only; and the real-node tests (modules `tests/e2e/test_realnode*.py`) on a cluster with the
-  machine's one real node: two units (`real_node_unit`: halves of about the same measured
-  duration) whose two workers share that cluster (tests/e2e/conftest.py, localcluster/sharing.py),
-  or one (`real_node_units`). The tests that stop or restart a part of the node (marked
+- the e2e tier: the kwok tests, one unit; and the real-node tests (modules
+  `tests/e2e/test_realnode*.py`): two units (`real_node_unit`: halves of about the same measured
+  duration), or one (`real_node_units`). Their workers share one cluster, with the machine's one
+  real node and kwok's GPU nodes (tests/e2e/conftest.py, localcluster/sharing.py); the few kwok
+  tests that restart the API server or act on every namespace start a cluster of their own
+  (`private_cluster`). The tests that stop or restart a part of the node (marked
   `exclusive`, last in their modules) run while the other worker waits; their modules go to the
   first half, so two such stretches never queue behind each other;
 - the server modules whose tests or fixtures take the session's main server (`main_server` or

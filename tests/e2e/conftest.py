@@ -3,7 +3,10 @@
 By default the session starts the harness's LocalCluster (`localcluster/`: etcd, kube-apiserver,
 controllers, scheduler, kwok GPU nodes, Prometheus + prometheus-adapter behind the custom-metrics
 APIService) on 127.0.0.1; the real kubelet node `real-node-0` joins it when the first test marked `realnode` runs, where this machine can run it
-(those tests select it by label and toleration, every other pod stays on the kwok nodes). With
+(those tests select it by label and toleration, every other pod stays on the kwok nodes). In a run
+with xdist workers, every worker that runs e2e tests uses one such cluster (`cluster`); a test
+that restarts the API server or acts on every namespace takes a cluster of its own
+(`private_cluster`). With
 `CAUSALFLOW_E2E_CLUSTER=external` the same tests run against the cluster `KUBECONFIG` names
 (kind, for example); tests that need the harness' own parts (the settable DCGM exporter, the audit
 log, kwok's failure stages, restarting the API server) are skipped there with that reason.
@@ -56,18 +59,6 @@ def require_local(cluster) -> None:
         pytest.skip("needs the local harness (kwok stages, its settable DCGM exporter and Prometheus, or audit log)")
 
 
-_first_e2e_test_realnode: bool | None = None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Notes whether this process's first e2e test is a real-node test (before its fixtures): that
-    decides which cluster the process's `cluster` is."""
-    global _first_e2e_test_realnode
-    if _first_e2e_test_realnode is None:
-        _first_e2e_test_realnode = item.get_closest_marker("realnode") is not None
-
-
 def _started(workdir: Path | None = None, metric_chain: bool = True) -> LocalCluster:
     local = LocalCluster(workdir=workdir, real_node=False, metric_chain=metric_chain)
     local.start()
@@ -75,11 +66,21 @@ def _started(workdir: Path | None = None, metric_chain: bool = True) -> LocalClu
     return local
 
 
+def e2e_kinds(items: list[pytest.Item]) -> tuple[bool, bool]:
+    """Whether the session's e2e tests include (real-node tests, kwok tests). Every xdist worker
+    collects the whole session, so each one that opens the shared cluster decides alike."""
+    here = Path(__file__).parent
+    e2e = [item for item in items if here in Path(str(item.fspath)).parents]
+    realnode = [item.get_closest_marker("realnode") is not None for item in e2e]
+    return any(realnode), not all(realnode)
+
+
 @pytest.fixture(scope="session")
-def cluster():
+def cluster(request):
     """The session's cluster: the one KUBECONFIG names (CAUSALFLOW_E2E_CLUSTER=external); in a run
-    with workers, for the workers that run real-node tests, one cluster they share (started by the
-    first, with the real node; localcluster/sharing.py); else a LocalCluster of this process's own."""
+    with workers, one cluster every e2e worker shares (started by the first to need it, with the
+    real node where the session has real-node tests; localcluster/sharing.py); else a LocalCluster
+    of this process's own, which the real node joins when a real-node test first asks for it."""
     if os.environ.get("CAUSALFLOW_E2E_CLUSTER") == "external":
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
@@ -87,14 +88,17 @@ def cluster():
         yield ExternalTestCluster(Path(kubeconfig))
         return
     shared = os.environ.get(SHARED_CLUSTER_ENV)
-    if shared and _first_e2e_test_realnode:
+    if shared:
         share = ClusterShare(Path(shared))
+        realnode, kwok = e2e_kinds(request.session.items)
 
         def start(workdir: Path) -> LocalCluster:
-            # Without the metric chain, which one real-node module of twenty uses (`metric_chain`):
-            # idle, it cost about 7 % of a core for the whole run.
-            local = _started(workdir, metric_chain=False)
-            local.add_real_node()  # the cluster exists for the real-node tests: the node joins at once
+            # The metric chain only where kwok tests come (several of their modules read metrics):
+            # for the real-node tests alone, one module of twenty uses it (`metric_chain`), and
+            # idle it cost about 7 % of a core for the whole run.
+            local = _started(workdir, metric_chain=kwok)
+            if realnode:  # the node joins at once: a process that added it later would own it
+                local.add_real_node()
             return local
 
         local = share.open(start, LocalCluster.attach)
@@ -104,9 +108,23 @@ def cluster():
         finally:
             share.close(stop=lambda: (refresh(local), local.stop()))
         return
-    # The real node joins when a real-node test first asks for it (the `real_node` fixture), so a
-    # test worker that runs only kwok tests never claims the machine's one real-node slot.
     local = _started()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="module")
+def private_cluster(request):
+    """A cluster of the module's own, without the metric chain (as `make demo` starts it): for the
+    tests that restart its API server or run an operator that acts on every namespace, which the
+    session's cluster, shared with other workers' tests, must not see. On an external cluster,
+    that cluster."""
+    if os.environ.get("CAUSALFLOW_E2E_CLUSTER") == "external":
+        yield request.getfixturevalue("cluster")
+        return
+    local = _started(metric_chain=False)
     try:
         yield local
     finally:
@@ -118,7 +136,9 @@ def _cluster_turn(request):
     """A real-node module on a shared cluster holds it for its whole run, beside the other worker's
     modules; from its first test marked `exclusive` (one that stops, kills or restarts node
     processes: they come last in their module) to its end it holds the cluster alone
-    (`_exclusive_turn`). The module then records what it changed of the node's processes."""
+    (`_exclusive_turn`). The module then records what it changed of the node's processes. The
+    kwok tests take no turn: they never use the node, and what would disturb the other workers'
+    tests (an API server restart, an operator of every namespace) runs on a `private_cluster`."""
     if request.node.get_closest_marker("realnode") is None:
         yield None
         return
@@ -156,8 +176,8 @@ def _real_node_for_realnode_tests(request):
 @pytest.fixture(scope="module")
 def metric_chain(cluster):
     """The cluster's metric chain (Prometheus, prometheus-adapter, the fake DCGM exporter) for a
-    module's tests: started for them where the cluster runs without it (the shared real-node
-    cluster), and stopped after them again."""
+    module's tests: started for them where the cluster runs without it (the shared cluster of a run
+    with real-node tests only), and stopped after them again."""
     started = not cluster.external and cluster.start_metric_chain()
     try:
         yield cluster

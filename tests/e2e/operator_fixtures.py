@@ -31,6 +31,11 @@ from localcluster.waiting import wait_for
 def ocr_crd(cluster):
     """The OcrService CRD, installed (or updated) on the cluster and Established, with the
     admission policy shipped beside it (crds/: the whole folder, as the README installs it)."""
+    return install_crds(cluster)
+
+
+def install_crds(cluster) -> Path:
+    """What `ocr_crd` does, for any cluster (a test's `private_cluster` too)."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=causalflow-tests",
                     "-f", str(CRDS))
     # Not `kubectl wait`: it fails at once ("status.conditions accessor error") when it looks before
@@ -52,7 +57,8 @@ def operator_kubeconfig(cluster) -> Path:
 def operator_namespace(cluster, prefix: str, log: Path) -> Iterator[tuple[str, OperatorProcess]]:
     """A fresh namespace `<prefix>-<5 hex>` with its default ServiceAccount, and an operator process
     watching only it (not started: the caller starts it when its set-up is ready); the operator is
-    stopped and the namespace deleted (without waiting) at the end (module-scoped real-node fixtures)."""
+    stopped and the namespace deleted (without waiting) at the end (module-scoped real-node
+    fixtures, and tests on a `private_cluster`)."""
     namespace = f"{prefix}-{uuid.uuid4().hex[:5]}"
     cluster.kubectl("create", "namespace", namespace)
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
@@ -132,12 +138,17 @@ class OcrHelpers:
         return [e for e in items if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == "OcrService"]
 
     def audit_writes(self, since: float, user: str = OPERATOR_USER) -> list[dict]:
-        """Mutating requests by `user` in the API server's audit log after `since` (epoch seconds)."""
+        """Mutating requests by `user` on objects in the test's namespace, in the API server's audit
+        log after `since` (epoch seconds). The namespace: the session's cluster is shared with
+        other workers' tests, whose operators run as the same user."""
         log = getattr(self.cluster, "audit_log", None)
         if not log or not Path(log).exists():
             pytest.skip("no audit log (external cluster)")
         out = []
+        mine = f'"namespace":"{self.ns}"'  # a cheap first cut: the log holds every worker's writes
         for line in Path(log).read_text(errors="replace").splitlines():
+            if mine not in line:
+                continue
             try:
                 ev = json.loads(line)
             except ValueError:
@@ -145,6 +156,8 @@ class OcrHelpers:
             if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in ("create", "update", "patch", "delete"):
                 continue
             if ev.get("user", {}).get("username") != user and not str(ev.get("userAgent", "")).startswith(FIELD_MANAGER):
+                continue
+            if ev.get("objectRef", {}).get("namespace") != self.ns:
                 continue
             stamp = ev.get("requestReceivedTimestamp", "")
             when = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0

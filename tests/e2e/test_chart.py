@@ -189,11 +189,13 @@ def test_example_passes_the_crds_validation_on_the_api_server(cluster, namespace
     assert proc.returncode == 0, proc.stderr
 
 
-def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(cluster, namespace, tmp_path):
+def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(private_cluster, tmp_path):
     """rbac.namespaced=false with no watchNamespaces: the operator watches, and may write in,
-    every namespace. (Runs before the module's namespaced release starts its operator.)"""
+    every namespace. On a cluster of its own: it would reconcile the OcrServices of the tests that
+    share the session's cluster too."""
+    cluster = private_cluster
     ensure_crd(cluster)
-    ns = create_namespace(cluster, "chartwide")
+    ns, namespace = create_namespace(cluster, "chartwide"), create_namespace(cluster, "elsewhere")
     try:
         with chart_operator(cluster, "wide", ns, tmp_path, "--set", "rbac.namespaced=false") as wide:
             assert wide["watched"] is None
@@ -203,7 +205,7 @@ def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(clust
             assert cluster.kubectl("get", "deploy", "anywhere", "-n", namespace, check=False).returncode == 0
             assert cluster.kubectl("get", "clusterrolebinding", "wide-causalflow-ocr", check=False).returncode == 0
     finally:
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        cluster.kubectl("delete", "namespace", ns, namespace, "--wait=false", check=False)
 
 
 def test_helm_install_brings_the_operator_deployment_up(cluster, release):

@@ -41,8 +41,8 @@ from tests.server import samples
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold node imports images
 
 NAME, BATCH, BUCKET = "reader", "archive", "docs"
-# Not test_realnode_operator's "ocr": the chart's ClusterRoles are named after the release, and the
-# two modules may run at once on the two workers that share the real node.
+# Not test_realnode_operator's "ocr-node" nor test_chart's "ocr": the chart's ClusterRoles are named
+# after the release, and the modules may run at once on the workers that share the cluster.
 RELEASE = "ocr-batch"
 PNG_PAGES = 8
 PDF_PAGES = 3

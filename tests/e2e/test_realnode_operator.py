@@ -25,7 +25,9 @@ from localcluster.waiting import wait_for
 
 pytestmark = [pytest.mark.realnode, pytest.mark.slow]
 
-RELEASE = "ocr"
+# Not test_chart.py's "ocr": the chart's ClusterRoles are named after the release, and the kwok
+# tests share this cluster.
+RELEASE = "ocr-node"
 PROBE_PERIOD = 3
 
 
