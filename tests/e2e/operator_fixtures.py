@@ -214,15 +214,21 @@ def install_crd(cluster, crd: dict, timeout: float = 60) -> None:
 
 
 @contextlib.contextmanager
-def optional_child_service(cluster, ocr, namespace: str, log_dir: Path, kind: str, field: str):
-    """An operator for `namespace` (optional APIs re-checked every second; the resync stays 300 s)
-    and OcrService `web`, Ready, with `spec.monitoring.<field>` enabled (label release=prom). Where
-    prometheus-operator's `kind` CRD was missing, the toggle must be a no-op (not Degraded) and the
-    CRD is then installed, and deleted afterwards. Yields the operator; its log is printed when the
-    block fails."""
+def optional_child_service(cluster, log_dir: Path, kind: str, field: str) -> Iterator[tuple[OcrHelpers, OperatorProcess]]:
+    """In a fresh namespace of `cluster`, a `private_cluster` (the CRD installed and deleted here
+    would reach the operators of every test on a shared cluster): an operator for it (optional APIs
+    re-checked every second; the resync stays 300 s) and OcrService `web`, Ready, with
+    `spec.monitoring.<field>` enabled (label release=prom). Where prometheus-operator's `kind` CRD
+    was missing, the toggle must be a no-op (not Degraded) and the CRD is then installed, and deleted
+    afterwards. Yields the namespace's helpers and the operator; its log is printed when the block fails."""
+    install_crds(cluster)
     crd = prometheus_operator_crd(kind)
     name = crd["metadata"]["name"]
     had_crd = cluster.kubectl("get", "crd", name, check=False).returncode == 0
+    namespace = f"monitoring-{uuid.uuid4().hex[:5]}"
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.wait_default_serviceaccount(namespace)
+    ocr = OcrHelpers(cluster, namespace)
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log_dir / "operator.log",
                          extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()
     try:
@@ -231,7 +237,7 @@ def optional_child_service(cluster, ocr, namespace: str, log_dir: Path, kind: st
         if not had_crd:
             assert ocr.condition(obj, "Degraded")["status"] == "False"
             install_crd(cluster, crd)
-        yield op
+        yield ocr, op
     except BaseException:
         print(op.log_tail(120))
         raise
@@ -239,3 +245,4 @@ def optional_child_service(cluster, ocr, namespace: str, log_dir: Path, kind: st
         op.stop()
         if not had_crd:
             cluster.kubectl("delete", "crd", name, "--wait=false", check=False)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)

@@ -17,8 +17,9 @@ RESOURCE = "prometheusrules.monitoring.coreos.com"
 
 
 def test_a_prometheus_rule_appears_once_its_crd_exists_scoped_to_the_ocrservice_and_goes_when_disabled(
-        cluster, ocr, ocr_crd, namespace, tmp_path):
-    with optional_child_service(cluster, ocr, namespace, tmp_path, "PrometheusRule", "prometheusRule"):
+        private_cluster, tmp_path):
+    with optional_child_service(private_cluster, tmp_path, "PrometheusRule", "prometheusRule") as (ocr, _):
+        namespace = ocr.ns
         rule = wait_for(lambda: ocr.get(RESOURCE, "web"), timeout=30, message="PrometheusRule created")
         assert rule["metadata"]["labels"]["release"] == "prom"
         assert rule["metadata"]["ownerReferences"][0]["name"] == "web"

@@ -12,9 +12,10 @@ from localcluster.waiting import wait_for
 pytestmark = pytest.mark.e2e
 
 
-def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(cluster, ocr, ocr_crd, namespace,
-                                                                                tmp_path):
-    with optional_child_service(cluster, ocr, namespace, tmp_path, "ServiceMonitor", "serviceMonitor"):
+def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(private_cluster, tmp_path):
+    cluster = private_cluster
+    with optional_child_service(cluster, tmp_path, "ServiceMonitor", "serviceMonitor") as (ocr, _):
+        namespace = ocr.ns
         sm = wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
                       message="ServiceMonitor created")
         assert sm["metadata"]["labels"]["release"] == "prom"
