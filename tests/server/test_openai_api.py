@@ -354,10 +354,12 @@ def test_chat_shares_the_cache_body_limit_and_metrics_of_v1_ocr(server):
 
 @pytest.fixture(scope="module")
 def slow_generate(tmp_path_factory):
-    """Stand-in engine (generate sleeps 2 s): reading a page must end within the deadline and
-    generating it must not, which only a set generate time makes certain; not a model."""
+    """Stand-in engine (generate sleeps 6 s): reading a page must end within the deadline and
+    generating it must not, which only a set generate time makes certain; not a model. The deadline
+    (3 s) leaves reading room on a busy machine: at 0.8 s, five test workers on 2 cores once made
+    the read itself miss it (a plain 504 before the stream began)."""
     server = start_server(tmp_path_factory.mktemp("slow-generate"), {
-        "BATCH_WAIT_MS": "0", "STAND_IN_GENERATE_SEC": "2", "TIMEOUT_SEC": "30",
+        "BATCH_WAIT_MS": "0", "STAND_IN_GENERATE_SEC": "6", "TIMEOUT_SEC": "30",
     }, module="ocr_server_testing.stand_in", timeout=60)
     yield server
     server.stop()
@@ -367,7 +369,7 @@ def test_a_deadline_passed_inside_a_stream_is_an_error_event_counted_as_504(slow
     server = slow_generate
     before = httpx.get(server.url + "/metrics").text
     r = httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(64, 64, seed=13), "image/png")},
-                   data={"stream": "true", "timeout_sec": "0.8"}, timeout=120)
+                   data={"stream": "true", "timeout_sec": "3"}, timeout=120)
     after = httpx.get(server.url + "/metrics").text
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = re.findall(r"event: (\w+)\ndata: (.*)\n\n", r.text)
