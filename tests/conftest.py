@@ -1,4 +1,4 @@
-"""Test distribution for `make test`, which runs pytest-xdist in five workers (four with
+"""Test distribution for `make test`, which runs pytest-xdist in four workers (three with
 CAUSALFLOW_REAL_NODE_UNITS=1).
 
 The e2e tier mostly waits on the API server, the kubelet and containers while the unit and server
@@ -6,13 +6,12 @@ tiers are CPU-bound, so running them side by side saves more than half of the se
 2 cores the four workers keep them about 90 % busy.
 
 Units of work, each run by one worker from its start to its end:
-- the real-node tests (modules `tests/e2e/test_realnode*.py`): two units (`real_node_unit`:
-  halves of about the same measured duration), or one (`real_node_units`). Every worker that runs
-  e2e tests shares one cluster, with the machine's one real node and kwok's GPU nodes
-  (tests/e2e/conftest.py, localcluster/sharing.py), so the kwok e2e modules are units of their own
-  like any other module and fill the gaps of the other workers; the few kwok tests that restart
-  the API server or act on every namespace start a cluster of their own (`private_cluster`). The
-  tests that stop or restart a part of the node (marked
+- the e2e tier: the kwok tests, one unit; and the real-node tests (modules
+  `tests/e2e/test_realnode*.py`): two units (`real_node_unit`: halves of about the same measured
+  duration), or one (`real_node_units`). Their workers share one cluster, with the machine's one
+  real node and kwok's GPU nodes (tests/e2e/conftest.py, localcluster/sharing.py); the few kwok
+  tests that restart the API server or act on every namespace start a cluster of their own
+  (`private_cluster`). The tests that stop or restart a part of the node (marked
   `exclusive`, last in their modules) run while the other worker waits; their modules go to the
   first half, so two such stretches never queue behind each other;
 - the server modules whose tests or fixtures take the session's main server (`main_server` or
@@ -41,16 +40,13 @@ import pytest
 pytest_plugins = ["tests.cpu_report"]  # --cpu-report FILE: each test's CPU seconds
 
 E2E_REAL_NODE = "tests/e2e (real node)"
-MAIN_SERVER = "tests/server (main server)"
+E2E_KWOK = "tests/e2e (kwok)"
 # Measured with --junitxml in a three-worker run on 2026-12-02 (seconds of the tests' own time):
 # the real-node unit ~1210 plus test_rollback.py ~240 when that kwok module ran in its cluster (the
 # run's critical path: 1446 of 1472 s), the engine equivalence module ~830 (two servers with the
 # full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
 E2E_REAL_NODE_UNITS = (f"{E2E_REAL_NODE} 1", f"{E2E_REAL_NODE} 2")
-# The longest of the others next (2026-12-06, five workers: the main server's unit ~210 s, the
-# kwok rollback module ~175 s), so that none of them starts last.
-HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", MAIN_SERVER,
-               "tests/e2e/test_rollback.py")
+HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
 # The real-node tests in two units, also on 2 cores, where make test is CPU-bound for most of its
 # run: on 2026-12-05 (fresh clones, 2 cores) two real-node workers (4 in all) took 1,010 s against
 # 1,129 s, for 1,829 CPU s against 1,740; on 2026-12-02, with 2,172 CPU s against 1,960, they had
@@ -73,6 +69,7 @@ REAL_NODE_SECONDS = {
     "test_realnode_operator": 22, "test_realnode_s3": 3,
 }
 
+MAIN_SERVER = "tests/server (main server)"
 MAIN_SERVER_FIXTURES = frozenset({"main_server", "server"})  # session fixtures of tests/server/conftest.py
 SERVER_TESTS = Path(__file__).resolve().parent / "server"
 
@@ -149,11 +146,9 @@ def real_node_units() -> int:
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto` (make test): a worker for each real-node unit, which run all along, and three for
-    everything else. The real-node and kwok tests mostly wait on the cluster: with one worker
-    fewer, 2026-12-06 measured the same wall time with the two cores about 80 % busy in the last
-    minutes, when only the e2e workers were left."""
-    return real_node_units() + 3
+    """`-n auto` (make test): a worker for each of the heavy units that run all along (the real-node
+    unit or units, the kwok unit) and one for everything else."""
+    return real_node_units() + 2
 
 
 def real_node_unit(path: str) -> str:
@@ -162,9 +157,11 @@ def real_node_unit(path: str) -> str:
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to: a real-node unit, the main server's, else its module."""
+    """The unit of work a test belongs to: one of the e2e units, the main server's, else its module."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/e2e/test_realnode"):
+    if path.startswith("tests/e2e/"):
+        if not path.startswith("tests/e2e/test_realnode"):
+            return E2E_KWOK
         return real_node_unit(path) if real_node_units() == 2 else E2E_REAL_NODE
     if path in main_server_modules():
         return MAIN_SERVER

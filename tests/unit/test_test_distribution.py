@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import (E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
                             REAL_NODE_UNITS_ENV, has_exclusive_tests, main_server_modules, marks_of_tests, module_marks,
                             pytest_xdist_auto_num_workers, real_node_halves, real_node_units, start_order,
                             takes_main_server, work_unit)
@@ -13,26 +13,24 @@ TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
 
 
-def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_go_with_their_module(monkeypatch):
+def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
     modules = sorted(E2E.glob("test_realnode*.py"))
     assert {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules} == {E2E_REAL_NODE}
-    assert work_unit("tests/e2e/test_chart.py::test_b") == "tests/e2e/test_chart.py"
+    assert work_unit("tests/e2e/test_chart.py::test_b") == E2E_KWOK
 
 
-def test_with_two_real_node_units_the_real_node_modules_go_to_both_and_kwok_e2e_modules_with_their_module(monkeypatch):
-    """The kwok modules need no unit of their own: every e2e worker shares the session's cluster."""
+def test_with_two_real_node_units_the_real_node_modules_go_to_both_and_kwok_e2e_modules_to_another(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
     modules = sorted(E2E.glob("test_realnode*.py"))
     units = {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules}
     assert units == set(E2E_REAL_NODE_UNITS)
-    assert [work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
-                                   "tests/e2e/test_rollback.py::test_c")] == \
-        ["tests/e2e/test_operator_idle.py", "tests/e2e/test_chart.py", "tests/e2e/test_rollback.py"]
+    assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
+                                   "tests/e2e/test_rollback.py::test_c")} == {E2E_KWOK}
 
 
 def test_every_module_marked_realnode_is_named_so_its_tests_go_to_a_real_node_unit():
-    """A real-node test outside the real-node units would run beside them without their turns on the node."""
+    """A real-node test in the kwok unit would try to start a second real node on another worker."""
     modules = sorted(E2E.glob("test_*.py"))
     assert modules
     for module in modules:
@@ -69,11 +67,11 @@ def test_two_real_node_units_unless_the_variable_says_one(monkeypatch):
     assert real_node_units() == 1
 
 
-def test_make_tests_workers_are_four_with_one_real_node_unit_and_five_with_two(monkeypatch):
+def test_make_tests_workers_are_three_with_one_real_node_unit_and_four_with_two(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
-    assert pytest_xdist_auto_num_workers(None) == 4
+    assert pytest_xdist_auto_num_workers(None) == 3
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
-    assert pytest_xdist_auto_num_workers(None) == 5
+    assert pytest_xdist_auto_num_workers(None) == 4
 
 
 def test_the_tests_that_stop_or_restart_node_processes_are_exclusive_last_in_their_modules_and_in_the_first_unit(
@@ -126,7 +124,7 @@ def test_other_tests_go_with_their_module():
 
 
 def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
-    units = ["tests/unit/a.py", E2E_REAL_NODE_UNITS[1], "tests/server/b.py", "tests/e2e/test_rollback.py",
-             E2E_REAL_NODE_UNITS[0], MAIN_SERVER, "tests/server/test_engine_equivalence.py", E2E_REAL_NODE]
+    units = ["tests/unit/a.py", E2E_REAL_NODE_UNITS[1], "tests/server/b.py", E2E_KWOK, E2E_REAL_NODE_UNITS[0],
+             "tests/server/test_engine_equivalence.py", E2E_REAL_NODE]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
-    assert start_order(["tests/unit/a.py", "tests/e2e/test_rollback.py"]) == ["tests/e2e/test_rollback.py", "tests/unit/a.py"]
+    assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
