@@ -67,11 +67,11 @@ def _started(workdir: Path | None = None, metric_chain: bool = True) -> LocalClu
 
 
 def e2e_kinds(items: list[pytest.Item]) -> tuple[bool, bool]:
-    """Whether the session's e2e tests include (real-node tests, kwok tests). Every xdist worker
-    collects the whole session, so each one that opens the shared cluster decides alike."""
-    here = Path(__file__).parent
-    e2e = [item for item in items if here in Path(str(item.fspath)).parents]
-    realnode = [item.get_closest_marker("realnode") is not None for item in e2e]
+    """Whether the session's e2e tests (marked so by `pytest_collection_modifyitems`) include
+    (real-node tests, kwok tests). Every xdist worker collects the whole session, so each one that
+    opens the shared cluster decides alike."""
+    realnode = [item.get_closest_marker("realnode") is not None for item in items
+                if item.get_closest_marker("e2e") is not None]
     return any(realnode), not all(realnode)
 
 

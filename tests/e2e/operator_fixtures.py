@@ -54,20 +54,37 @@ def operator_kubeconfig(cluster) -> Path:
 
 
 @contextlib.contextmanager
-def operator_namespace(cluster, prefix: str, log: Path) -> Iterator[tuple[str, OperatorProcess]]:
+def operator_namespace(cluster, prefix: str, log: Path,
+                       extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, OperatorProcess]]:
     """A fresh namespace `<prefix>-<5 hex>` with its default ServiceAccount, and an operator process
     watching only it (not started: the caller starts it when its set-up is ready); the operator is
     stopped and the namespace deleted (without waiting) at the end (module-scoped real-node
-    fixtures, and tests on a `private_cluster`)."""
+    fixtures, and `private_operator`)."""
     namespace = f"{prefix}-{uuid.uuid4().hex[:5]}"
     cluster.kubectl("create", "namespace", namespace)
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log)
+    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log, extra_env=extra_env)
     try:
         cluster.wait_default_serviceaccount(namespace)
         yield namespace, op
     finally:
         op.stop()
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@contextlib.contextmanager
+def private_operator(cluster, prefix: str, log: Path,
+                     extra_env: dict[str, str] | None = None) -> Iterator[tuple[OcrHelpers, OperatorProcess]]:
+    """What `ocr_crd`, `namespace`, `ocr` and `ocr_operator` give a test, on `cluster` (a
+    `private_cluster`): the CRDs, a fresh namespace's helpers and a started operator for it, whose
+    log is printed when the block fails."""
+    install_crds(cluster)
+    with operator_namespace(cluster, prefix, log, extra_env) as (namespace, op):
+        op.start()
+        try:
+            yield OcrHelpers(cluster, namespace), op
+        except BaseException:
+            print(op.log_tail(150))
+            raise
 
 
 @pytest.fixture
@@ -215,34 +232,25 @@ def install_crd(cluster, crd: dict, timeout: float = 60) -> None:
 
 @contextlib.contextmanager
 def optional_child_service(cluster, log_dir: Path, kind: str, field: str) -> Iterator[tuple[OcrHelpers, OperatorProcess]]:
-    """In a fresh namespace of `cluster`, a `private_cluster` (the CRD installed and deleted here
-    would reach the operators of every test on a shared cluster): an operator for it (optional APIs
-    re-checked every second; the resync stays 300 s) and OcrService `web`, Ready, with
-    `spec.monitoring.<field>` enabled (label release=prom). Where prometheus-operator's `kind` CRD
-    was missing, the toggle must be a no-op (not Degraded) and the CRD is then installed, and deleted
-    afterwards. Yields the namespace's helpers and the operator; its log is printed when the block fails."""
-    install_crds(cluster)
+    """On `cluster`, a `private_cluster` (the CRD installed and deleted here would reach the
+    operators of every test on a shared cluster): `private_operator` (optional APIs re-checked every
+    second; the resync stays 300 s) and OcrService `web`, Ready, with `spec.monitoring.<field>`
+    enabled (label release=prom). Where prometheus-operator's `kind` CRD was missing, the toggle must
+    be a no-op (not Degraded) and the CRD is then installed, and deleted afterwards (the operator
+    stopped first). Yields the namespace's helpers and the operator."""
     crd = prometheus_operator_crd(kind)
     name = crd["metadata"]["name"]
     had_crd = cluster.kubectl("get", "crd", name, check=False).returncode == 0
-    namespace = f"monitoring-{uuid.uuid4().hex[:5]}"
-    cluster.kubectl("create", "namespace", namespace)
-    cluster.wait_default_serviceaccount(namespace)
-    ocr = OcrHelpers(cluster, namespace)
-    op = OperatorProcess(operator_kubeconfig(cluster), [namespace], log_dir / "operator.log",
-                         extra_env={"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}).start()
-    try:
-        ocr.apply(ocrservice("web", replicas=1, monitoring={field: {"enabled": True, "labels": {"release": "prom"}}}))
-        obj = ocr.wait_ready("web")
-        if not had_crd:
-            assert ocr.condition(obj, "Degraded")["status"] == "False"
-            install_crd(cluster, crd)
-        yield ocr, op
-    except BaseException:
-        print(op.log_tail(120))
-        raise
-    finally:
-        op.stop()
-        if not had_crd:
-            cluster.kubectl("delete", "crd", name, "--wait=false", check=False)
-        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    with private_operator(cluster, "monitoring", log_dir / "operator.log",
+                          {"OCR_OPERATOR_DISCOVERY_SECONDS": "1"}) as (ocr, op):
+        try:
+            ocr.apply(ocrservice("web", replicas=1, monitoring={field: {"enabled": True, "labels": {"release": "prom"}}}))
+            obj = ocr.wait_ready("web")
+            if not had_crd:
+                assert ocr.condition(obj, "Degraded")["status"] == "False"
+                install_crd(cluster, crd)
+            yield ocr, op
+        finally:
+            op.stop()
+            if not had_crd:
+                cluster.kubectl("delete", "crd", name, "--wait=false", check=False)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from tests.e2e.conftest import require_local
-from tests.e2e.operator_fixtures import FIELD_MANAGER, OcrHelpers, install_crds, ocrservice, operator_namespace
+from tests.e2e.operator_fixtures import FIELD_MANAGER, ocrservice, private_operator
 from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -50,27 +50,20 @@ def test_the_operator_survives_an_api_server_restart(private_cluster, tmp_path):
     """On a cluster of its own: the session's is shared with other workers' tests."""
     cluster = private_cluster
     require_local(cluster)
-    install_crds(cluster)
-    with operator_namespace(cluster, "restart", tmp_path / "operator.log") as (namespace, operator):
-        operator.start()
-        ocr = OcrHelpers(cluster, namespace)
-        try:
-            ocr.apply(ocrservice("web", replicas=1))
-            ocr.wait_ready("web")
-            cluster.restart_apiserver()
-            time.sleep(2)
-            assert operator.alive(), operator.log_tail()
-            # Watches reconnected: a deleted child is still repaired, a spec change still rolls out.
-            old = ocr.get("service", "web")["metadata"]["uid"]
-            ocr.delete("service", "web")
-            wait_for(lambda: (ocr.get("service", "web") or {"metadata": {"uid": old}})["metadata"]["uid"] != old,
-                     timeout=60, message="service recreated after the API server restart")
-            ocr.patch("ocrs", "web", {"spec": {"replicas": 2}})
-            assert ocr.wait_ready("web", timeout=60)["status"]["readyReplicas"] == 2
-            assert operator.alive()
-        except BaseException:
-            print(operator.log_tail(150))
-            raise
+    with private_operator(cluster, "restart", tmp_path / "operator.log") as (ocr, operator):
+        ocr.apply(ocrservice("web", replicas=1))
+        ocr.wait_ready("web")
+        cluster.restart_apiserver()
+        time.sleep(2)
+        assert operator.alive(), operator.log_tail()
+        # Watches reconnected: a deleted child is still repaired, a spec change still rolls out.
+        old = ocr.get("service", "web")["metadata"]["uid"]
+        ocr.delete("service", "web")
+        wait_for(lambda: (ocr.get("service", "web") or {"metadata": {"uid": old}})["metadata"]["uid"] != old,
+                 timeout=60, message="service recreated after the API server restart")
+        ocr.patch("ocrs", "web", {"spec": {"replicas": 2}})
+        assert ocr.wait_ready("web", timeout=60)["status"]["readyReplicas"] == 2
+        assert operator.alive()
 
 
 def test_a_conflicting_field_manager_loses_to_the_operator(cluster, ocr, ocr_operator):
