@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.e2e.operator_fixtures import optional_child_service
+from tests.e2e.operator_fixtures import install_crd, ocrservice, optional_child_service, prometheus_operator_crd
 from localcluster.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -31,3 +31,26 @@ def test_a_service_monitor_appears_once_its_crd_exists_and_goes_when_disabled(pr
         ocr.patch("ocrs", "web", {"spec": {"monitoring": {"serviceMonitor": {"enabled": False}}}})
         wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web") is None, timeout=15,
                  message="ServiceMonitor deleted")
+
+
+def test_the_operator_goes_on_reconciling_when_the_service_monitor_crd_is_deleted_under_it(private_cluster, tmp_path):
+    """Uninstalling prometheus-operator while ours runs: the ServiceMonitor watch loses its API. The
+    operator drops the kind and goes on (no ServiceMonitor rendered, OcrServices reconciled), and
+    renders it again once the CRD is back."""
+    cluster = private_cluster
+    crd = prometheus_operator_crd("ServiceMonitor")
+    with optional_child_service(cluster, tmp_path, "ServiceMonitor", "serviceMonitor") as (ocr, op):
+        wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
+                 message="ServiceMonitor created")
+        cluster.kubectl("delete", "crd", crd["metadata"]["name"], "--wait=true", "--timeout=60s")
+        ocr.apply(ocrservice("after", replicas=1, monitoring={"serviceMonitor": {"enabled": True}}))
+        after = ocr.wait_ready("after", timeout=60)
+        assert ocr.condition(after, "Degraded")["status"] == "False"
+        ocr.patch("ocrs", "web", {"spec": {"replicas": 2}})
+        wait_for(lambda: (ocr.get("deployments", "web") or {}).get("spec", {}).get("replicas") == 2, timeout=30,
+                 message="web scaled to 2 with the ServiceMonitor CRD gone")
+        install_crd(cluster, crd)
+        for name in ("web", "after"):
+            wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", name), timeout=30,
+                     message=f"ServiceMonitor {name} rendered again once its CRD is back")
+        assert op.alive(), "the operator exited"

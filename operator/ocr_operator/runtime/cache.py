@@ -218,6 +218,17 @@ class Store:
             self.apply_event(None, {**item, "kind": item.get("kind") or kind})
         self.listed.add((kind, namespace))
 
+    def drop_kind(self, kind: str) -> None:
+        """`kind` is served no more (an optional CRD was deleted) or served again: forget every
+        object of it and every list of it. The watch that fed it ended with its API, so what
+        is held is no longer told when it changes or goes (the API server deletes a CRD's
+        objects with it); until the watch starts again, a read of it is one GET."""
+        for key in [k for k in self.objects if k[0] == kind]:
+            del self.objects[key]
+        for key in [k for k in self._own if k[0] == kind]:
+            del self._own[key]
+        self.listed = {(k, ns) for k, ns in self.listed if k != kind}
+
     def forget(self, namespace: str, objects: Iterable[tuple[str, str]], group: tuple[str, str]) -> None:
         """An owner is gone: drop what it owned, (kind, name) pairs and its pods grouped by
         `group` (label, value); garbage collection deletes them."""

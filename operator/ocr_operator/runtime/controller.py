@@ -114,9 +114,10 @@ class Runtime:
                     self.child_wakes += 1
 
     def optional_changed(self, kinds: frozenset[str]) -> None:
-        """Optional APIs appeared or went: list them again, reconcile every object."""
+        """Optional APIs appeared or went: forget what the cache held of them (read again on the
+        next miss), reconcile every object."""
         for kind in kinds:
-            self.store.listed.discard((kind, None))
+            self.store.drop_kind(kind)
         for controller in self.controllers:
             controller.wake_all()
 

@@ -113,6 +113,19 @@ def test_forgetting_an_owner_drops_its_children_and_pods():
     assert not s.known(KEY) and s.pods_of("a", OWNER_LABEL, "web") == []
 
 
+def test_a_kind_dropped_when_its_api_goes_is_unknown_again_and_other_kinds_stay():
+    s = Store_()
+    s.mark_listed("Service", "a", [svc("1")])
+    s.mark_listed("Service", None, [])
+    s.wrote("Service", "a", "other", svc("2", name="other"))
+    s.mark_listed("ConfigMap", "a", [])
+    s.drop_kind("Service")
+    assert not s.known(KEY) and not s.known(("Service", "a", "other"))
+    # the echo of the dropped write is news again: nothing of it is held
+    assert s.apply_event("MODIFIED", svc("2", name="other")) is True
+    assert s.known(("ConfigMap", "a", "x"))
+
+
 def test_a_slow_write_response_never_replaces_the_newer_events_that_came_before_it():
     s = Store_()
     # the Deployment controller's status update (after our write) arrived before our response

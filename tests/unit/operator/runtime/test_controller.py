@@ -150,6 +150,23 @@ def test_a_child_event_wakes_only_a_known_owner_and_only_with_news():
     assert run(go()) == 0
 
 
+def test_an_optional_api_that_goes_or_comes_is_forgotten_by_the_cache_and_wakes_every_owner():
+    async def go():
+        c = Controller(NoKube())
+        for name in ("web", "api"):
+            c.owner_event(None, body(name=name))
+            c.queue.pop()
+            c.queue.done(("a", name))
+        sm = {"kind": "Service", "metadata": {"name": "web", "namespace": "a", "resourceVersion": "1",
+                                              "labels": {OWNER_LABEL: "web", **MANAGED}}}
+        c.runtime.child_event("Service", "ADDED", sm)
+        c.queue.pop()
+        c.queue.done(("a", "web"))
+        c.runtime.optional_changed(frozenset({"Service"}))
+        return c.store.known(("Service", "a", "web")), len(c.queue)
+    assert run(go()) == (False, 2)
+
+
 def test_the_earliest_delayed_wake_up_wins_and_deletion_cancels_it():
     async def go():
         c = Controller(NoKube())
