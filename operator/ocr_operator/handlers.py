@@ -103,6 +103,13 @@ async def ocrbatch_event(event, **_):
         STATE.batches.owner_event(event.get("type"), event["object"])
 
 
+@kopf.on.event("apiextensions.k8s.io", "v1", "customresourcedefinitions", id="optional-apis")
+async def crd_event(event, **_):
+    """An optional API's CRD deleted or replaced (runtime/discovery.py). kopf watches CRDs anyway."""
+    if STATE.runtime is not None:
+        STATE.runtime.crd_event(event.get("type"), event["object"])
+
+
 def _child_handler(kind: str):
     async def child_event(event, **_):
         if STATE.runtime is not None:

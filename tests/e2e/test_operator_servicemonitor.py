@@ -54,3 +54,19 @@ def test_the_operator_goes_on_reconciling_when_the_service_monitor_crd_is_delete
             wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", name), timeout=30,
                      message=f"ServiceMonitor {name} rendered again once its CRD is back")
         assert op.alive(), "the operator exited"
+
+
+def test_service_monitors_come_back_after_a_reinstall_of_their_crd_between_two_discovery_looks(private_cluster, tmp_path):
+    """The API server deletes a CRD's objects with it; when the CRD is back before discovery looks
+    again, the CRD's watch events tell the operator that what it cached of the kind is gone."""
+    cluster = private_cluster
+    crd = prometheus_operator_crd("ServiceMonitor")
+    with optional_child_service(cluster, tmp_path, "ServiceMonitor", "serviceMonitor") as (ocr, op):
+        for attempt in range(3):
+            wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
+                     message=f"ServiceMonitor rendered (reinstall {attempt})")
+            cluster.kubectl("delete", "crd", crd["metadata"]["name"], "--wait=true", "--timeout=60s")
+            install_crd(cluster, crd)
+        wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
+                 message="ServiceMonitor rendered after the last reinstall")
+        assert op.alive(), "the operator exited"

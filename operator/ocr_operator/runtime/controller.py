@@ -121,6 +121,14 @@ class Runtime:
         for controller in self.controllers:
             controller.wake_all()
 
+    def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> None:
+        """A CustomResourceDefinition event: an optional kind whose CRD was deleted or replaced
+        is forgotten and every object reconciled (discovery.Discovery.crd_event)."""
+        kind = self.discovery.crd_event(event_type, crd) if self.discovery is not None else None
+        if kind is not None:
+            log.info("the CRD of %ss was deleted or replaced: forgetting their cached objects", kind)
+            self.optional_changed(frozenset({kind}))
+
     async def read(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """An object from the cache, or on a miss (a namespace it could not list) one GET, remembered.
         Someone else's object of a kind watched by label is returned but not remembered."""

@@ -3,7 +3,10 @@ kopf watch one that appeared after it started.
 
 ``Discovery`` asks the API server every DISCOVERY_SECONDS whether each optional kind is served; a
 change wakes every object of every controller (a ServiceMonitor to create or to stop rendering),
-and for an API that appeared it calls ``rescan``.
+and for an API that appeared it calls ``rescan``. A CRD that is deleted and installed again
+between two looks (a reinstall of prometheus-operator) is no change to that poll, yet the API
+server deleted every object of the kind with the old CRD; the CRDs' watch events tell it
+(``crd_event``: a deletion, or a new uid), and the kind's cached objects are then forgotten.
 
 kopf starts watching a custom resource when a CustomResourceDefinition event arrives and the API
 server's discovery already lists the resource: on each CRD event it rescans that CRD's group, and
@@ -69,6 +72,23 @@ class Discovery:
         self.seconds = seconds
         self.served: dict[str, bool] = {kind: False for kind in self.kinds}
         self.checked: float | None = None  # monotonic time of the last look
+        self.by_crd = {f"{k.plural}.{k.group}": name for name, k in self.kinds.items()}
+        self.crd_uids: dict[str, str | None] = {}  # by kind: the uid of its CRD as last seen
+
+    def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> str | None:
+        """A CustomResourceDefinition's watch event: the optional kind whose objects went with its
+        CRD (deleted, or replaced by one with a new uid), else None. The next `check` asks again."""
+        md = crd.get("metadata") or {}
+        kind = self.by_crd.get(md.get("name") or "")
+        if kind is None:
+            return None
+        seen = self.crd_uids.get(kind)
+        uid = None if event_type == "DELETED" or md.get("deletionTimestamp") else md.get("uid")
+        self.crd_uids[kind] = uid
+        if uid == seen or (event_type is None and seen is None):  # no news, or the first listing
+            return None
+        self.checked = None
+        return kind if seen is not None or kind in self.available else None
 
     @property
     def available(self) -> frozenset[str]:

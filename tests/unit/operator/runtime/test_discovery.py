@@ -98,3 +98,34 @@ def test_discovery_asks_the_api_server_at_most_once_per_period():
         return api.asked
     assert run(go()) == 1
 
+
+
+def crd(uid, deleting=False):
+    md = {"name": "servicemonitors.monitoring.coreos.com", "uid": uid}
+    return {"metadata": {**md, "deletionTimestamp": "2026-12-06T00:00:00Z"} if deleting else md}
+
+
+def test_a_crd_deleted_or_replaced_names_its_kind_once_and_makes_the_next_check_ask_again():
+    async def go():
+        api = Served()
+        api.kinds.add("ServiceMonitor")
+        d = Discovery(api, {MONITOR.kind: MONITOR}, on_change=lambda kinds: None, seconds=3600)
+        await d.check()
+        told = [d.crd_event(None, crd("u1")),           # the first listing: no news
+                d.crd_event("MODIFIED", crd("u1")),     # same CRD
+                d.crd_event("MODIFIED", crd("u1", deleting=True)),
+                d.crd_event("DELETED", crd("u1")),      # already told at its deletion
+                d.crd_event("ADDED", crd("u2")),        # back, never seen gone by the poll
+                d.crd_event("MODIFIED", crd("u2"))]
+        await d.check()
+        return told, api.asked
+    told, asked = run(go())
+    assert told == [None, None, "ServiceMonitor", None, "ServiceMonitor", None]
+    assert asked == 2
+
+
+def test_other_crds_and_a_first_appearance_are_no_news():
+    d = Discovery(Served(), {MONITOR.kind: MONITOR}, on_change=lambda kinds: None)
+    assert d.crd_event("ADDED", {"metadata": {"name": "widgets.example.com", "uid": "w"}}) is None
+    assert d.crd_event("ADDED", crd("u1")) is None  # not served yet: the poll tells its appearance
+    assert d.crd_event("DELETED", crd("u1")) == "ServiceMonitor"
