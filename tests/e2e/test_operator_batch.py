@@ -74,7 +74,9 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
         spec = job["spec"]
         assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
         assert [o["kind"] for o in job["metadata"]["ownerReferences"]] == ["OcrBatch"]
-        config = json.loads(ocr.get("configmap", f"{BATCH}-batch")["data"]["config.json"])
+        # The ConfigMap and the Job are applied at once (the workers wait for the mount): either may come first.
+        cm = wait_for(lambda: ocr.get("configmap", f"{BATCH}-batch"), timeout=15, message="the workers' ConfigMap")
+        config = json.loads(cm["data"]["config.json"])
         svc = ocr.get("service", "reader")
         assert config["serviceUrl"] == f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
         started = wait_for(lambda: (c := ready(ocr)) and c["status"] == "True" and c, timeout=30,
