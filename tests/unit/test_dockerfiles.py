@@ -450,3 +450,32 @@ def test_rules_apply_exclusions_and_re_inclusions_per_file():
     assert not _ignored("operator/ocr_operator/spec.py", patterns)
     assert _ignored("operator/ocr_operator/__pycache__/spec.cpython-311.pyc", patterns)
     assert _ignored("server/app.py", patterns) and _ignored("README.md", patterns)
+
+
+def server_requirements() -> dict[str, str]:
+    """server/pyproject.toml's dependencies, extras included, by name: their whole specifier."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "server" / "pyproject.toml").read_text())["project"]
+    listed = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    return {Requirement(d).name: str(Requirement(d)) for d in listed}
+
+
+def test_the_vllm_environments_install_the_servers_own_dependencies_with_its_ranges():
+    """The vLLM image (Dockerfile.server's vLLM line) and .venv-vllm (requirements-vllm-cpu.txt) list
+    the server's dependencies vLLM does not pull in: with the server's ranges, so a pin made for the
+    server's code (uvicorn's, whose internals it subclasses) holds on that engine too."""
+    from packaging.requirements import Requirement
+
+    server = server_requirements()
+    text = (ROOT / "server" / "requirements-vllm-cpu.txt").read_text()
+    own = text.split("# The server's own runtime dependencies", 1)[1].splitlines()[1:]
+    cpu = [Requirement(line) for line in own if line.strip() and not line.startswith("#")]
+    line = next(i.args for i in _read("Dockerfile.server") if i.keyword == "RUN" and "$VLLM_PACKAGE\" " in i.args)
+    gpu = [Requirement(r) for r in re.findall(r'\*\) pip install "\$VLLM_PACKAGE" ((?:"[^"]+" ?)+)', line)[0].split('"')
+           if r.strip()]
+    for where, reqs in (("requirements-vllm-cpu.txt", cpu), ("Dockerfile.server", gpu)):
+        assert {r.name for r in reqs} >= {"uvicorn", "python-multipart", "pypdfium2"}, where
+        assert {r.name: str(r) for r in reqs} == {r.name: server[r.name] for r in reqs}, where
