@@ -6,7 +6,10 @@ change wakes every object of every controller (a ServiceMonitor to create or to 
 and for an API that appeared it calls ``rescan``. A CRD that is deleted and installed again
 between two looks (a reinstall of prometheus-operator) is no change to that poll, yet the API
 server deleted every object of the kind with the old CRD; the CRDs' watch events tell it
-(``crd_event``: a deletion, or a new uid), and the kind's cached objects are then forgotten.
+(``crd_event``: a deletion, or a new uid), and the kind's cached objects are then forgotten. A
+CRD seen deleted or being deleted also makes its kind not served at once: discovery may list it
+a moment longer, and a ServiceMonitor created then would fail (the OcrService Degraded until the
+next look).
 
 kopf starts watching a custom resource when a CustomResourceDefinition event arrives and the API
 server's discovery already lists the resource: on each CRD event it rescans that CRD's group, and
@@ -74,6 +77,7 @@ class Discovery:
         self.checked: float | None = None  # monotonic time of the last look
         self.by_crd = {f"{k.plural}.{k.group}": name for name, k in self.kinds.items()}
         self.crd_uids: dict[str, str | None] = {}  # by kind: the uid of its CRD as last seen
+        self.gone: set[str] = set()  # kinds whose CRD was last seen deleted or being deleted
 
     def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> str | None:
         """A CustomResourceDefinition's watch event: the optional kind whose objects went with its
@@ -82,13 +86,19 @@ class Discovery:
         kind = self.by_crd.get(md.get("name") or "")
         if kind is None:
             return None
-        seen = self.crd_uids.get(kind)
-        uid = None if event_type == "DELETED" or md.get("deletionTimestamp") else md.get("uid")
+        seen, was = self.crd_uids.get(kind), kind in self.available
+        deleting = event_type == "DELETED" or bool(md.get("deletionTimestamp"))
+        uid = None if deleting else md.get("uid")
         self.crd_uids[kind] = uid
+        if deleting:
+            self.gone.add(kind)
+            self.served[kind] = False
+        else:
+            self.gone.discard(kind)
         if uid == seen or (event_type is None and seen is None):  # no news, or the first listing
             return None
         self.checked = None
-        return kind if seen is not None or kind in self.available else None
+        return kind if seen is not None or was else None
 
     @property
     def available(self) -> frozenset[str]:
@@ -102,7 +112,7 @@ class Discovery:
         before = self.available
         for kind in self.kinds:
             try:
-                self.served[kind] = await self.kube.has_resource(kind)
+                self.served[kind] = kind not in self.gone and await self.kube.has_resource(kind)
             except ApiError as exc:
                 log.warning("cannot tell whether %ss exist: %s", kind, exc)
         now = self.available

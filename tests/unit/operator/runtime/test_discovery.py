@@ -99,13 +99,12 @@ def test_discovery_asks_the_api_server_at_most_once_per_period():
     assert run(go()) == 1
 
 
-
 def crd(uid, deleting=False):
     md = {"name": "servicemonitors.monitoring.coreos.com", "uid": uid}
     return {"metadata": {**md, "deletionTimestamp": "2026-12-06T00:00:00Z"} if deleting else md}
 
 
-def test_a_crd_deleted_or_replaced_names_its_kind_once_and_makes_the_next_check_ask_again():
+def test_a_crd_being_deleted_names_its_kind_once_and_it_is_not_served_until_its_crd_is_back():
     async def go():
         api = Served()
         api.kinds.add("ServiceMonitor")
@@ -114,14 +113,17 @@ def test_a_crd_deleted_or_replaced_names_its_kind_once_and_makes_the_next_check_
         told = [d.crd_event(None, crd("u1")),           # the first listing: no news
                 d.crd_event("MODIFIED", crd("u1")),     # same CRD
                 d.crd_event("MODIFIED", crd("u1", deleting=True)),
-                d.crd_event("DELETED", crd("u1")),      # already told at its deletion
-                d.crd_event("ADDED", crd("u2")),        # back, never seen gone by the poll
-                d.crd_event("MODIFIED", crd("u2"))]
-        await d.check()
-        return told, api.asked
-    told, asked = run(go())
-    assert told == [None, None, "ServiceMonitor", None, "ServiceMonitor", None]
-    assert asked == 2
+                d.crd_event("DELETED", crd("u1"))]      # already told at its deletion
+        # Discovery still lists it (it lags the deletion): not served all the same.
+        gone = d.available, await d.check()
+        told += [d.crd_event("ADDED", crd("u2")),       # back: the next look tells it, as a first appearance
+                 d.crd_event("MODIFIED", crd("u2"))]
+        back = await d.check()
+        return told, gone, back, api.asked
+    told, gone, back, asked = run(go())
+    assert told == [None, None, "ServiceMonitor", None, None, None]
+    assert gone == (frozenset(), frozenset()) and back == frozenset({"ServiceMonitor"})
+    assert asked == 2  # the look while its CRD is gone asks nothing of it
 
 
 def test_other_crds_and_a_first_appearance_are_no_news():
@@ -129,3 +131,16 @@ def test_other_crds_and_a_first_appearance_are_no_news():
     assert d.crd_event("ADDED", {"metadata": {"name": "widgets.example.com", "uid": "w"}}) is None
     assert d.crd_event("ADDED", crd("u1")) is None  # not served yet: the poll tells its appearance
     assert d.crd_event("DELETED", crd("u1")) == "ServiceMonitor"
+
+
+def test_a_crd_replaced_unseen_by_the_poll_names_its_kind():
+    """Deleted and installed again while this operator saw neither event (its watch reconnecting):
+    a new uid for a kind served, whose objects went with the old CRD."""
+    async def go():
+        api = Served()
+        api.kinds.add("ServiceMonitor")
+        d = Discovery(api, {MONITOR.kind: MONITOR}, on_change=lambda kinds: None, seconds=3600)
+        await d.check()
+        first = d.crd_event(None, crd("u1"))
+        return first, d.crd_event("MODIFIED", crd("u2")), await d.check(), api.asked
+    assert run(go()) == (None, "ServiceMonitor", frozenset({"ServiceMonitor"}), 2)
