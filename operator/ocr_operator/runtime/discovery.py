@@ -76,8 +76,8 @@ class Discovery:
         self.served: dict[str, bool] = {kind: False for kind in self.kinds}
         self.checked: float | None = None  # monotonic time of the last look
         self.by_crd = {f"{k.plural}.{k.group}": name for name, k in self.kinds.items()}
-        self.crd_uids: dict[str, str | None] = {}  # by kind: the uid of its CRD as last seen
-        self.gone: set[str] = set()  # kinds whose CRD was last seen deleted or being deleted
+        # By kind: the uid of its CRD as last seen; None: last seen deleted or being deleted.
+        self.crd_uids: dict[str, str | None] = {}
 
     def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> str | None:
         """A CustomResourceDefinition's watch event: the optional kind whose objects went with its
@@ -91,14 +91,16 @@ class Discovery:
         uid = None if deleting else md.get("uid")
         self.crd_uids[kind] = uid
         if deleting:
-            self.gone.add(kind)
             self.served[kind] = False
-        else:
-            self.gone.discard(kind)
         if uid == seen or (event_type is None and seen is None):  # no news, or the first listing
             return None
         self.checked = None
         return kind if seen is not None or was else None
+
+    def gone(self, kind: str) -> bool:
+        """Whether `kind`'s CRD was last seen deleted or being deleted: not served, whatever
+        discovery still lists."""
+        return kind in self.crd_uids and self.crd_uids[kind] is None
 
     @property
     def available(self) -> frozenset[str]:
@@ -112,7 +114,7 @@ class Discovery:
         before = self.available
         for kind in self.kinds:
             try:
-                self.served[kind] = kind not in self.gone and await self.kube.has_resource(kind)
+                self.served[kind] = not self.gone(kind) and await self.kube.has_resource(kind)
             except ApiError as exc:
                 log.warning("cannot tell whether %ss exist: %s", kind, exc)
         now = self.available
