@@ -150,11 +150,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_operator(args: argparse.Namespace) -> None:
     """kopf with the handlers: the watches, the controller, the reconciles; until SIGTERM/SIGINT."""
-    from ocr_operator import handlers
-    from ocr_operator.runtime.discovery import new_insights
+    from ocr_operator import handlers, wiring
+    from ocr_operator.runtime.discovery import new_insights, survive_lost_apis
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     handlers.STATE.insights = new_insights()  # shared with kopf, so discovery can ask it to rescan
+    # An optional API's CRD deleted under a watch must not stop the operator (runtime/discovery.py).
+    survive_lost_apis(handlers.STATE.insights, {k.group for k in wiring.OPTIONAL})
     kopf.run(
         insights=handlers.STATE.insights,
         standalone=True,

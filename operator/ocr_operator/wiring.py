@@ -28,6 +28,8 @@ from ocr_operator.runtime.kube import Kube
 KINDS: tuple[ApiKind, ...] = (children.OCRSERVICE, *children.KINDS.values(), *batch_kinds.KINDS.values())
 WATCHED: tuple[ApiKind, ...] = (*children.watched(), *batch_kinds.CHILD_KINDS)
 GROUP_LABELS = (LABEL_INSTANCE, LABEL_BATCH)
+# The kinds served only where another project's CRD is installed (prometheus-operator's).
+OPTIONAL: tuple[ApiKind, ...] = tuple(k for k in children.KINDS.values() if k.optional)
 
 
 def client(config: KubeConfig | None = None, **kwargs: Any) -> Kube:
@@ -44,8 +46,7 @@ def build(kube: Kube, *, workers: int = 8, namespaces: list[str] | None = None,
     """The runtime with the OcrService and OcrBatch controllers on it (not started). `rescan`:
     asks kopf to rescan an API group (discovery.rescan), for optional APIs that appear later."""
     runtime = Runtime(kube, store(), namespaces=namespaces)
-    optional = {k.kind: k for k in children.KINDS.values() if k.optional}
-    runtime.discovery = Discovery(kube, optional, on_change=runtime.optional_changed, rescan=rescan)
+    runtime.discovery = Discovery(kube, {k.kind: k for k in OPTIONAL}, on_change=runtime.optional_changed, rescan=rescan)
     services = service_controller.controller(runtime, workers=workers)
     batches = batch_controller.controller(runtime, services)
     return runtime, services, batches

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 
 import pytest
 
@@ -70,3 +73,42 @@ def test_service_monitors_come_back_after_a_reinstall_of_their_crd_between_two_d
         wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
                  message="ServiceMonitor rendered after the last reinstall")
         assert op.alive(), "the operator exited"
+
+
+def test_the_operator_survives_the_service_monitor_crd_deleted_while_it_was_paused(private_cluster, tmp_path):
+    """Paused (a throttled or swapped-out process) while the CRD goes, kopf learns of the deletion
+    and loses its ServiceMonitor watch at the same moment: its re-watch is answered 404 before its
+    own rescan drops the kind. That used to stop kopf, and the operator with it (exit 1)."""
+    cluster = private_cluster
+    crd = prometheus_operator_crd("ServiceMonitor")
+    name = crd["metadata"]["name"]
+    with optional_child_service(cluster, tmp_path, "ServiceMonitor", "serviceMonitor") as (ocr, op):
+        wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", "web"), timeout=30,
+                 message="ServiceMonitor created")
+        # A watch of our own, ended by the API server when it closes the kind's watches (a second
+        # after the CRD is gone): then the operator's watch has ended too.
+        ours = subprocess.Popen([str(cluster.bin_dir / "kubectl"), "get", "servicemonitors.monitoring.coreos.com",
+                                 "-A", "--watch", "-o", "name"], env=cluster.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        os.kill(op.pid, signal.SIGSTOP)
+        try:
+            cluster.kubectl("delete", "crd", name, "--wait=true", "--timeout=60s")
+            ours.wait(timeout=60)
+            wait_for(lambda: cluster.kubectl("get", "--raw", "/apis/monitoring.coreos.com/v1", check=False).returncode != 0,
+                     timeout=30, message="discovery no longer lists monitoring.coreos.com/v1")
+        finally:
+            os.kill(op.pid, signal.SIGCONT)
+            if ours.poll() is None:
+                ours.kill()
+                ours.wait()
+        wait_for(lambda: not op.alive() or "forgetting their cached objects" in op.log_text(), timeout=30,
+                 message="the operator told of the CRD's deletion")
+        assert op.alive(), f"the operator exited:\n{op.log_tail()}"
+        ocr.apply(ocrservice("after", replicas=1, monitoring={"serviceMonitor": {"enabled": True}}))
+        ocr.wait_ready("after", timeout=60)
+        install_crd(cluster, crd)
+        for obj in ("web", "after"):
+            wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", obj), timeout=30,
+                     message=f"ServiceMonitor {obj} rendered again once its CRD is back")
+        assert op.alive(), f"the operator exited:\n{op.log_tail()}"
+        assert op.starts == 1 and "has failed" not in op.log_text(), op.log_tail()

@@ -16,9 +16,19 @@ server's discovery already lists the resource: on each CRD event it rescans that
 at no other time. The API server publishes a new CRD in discovery a moment after the CRD's last
 event (Established), so kopf can miss it and never watch the kind until the operator restarts. A
 ServiceMonitor changed by someone else would then be repaired only at the next resync (minutes).
-``rescan(group)`` does what kopf does for a CRD event: the operator's one use of kopf's internals,
-in this one function (kopf is pinned to a minor version in pyproject.toml, and
-tests/unit/operator/runtime/test_discovery.py fails if those internals move).
+``rescan(group)`` does what kopf does for a CRD event.
+
+The other way round, kopf stops the whole operator when a watch of a deleted CRD's resource is
+answered 404: its per-resource watch tolerates only 429, and a failed watch fails its
+orchestrator, a root task. That happens when kopf's own rescan at the CRD's deletion event still
+found the resource in discovery (which lags the deletion): the API server closes the watch about
+a second later, the re-watch is answered 404, and ``python -m ocr_operator`` exits 1.
+``survive_lost_apis`` wraps kopf's per-resource watch so that a 404 for an optional API's group
+ends that one stream quietly and asks kopf to rescan the group, which then stops the watch.
+
+These two are the operator's uses of kopf's internals, both in this module (kopf is pinned to a
+minor version in pyproject.toml, and tests/unit/operator/runtime/test_discovery.py fails if those
+internals move).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Collection, Mapping
 
 import kopf
 
@@ -61,6 +71,45 @@ async def rescan(insights: Any, settings: kopf.OperatorSettings, group: str, reg
         insights.revised.notify_all()
     log.info("asked kopf to rescan API group %s: %d resource(s) served", group, len(resources))
     return len(resources)
+
+
+# The longest wait between two tries of a watch whose API keeps answering 404 while discovery
+# still lists it (each try also asks discovery again); the first waits are kopf's reconnect backoff.
+LOST_API_MAX_BACKOFF = 60.0
+
+
+def survive_lost_apis(insights: Any, groups: Collection[str]) -> None:
+    """From now on, a watch of a resource in one of `groups` whose LIST or WATCH is answered 404
+    (its CRD deleted) ends quietly instead of stopping kopf; kopf is asked to rescan the group
+    (`rescan`), which stops the watch once discovery no longer lists the resource, and tries
+    again meanwhile with a backoff that doubles per answer up to LOST_API_MAX_BACKOFF."""
+    from kopf._cogs.clients import errors, watching
+
+    original = getattr(watching.continuous_watch, "__wrapped__", watching.continuous_watch)
+    lost: dict[tuple[Any, Any], int] = {}  # (resource, namespace) -> 404 answers in a row
+
+    async def continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
+                               **kwargs: Any) -> AsyncIterator[Any]:
+        key = (resource, namespace)
+        try:
+            async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
+                lost.pop(key, None)
+                yield item
+        except errors.APINotFoundError:
+            if resource.group not in groups:
+                raise
+            times = lost[key] = lost.get(key, 0) + 1
+            log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
+                        resource.group, times)
+            try:
+                await rescan(insights, settings, resource.group)
+            except Exception:  # noqa: BLE001 - the next 404 asks again
+                log.exception("kopf rescan of API group %s failed", resource.group)
+            # kopf waits its reconnect backoff after this: in all 1, 2, 4 ... of those.
+            await asyncio.sleep(min(LOST_API_MAX_BACKOFF, settings.watching.reconnect_backoff * (2 ** (times - 1) - 1)))
+
+    continuous_watch.__wrapped__ = original  # type: ignore[attr-defined]
+    watching.continuous_watch = continuous_watch
 
 
 class Discovery:

@@ -1,8 +1,9 @@
-"""Discovery of optional APIs, and the one use of kopf's internals: asking kopf to rescan a group.
+"""Discovery of optional APIs, and the uses of kopf's internals: asking kopf to rescan a group,
+and a watch whose API is gone ending quietly.
 
-kopf is pinned to a minor version; these tests fail when the internals `discovery.rescan` calls
-move or change shape, before an upgrade could silently stop the operator from watching an API
-that appeared after it started."""
+kopf is pinned to a minor version; these tests fail when the internals `discovery.rescan` and
+`discovery.survive_lost_apis` use move or change shape, before an upgrade could silently stop the
+operator from watching an API that appeared after it started, or let a deleted CRD stop it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import inspect
 
 import kopf
 
-from ocr_operator.runtime.discovery import Discovery, new_insights, rescan
+import pytest
+
+from ocr_operator.runtime.discovery import Discovery, new_insights, rescan, survive_lost_apis
 from ocr_operator.runtime.kinds import ApiKind
 
 MONITOR = ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", optional=True, owned=True)
@@ -144,3 +147,74 @@ def test_a_crd_replaced_unseen_by_the_poll_names_its_kind():
         first = d.crd_event(None, crd("u1"))
         return first, d.crd_event("MODIFIED", crd("u2")), await d.check(), api.asked
     assert run(go()) == (None, "ServiceMonitor", frozenset({"ServiceMonitor"}), 2)
+
+
+def test_the_kopf_internals_the_lost_api_guard_wraps_are_where_and_as_it_expects():
+    from kopf._cogs.clients import errors, watching
+
+    assert {"settings", "resource", "namespace"} <= set(inspect.signature(watching.continuous_watch).parameters)
+    assert inspect.isasyncgenfunction(watching.continuous_watch)
+    # infinite_watch looks it up in its module at each reconnect: the wrapper is what it calls.
+    assert "continuous_watch" in watching.infinite_watch.__code__.co_names
+    assert issubclass(errors.APINotFoundError, errors.APIError)
+    assert "reconnect_backoff" in vars(kopf.OperatorSettings().watching)
+
+
+def served_monitor():
+    from kopf._cogs.structs.references import Resource
+
+    return Resource(group=MONITOR.group, version=MONITOR.version, plural=MONITOR.plural, kind=MONITOR.kind,
+                    namespaced=True, preferred=True, verbs=["list", "watch", "get"])
+
+
+def lost_api(monkeypatch, resource, answers):
+    """kopf's own infinite_watch over a watch whose LIST is answered 404 `answers` times, then
+    one event; discovery already without the resource. What came out, and the groups rescanned."""
+    from kopf._cogs.clients import errors, scanning, watching
+
+    tries = []
+
+    async def continuous_watch(*, settings, resource, namespace, operator_pause_waiter):
+        tries.append(resource)
+        if len(tries) <= answers:
+            raise errors.APINotFoundError({"message": "the server could not find the requested resource", "code": 404},
+                                          status=404, headers={})
+        yield {"type": "ADDED", "object": {"metadata": {"name": "web"}}}
+
+    asked = []
+
+    async def scan_resources(*, groups, settings, logger):
+        asked.append(set(groups))
+        return set()
+
+    monkeypatch.setattr(watching, "continuous_watch", continuous_watch)
+    monkeypatch.setattr(scanning, "scan_resources", scan_resources)
+    settings = kopf.OperatorSettings()
+    settings.watching.reconnect_backoff = 0.0
+
+    async def go():
+        insights = new_insights()
+        insights.watched_resources.add(resource)  # kopf's rescan at the deletion still found it
+        survive_lost_apis(insights, {MONITOR.group})
+        events = [e async for e in watching.infinite_watch(settings=settings, resource=resource, namespace=None,
+                                                            _iterations=answers + 1)]
+        return events, insights.watched_resources
+    events, watched = run(go())
+    return events, asked, watched
+
+
+def test_a_watch_answered_404_for_an_optional_api_ends_quietly_and_kopf_rescans_its_group(monkeypatch):
+    resource = served_monitor()
+    events, asked, watched = lost_api(monkeypatch, resource, answers=2)
+    assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]  # tried again, went on
+    assert asked == [{MONITOR.group}, {MONITOR.group}]
+    assert resource not in watched  # kopf's orchestrator then stops the watch
+
+
+def test_a_watch_answered_404_for_any_other_api_still_stops_kopf(monkeypatch):
+    from kopf._cogs.clients import errors
+    from kopf._cogs.structs.references import Resource
+
+    ours = Resource(group="ocr.causalflow.dev", version="v1alpha1", plural="ocrservices", namespaced=True)
+    with pytest.raises(errors.APINotFoundError):
+        lost_api(monkeypatch, ours, answers=1)
