@@ -101,11 +101,12 @@ def test_the_operator_survives_the_service_monitor_crd_deleted_while_it_was_paus
             if ours.poll() is None:
                 ours.kill()
                 ours.wait()
+        # kopf's stop comes a moment after the deletion's news: each wait also ends on an exit.
         wait_for(lambda: not op.alive() or "forgetting their cached objects" in op.log_text(), timeout=30,
                  message="the operator told of the CRD's deletion")
-        assert op.alive(), f"the operator exited:\n{op.log_tail()}"
         ocr.apply(ocrservice("after", replicas=1, monitoring={"serviceMonitor": {"enabled": True}}))
-        ocr.wait_ready("after", timeout=60)
+        wait_for(lambda: not op.alive() or ocr.ready("after"), timeout=60, message="OcrService after Ready")
+        assert op.alive(), f"the operator exited:\n{op.log_tail()}"
         install_crd(cluster, crd)
         for obj in ("web", "after"):
             wait_for(lambda: ocr.get("servicemonitors.monitoring.coreos.com", obj), timeout=30,
