@@ -17,7 +17,7 @@ BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 unexport PYTHONDONTWRITEBYTECODE
 export PATH := $(BINARIES):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help venv setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score versitygw test test-unit test-server test-monitoring test-e2e \
+.PHONY: help venv bytecode setup images-prebuilt images-built cluster-binaries cluster-up cluster-down images monitoring-tools kube-score versitygw test test-unit test-server test-monitoring test-e2e \
         lint demo bench bench-server bench-operator bench-batch clean
 
 help:
@@ -47,6 +47,19 @@ $(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/p
 	touch $@
 
 venv: $(VENV)/.installed
+
+# The bytecode the test workers import, written by one process before pytest starts them. The
+# first import writes it (above), but xdist's workers start at the same moment: each compiled
+# torch, sympy, transformers and pytest's rewritten test modules for itself, 15 CPU s a worker, 60
+# of a make test on 2 cores. One collection writes them all; the kubernetes client's API modules
+# are imported lazily, after collection, so they are imported here too. A collection error is the
+# test run's to report, with its context: this step only warms the files.
+$(VENV)/.bytecode: $(VENV)/.installed
+	$(VPY) -m pytest -q --collect-only -p no:cacheprovider tests > /dev/null || true
+	$(VPY) -c "from kubernetes.client import AppsV1Api, AutoscalingV2Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, PolicyV1Api"
+	touch $@
+
+bytecode: $(VENV)/.bytecode
 
 cluster-binaries:
 	bash localcluster/build-binaries.sh
@@ -159,7 +172,7 @@ test-e2e: venv cluster-binaries
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
 setup:
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv venv-vllm gpu-replica-env cluster-binaries monitoring-tools kube-score versitygw images-built
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv bytecode venv-vllm gpu-replica-env cluster-binaries monitoring-tools kube-score versitygw images-built
 
 # The product images for the real node, built (not exported) ahead of the tests that import them:
 # first those that need no venv (the torch layer, beside the venv's own install), then the one that
