@@ -177,13 +177,25 @@ def start_order(units: list[str]) -> list[str]:
 SHARED_CLUSTER_ENV = "CAUSALFLOW_E2E_SHARED_DIR"
 
 
+# In a run with workers, each process that runs torch on the CPU (a worker's in-process model tests,
+# the servers under test, the GPU replica's phases) does so with one OpenMP thread unless the
+# environment says otherwise: four workers share 2 cores, and a pool per process as wide as the
+# machine only oversubscribes them. The tiny model's slots and batch tests measured 42 CPU s with
+# two threads against 33 with one (2 cores, nothing beside them). The real node's pods have their
+# own environment, from their OcrService.
+WORKER_THREADS = {"OMP_NUM_THREADS": "1"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """In a run with xdist workers, the controller names the directory through which the workers
-    that run real-node tests share one cluster (tests/e2e/conftest.py); the workers inherit it."""
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput") \
-            and SHARED_CLUSTER_ENV not in os.environ:
-        config._shared_cluster_dir = tempfile.mkdtemp(prefix="causalflow-e2e-shared-")
-        os.environ[SHARED_CLUSTER_ENV] = config._shared_cluster_dir
+    that run real-node tests share one cluster (tests/e2e/conftest.py), and sets WORKER_THREADS;
+    the workers, and the processes they start, inherit both."""
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        for key, value in WORKER_THREADS.items():
+            os.environ.setdefault(key, value)
+        if SHARED_CLUSTER_ENV not in os.environ:
+            config._shared_cluster_dir = tempfile.mkdtemp(prefix="causalflow-e2e-shared-")
+            os.environ[SHARED_CLUSTER_ENV] = config._shared_cluster_dir
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
