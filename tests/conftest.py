@@ -182,7 +182,7 @@ SHARED_CLUSTER_ENV = "CAUSALFLOW_E2E_SHARED_DIR"
 # environment says otherwise: four workers share 2 cores, and a pool per process as wide as the
 # machine only oversubscribes them. The tiny model's slots and batch tests measured 42 CPU s with
 # two threads against 33 with one (2 cores, nothing beside them). The real node's pods have their
-# own environment, from their OcrService.
+# own environment, from their OcrService (tests/e2e/realnode_fixtures.py puts these there).
 WORKER_THREADS = {"OMP_NUM_THREADS": "1"}
 
 

@@ -42,6 +42,7 @@ import yaml
 from localcluster.nodeconfig import NODE_SELECTOR, TOLERATION
 from localcluster.sharing import file_lock
 from localcluster.waiting import wait_for
+from tests.conftest import WORKER_THREADS
 from tests.server import samples
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,9 +151,10 @@ def tiny_model_claim(cluster, namespace: str, tiny_model_volume: Path) -> Iterat
 # No test times a pod's first request, so the pods skip the warm-up: its generations on a page of
 # each shape cost every pod start CPU seconds, and the real-node tests start dozens of pods.
 NO_WARMUP = {"name": "WARMUP", "value": "0"}
-# One OpenMP thread a pod, as for the suite's other torch processes (tests/conftest.py): the node's
-# pods share 2 cores with the test workers, and a pool as wide as the machine only oversubscribes them.
-ONE_THREAD = {"name": "OMP_NUM_THREADS", "value": "1"}
+# The thread settings of the suite's other torch processes (tests/conftest.py), as env entries: the
+# node's pods share 2 cores with the test workers, and a pool as wide as the machine only
+# oversubscribes them.
+POD_THREADS = [{"name": key, "value": value} for key, value in WORKER_THREADS.items()]
 
 
 def paced_steps_env(step_pause: float) -> dict[str, str]:
@@ -164,11 +166,11 @@ def paced_steps_env(step_pause: float) -> dict[str, str]:
 def real_ocrservice(name: str, image: str, *, warmup: bool = False, **spec) -> dict:
     """An OcrService for the real node: its pods select and tolerate it and run `image` on the CPU.
 
-    `spec.env` holds `WARMUP=0` and `OMP_NUM_THREADS=1` beside the test's own entries (a test's
-    own value of either wins); `warmup=True` leaves the server's default (warm up)."""
+    `spec.env` holds `WARMUP=0` and POD_THREADS (`OMP_NUM_THREADS=1`) beside the test's own
+    entries (a test's own value of any wins); `warmup=True` leaves the server's default (warm up)."""
     env = list(spec.pop("env", None) or [])
     named = {e.get("name") for e in env}
-    defaults = [ONE_THREAD] + ([] if warmup else [NO_WARMUP])
+    defaults = POD_THREADS + ([] if warmup else [NO_WARMUP])
     env[:0] = [dict(e) for e in defaults if e["name"] not in named]
     if env:
         spec["env"] = env
