@@ -28,7 +28,6 @@ import contextlib
 import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ import httpx
 import pytest
 import yaml
 
+from localcluster import pki
 from localcluster.nodeconfig import NODE_SELECTOR, TOLERATION
 from localcluster.sharing import file_lock
 from localcluster.waiting import wait_for
@@ -256,12 +256,9 @@ def pod_ready(pod: dict) -> bool:
 
 def tls_secret(cluster, namespace: str, secret: str, dns_name: str, workdir: Path) -> Path:
     """A self-signed kubernetes.io/tls Secret naming `dns_name`; returns the certificate (the client's CA)."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-keyout", "tls.key",
-                    "-out", "tls.crt", "-subj", f"/CN={dns_name}", "-addext", f"subjectAltName=DNS:{dns_name}"],
-                   cwd=workdir, check=True, capture_output=True)
-    cluster.kubectl("create", "secret", "tls", secret, "-n", namespace, f"--cert={workdir / 'tls.crt'}",
-                    f"--key={workdir / 'tls.key'}")
-    return workdir / "tls.crt"
+    cert, key = pki.self_signed(workdir, "tls", dns_name, san=f"DNS:{dns_name}", days=1)
+    cluster.kubectl("create", "secret", "tls", secret, "-n", namespace, f"--cert={cert}", f"--key={key}")
+    return cert
 
 
 class SteadyClient(threading.Thread):

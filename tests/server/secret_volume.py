@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
+
+from localcluster import pki
 
 
 def write_secret_volume(root: Path, files: dict[str, bytes]) -> None:
@@ -39,9 +40,5 @@ def write_secret_volume(root: Path, files: dict[str, bytes]) -> None:
 
 def self_signed(workdir: Path, name: str, serial: int, *, san: str = "IP:127.0.0.1") -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM) of a fresh self-signed certificate with this serial number."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-set_serial", str(serial), "-keyout", f"{name}.key", "-out", f"{name}.crt",
-                    "-subj", "/CN=localhost", "-addext", f"subjectAltName={san}"],
-                   cwd=workdir, check=True, capture_output=True)
-    return (workdir / f"{name}.crt").read_bytes(), (workdir / f"{name}.key").read_bytes()
+    cert, key = pki.self_signed(workdir, name, san=san, days=1, serial=serial)
+    return cert.read_bytes(), key.read_bytes()

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
 import time
 
 import httpx
 import pytest
+
+from localcluster import pki
 
 from .conftest import start_server
 
 
 @pytest.fixture
 def certificate(tmp_path):
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", "tls.key", "-out", "tls.crt", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, check=True, capture_output=True)
-    return tmp_path / "tls.crt", tmp_path / "tls.key"
+    return pki.self_signed(tmp_path, "tls", san="IP:127.0.0.1", days=1)
 
 
 def test_with_tls_files_the_server_answers_https_only(tiny_native, tmp_path, certificate):
