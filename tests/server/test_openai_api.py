@@ -65,8 +65,10 @@ def api(tiny_native, tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def client(api) -> openai.OpenAI:
+    """One client for the module, as an application keeps one (each new one loads the CA bundle:
+    tens of ms of CPU a test)."""
     return openai.OpenAI(base_url=api.url + "/v1", api_key=KEY, max_retries=0, timeout=300)
 
 
