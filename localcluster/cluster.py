@@ -130,9 +130,16 @@ class LocalCluster(KubectlCommands):
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
     @property
+    def kube_cache(self) -> Path:
+        """kubectl's discovery and HTTP caches (KUBECACHEDIR): in the workdir, removed with it. Under
+        ~/.kube/cache each cluster, on a port of its own, left tens of MB behind for good."""
+        return self.workdir / "kube-cache"
+
+    @property
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["KUBECONFIG"] = str(self.kubeconfig)
+        env["KUBECACHEDIR"] = str(self.kube_cache)
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         return env
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -381,6 +382,10 @@ def test_a_second_cluster_starts_listens_on_loopback_only_and_leaves_nothing_beh
         for name, addrs in peers.items():
             assert addrs <= {"127.0.0.1", "::1", "::ffff:127.0.0.1"}, f"{name} connected to {addrs}"
         workdir = cluster.workdir
+        # kubectl cached this cluster's discovery inside the workdir, not in the user's home.
+        cached = f"127.0.0.1_{cluster.ports['apiserver']}"
+        assert (cluster.kube_cache / "discovery" / cached).is_dir()
+        assert not (Path.home() / ".kube" / "cache" / "discovery" / cached).exists()
     finally:
         cluster.stop()
     assert [n for n, p in pids.items() if pid_alive(p)] == []
