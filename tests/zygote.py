@@ -1,6 +1,8 @@
 """Test servers and operators forked from one process that has already imported what they import:
 `python -m ocr_server` without paying torch's and transformers' import at every start, and
-`python -m ocr_operator` without kopf's and the Kubernetes clients'.
+`python -m ocr_operator` without kopf's and the Kubernetes clients'. The server's zygote also
+forks the stand-in server (`python -m ocr_server_testing.stand_in`), whose imports are the
+server's (`FORKS`).
 
 A server start spends most of its CPU importing (about 13 s on 2 cores: torch 7 s, transformers'
 DeepSeek-OCR 2 modeling with sympy and torch._dynamo 6 s) before it reads a byte of its model; an
@@ -19,7 +21,7 @@ so a killed test run leaves no server behind. The zygote reaps its children and 
 exit status (as Popen's returncode: -N for signal N) to a file the test reads (`Forked`).
 
 Protocol on the zygote's stdin/stdout: one JSON line per request, {"env", "argv", "cwd", "log",
-"status"}; the answer is one line, {"pid"}.
+"status", "module"}; the answer is one line, {"pid"}.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ FORK_ENV = "CAUSALFLOW_TEST_FORK"
 # server whose environment sets one of them otherwise than the zygote's is started afresh instead.
 IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "GOMP_", "TORCH", "PYTORCH", "TRANSFORMERS", "HF_", "PYTHON", "LD_",
                "CUDA", "VLLM", "TOKENIZERS", "MALLOC")
+# ... except those torch writes into a test process's own environment as it runs: inductor's
+# cache_dir() stores its default there once anything in the process compiled (the slots tests'
+# flex attention), after which every server that process started was started afresh (6 of them in
+# the server tier, 4 CPU s each). Read when compiling, not when importing.
+WRITTEN_AT_RUN_TIME = frozenset({"TORCHINDUCTOR_CACHE_DIR"})
 # What `python -m MODULE` imports before it serves: for the server, transformers' lazy modules
 # included (the model, processor and tokenizer classes its engine creates, with sympy, triton and
 # the hub kernels); for the operator, kopf and the clients (kopf imports the kubernetes package).
@@ -56,6 +63,9 @@ PRELOAD = {"ocr_server": ("torch", "transformers", "ocr_server.engines.transform
            "transformers.integrations.flex_attention", "transformers.integrations.hub_kernels", "tokenizers",
            "safetensors.torch"),
            "ocr_operator": ("kopf", "kubernetes", "lightkube", "aiohttp", "pydantic", "yaml", "prometheus_client")}
+# The modules a zygote runs besides its own: their imports are a subset of its PRELOAD.
+FORKS = {"ocr_server": frozenset({"ocr_server", "ocr_server_testing.stand_in"}),
+         "ocr_operator": frozenset({"ocr_operator"})}
 
 
 def enabled() -> bool:
@@ -68,9 +78,11 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _child(module: str, request: dict, zygote: int) -> None:
-    """In the forked child: become `python -m MODULE` with the request's environment. Never returns."""
+def _child(zygote_module: str, request: dict, zygote: int) -> None:
+    """In the forked child: become `python -m MODULE` (the request's, else the zygote's) with the
+    request's environment. Never returns."""
     code = 1
+    module = request.get("module") or zygote_module
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         die_with_parent()
@@ -207,6 +219,7 @@ class Zygote:
     _lock = threading.Lock()  # guards _ones; each zygote's requests have their own
 
     def __init__(self, root: Path, module: str = "ocr_server") -> None:
+        self.module = module
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "DEVICE": "cpu"}
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.zygote", module], cwd=root, env=self.env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=die_with_parent)
@@ -218,7 +231,7 @@ class Zygote:
 
     def compatible(self, env: dict[str, str]) -> bool:
         """Whether a server with `env` may be forked: every import-time variable as the zygote has it."""
-        names = {k for k in (*env, *self.env) if k.startswith(IMPORT_TIME)}
+        names = {k for k in (*env, *self.env) if k.startswith(IMPORT_TIME) and k not in WRITTEN_AT_RUN_TIME}
         return all(env.get(k) == self.env.get(k) for k in names)
 
     @classmethod
@@ -229,11 +242,17 @@ class Zygote:
                 one = cls._ones[module] = cls(root, module)
             return one
 
-    def fork(self, env: dict[str, str], cwd: Path, log: Path, argv: list[str] | tuple[str, ...] = ()) -> Forked:
+    def fork(self, env: dict[str, str], cwd: Path, log: Path, argv: list[str] | tuple[str, ...] = (),
+             module: str | None = None) -> Forked:
+        """`python -m MODULE ARGV` (default: the zygote's module; one of its FORKS) as a forked child."""
+        module = module or self.module
+        if module not in FORKS[self.module]:
+            raise ValueError(f"the {self.module} zygote does not run {module}")
         with self._requests:
             self.count += 1
             status = log.with_name(f"{log.name}.exit-{self.count}")
-            request = {"env": env, "argv": list(argv), "cwd": str(cwd), "log": str(log), "status": str(status)}
+            request = {"env": env, "argv": list(argv), "cwd": str(cwd), "log": str(log), "status": str(status),
+                       "module": module}
             # As with Popen's stdout=open(log): the log exists once the start returns (the child
             # opens it a moment later; a test on a busy machine read it first and failed).
             log.touch()

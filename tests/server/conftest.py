@@ -19,7 +19,7 @@ import pytest
 from localcluster.ports import free_port
 from ocr_server_testing import tiny_cache
 
-from tests.zygote import Forked, Zygote, die_with_parent, enabled as forking_enabled
+from tests.zygote import FORKS, Forked, Zygote, die_with_parent, enabled as forking_enabled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,9 +100,10 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
             full.pop(key, None)
     log_path = tmp / f"server-{port}.log"
     proc: subprocess.Popen | Forked
-    zygote = Zygote.get(ROOT) if module == "ocr_server" and python == sys.executable and forking_enabled() else None
+    forkable = module in FORKS["ocr_server"] and python == sys.executable and forking_enabled()
+    zygote = Zygote.get(ROOT) if forkable else None
     if zygote is not None and zygote.compatible(full):
-        proc = zygote.fork(full, ROOT, log_path)  # `python -m ocr_server`, its imports inherited
+        proc = zygote.fork(full, ROOT, log_path, module=module)  # `python -m MODULE`, its imports inherited
     else:
         proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT, preexec_fn=die_with_parent,
                                 stdout=log_path.open("wb"), stderr=subprocess.STDOUT)

@@ -8,6 +8,8 @@ import re
 import httpx
 import pytest
 
+from tests.zygote import Forked, enabled as forking_enabled
+
 from . import samples
 from .conftest import start_server
 
@@ -54,6 +56,11 @@ def stand_in(tmp_path_factory):
     }, module="ocr_server_testing.stand_in", timeout=60)
     yield server
     server.stop()
+
+
+def test_the_stand_in_is_forked_from_the_servers_zygote(stand_in):
+    """Its imports are the server's: a fork, not a fresh process importing torch and transformers."""
+    assert isinstance(stand_in.proc, Forked) or not forking_enabled()
 
 
 def test_overload_answers_429_with_retry_after(stand_in):
