@@ -419,9 +419,15 @@ def serve_levels(engine: str, model_dir: Path, images: list[bytes], args, overri
             out[f"clients_{clients}"] = got
             save()
             print(f"{engine} server{overrides or ''}, {clients} clients: {json.dumps(got)}", file=sys.stderr, flush=True)
+    except Exception:  # a failed request or level: the server's own account of it, before its log goes
+        print(f"server log, last 3000 characters:\n{Path(log.name).read_text(errors='replace')[-3000:]}",
+              file=sys.stderr, flush=True)
+        raise
     finally:
         proc.terminate()
         proc.wait(60)
+        log.close()
+        os.unlink(log.name)  # a scratch file: one was left in /tmp by every server measured
 
 
 def clients_list(text: str) -> list[int]:

@@ -22,12 +22,14 @@ LEVELS = [1, 4, 2]  # SHORT_ARGS' --clients, in their order
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     replica = gpu_replica.build()  # cached: seconds once `make setup` built it
-    out, scratch = tmp_path_factory.mktemp("out"), tmp_path_factory.mktemp("scratch")
+    out, scratch, tmp = (tmp_path_factory.mktemp(name) for name in ("out", "scratch", "tmp"))
     t = time.monotonic()
-    rc = gpu_replica.run(replica, out, short=True, scratch=scratch)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TMPDIR", str(tmp))  # the run's temporary files, to see what it leaves there
+        rc = gpu_replica.run(replica, out, short=True, scratch=scratch)
     print(f"short replica run: {time.monotonic() - t:.0f} s")
     phases = json.loads((out / "phases.json").read_text())
-    return {"rc": rc, "out": out, "scratch": scratch, "phases": phases, "replica": replica}
+    return {"rc": rc, "out": out, "scratch": scratch, "phases": phases, "replica": replica, "tmp": tmp}
 
 
 def figures(run, name: str) -> dict:
@@ -114,6 +116,11 @@ def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary
     log = (run["out"] / "gpu_check.log").read_text()
     assert log.index("== install") < log.index("== raw") < log.index("== server") < log.index("== summary")
     assert "server clients_1:" in log.split("== summary")[1]
+
+
+def test_the_run_leaves_no_server_log_in_the_temporary_directory(run):
+    """The bench's server logs are scratch: each server measured used to leave one in /tmp."""
+    assert not list(run["tmp"].rglob("*.log")), sorted(run["tmp"].rglob("*"))[:20]
 
 
 def test_a_second_build_waits_for_the_first_instead_of_installing_into_the_same_venv(tmp_path):
