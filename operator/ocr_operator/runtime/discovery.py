@@ -25,6 +25,11 @@ found the resource in discovery (which lags the deletion): the API server closes
 a second later, the re-watch is answered 404, and ``python -m ocr_operator`` exits 1.
 ``survive_lost_apis`` wraps kopf's per-resource watch so that a 404 for an optional API's group
 ends that one stream quietly and asks kopf to rescan the group, which then stops the watch.
+A 403 stopped it the same way: an operator whose RBAC leaves out prometheus-operator's group (a
+hand-written Role, a policy that strips it), on a cluster where that CRD is installed, exited 1 at
+every start, for a feature it can do without. Such a watch now logs an error naming the missing
+permission and tries again with the same backoff; the operator serves everything else, and an
+OcrService that asks for a ServiceMonitor is Degraded with the API server's refusal.
 
 These two are the operator's uses of kopf's internals, both in this module (kopf is pinned to a
 minor version in pyproject.toml, and tests/unit/operator/runtime/test_discovery.py fails if those
@@ -74,19 +79,20 @@ async def rescan(insights: Any, settings: kopf.OperatorSettings, group: str, reg
 
 
 # The longest wait between two tries of a watch whose API keeps answering 404 while discovery
-# still lists it (each try also asks discovery again); the first waits are kopf's reconnect backoff.
+# still lists it (each try also asks discovery again), or 403; the first waits are kopf's reconnect backoff.
 LOST_API_MAX_BACKOFF = 60.0
 
 
 def survive_lost_apis(insights: Any, groups: Collection[str]) -> None:
     """From now on, a watch of a resource in one of `groups` whose LIST or WATCH is answered 404
-    (its CRD deleted) ends quietly instead of stopping kopf; kopf is asked to rescan the group
-    (`rescan`), which stops the watch once discovery no longer lists the resource, and tries
-    again meanwhile with a backoff that doubles per answer up to LOST_API_MAX_BACKOFF."""
+    (its CRD deleted) or 403 (the operator may not read it) ends quietly instead of stopping kopf,
+    and is tried again with a backoff that doubles per answer up to LOST_API_MAX_BACKOFF. On a 404
+    kopf is asked to rescan the group (`rescan`), which stops the watch once discovery no longer
+    lists the resource; a 403 is logged as an error naming the permission, first and every tenth time."""
     from kopf._cogs.clients import errors, watching
 
     original = getattr(watching.continuous_watch, "__wrapped__", watching.continuous_watch)
-    lost: dict[tuple[Any, Any], int] = {}  # (resource, namespace) -> 404 answers in a row
+    lost: dict[tuple[Any, Any], int] = {}  # (resource, namespace) -> 404 or 403 answers in a row
 
     async def continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
                                **kwargs: Any) -> AsyncIterator[Any]:
@@ -95,16 +101,22 @@ def survive_lost_apis(insights: Any, groups: Collection[str]) -> None:
             async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
                 lost.pop(key, None)
                 yield item
-        except errors.APINotFoundError:
+        except (errors.APINotFoundError, errors.APIForbiddenError) as exc:
             if resource.group not in groups:
                 raise
             times = lost[key] = lost.get(key, 0) + 1
-            log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
-                        resource.group, times)
-            try:
-                await rescan(insights, settings, resource.group)
-            except Exception:  # noqa: BLE001 - the next 404 asks again
-                log.exception("kopf rescan of API group %s failed", resource.group)
+            if isinstance(exc, errors.APIForbiddenError):
+                if times % 10 == 1:
+                    log.error("the operator may not list and watch %s.%s%s (403): grant it (the chart's role does) "
+                              "to manage them; the rest of the operator goes on (try %d)", resource.plural,
+                              resource.group, f" in {namespace}" if namespace else "", times)
+            else:
+                log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
+                            resource.group, times)
+                try:
+                    await rescan(insights, settings, resource.group)
+                except Exception:  # noqa: BLE001 - the next 404 asks again
+                    log.exception("kopf rescan of API group %s failed", resource.group)
             # kopf waits its reconnect backoff after this: in all 1, 2, 4 ... of those.
             await asyncio.sleep(min(LOST_API_MAX_BACKOFF, settings.watching.reconnect_backoff * (2 ** (times - 1) - 1)))
 

@@ -156,7 +156,7 @@ def test_the_kopf_internals_the_lost_api_guard_wraps_are_where_and_as_it_expects
     assert inspect.isasyncgenfunction(watching.continuous_watch)
     # infinite_watch looks it up in its module at each reconnect: the wrapper is what it calls.
     assert "continuous_watch" in watching.infinite_watch.__code__.co_names
-    assert issubclass(errors.APINotFoundError, errors.APIError)
+    assert issubclass(errors.APINotFoundError, errors.APIError) and issubclass(errors.APIForbiddenError, errors.APIError)
     assert "reconnect_backoff" in vars(kopf.OperatorSettings().watching)
 
 
@@ -167,18 +167,23 @@ def served_monitor():
                     namespaced=True, preferred=True, verbs=["list", "watch", "get"])
 
 
-def lost_api(monkeypatch, resource, answers):
-    """kopf's own infinite_watch over a watch whose LIST is answered 404 `answers` times, then
+ANSWERS = {404: ("APINotFoundError", "the server could not find the requested resource"),
+           403: ("APIForbiddenError", 'servicemonitors.monitoring.coreos.com is forbidden: User "system:serviceaccount:'
+                                      'ocr-system:ocr" cannot list resource "servicemonitors"')}
+
+
+def lost_api(monkeypatch, resource, answers, status=404):
+    """kopf's own infinite_watch over a watch whose LIST is answered `status` `answers` times, then
     one event; discovery already without the resource. What came out, and the groups rescanned."""
     from kopf._cogs.clients import errors, scanning, watching
 
     tries = []
+    error, message = ANSWERS[status]
 
     async def continuous_watch(*, settings, resource, namespace, operator_pause_waiter):
         tries.append(resource)
         if len(tries) <= answers:
-            raise errors.APINotFoundError({"message": "the server could not find the requested resource", "code": 404},
-                                          status=404, headers={})
+            raise getattr(errors, error)({"message": message, "code": status}, status=status, headers={})
         yield {"type": "ADDED", "object": {"metadata": {"name": "web"}}}
 
     asked = []
@@ -218,3 +223,25 @@ def test_a_watch_answered_404_for_any_other_api_still_stops_kopf(monkeypatch):
     ours = Resource(group="ocr.causalflow.dev", version="v1alpha1", plural="ocrservices", namespaced=True)
     with pytest.raises(errors.APINotFoundError):
         lost_api(monkeypatch, ours, answers=1)
+
+
+def test_a_watch_answered_403_for_an_optional_api_is_logged_and_tried_again_and_kopf_goes_on(monkeypatch, caplog):
+    """An operator whose RBAC leaves out prometheus-operator's group, on a cluster with its CRD:
+    an error naming the permission, no rescan (the API is served), and the watch goes on once allowed."""
+    resource = served_monitor()
+    with caplog.at_level("ERROR", logger="ocr_operator.runtime.discovery"):
+        events, asked, watched = lost_api(monkeypatch, resource, answers=2, status=403)
+    assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]
+    assert asked == [] and resource in watched
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "may not list and watch servicemonitors.monitoring.coreos.com (403)" in errors[0]
+
+
+def test_a_watch_answered_403_for_any_other_api_still_stops_kopf(monkeypatch):
+    """Without its own kinds the operator can do nothing: it exits, and its pod says why."""
+    from kopf._cogs.clients import errors
+    from kopf._cogs.structs.references import Resource
+
+    ours = Resource(group="ocr.causalflow.dev", version="v1alpha1", plural="ocrservices", namespaced=True)
+    with pytest.raises(errors.APIForbiddenError):
+        lost_api(monkeypatch, ours, answers=1, status=403)
