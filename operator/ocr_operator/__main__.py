@@ -155,8 +155,14 @@ def run_operator(args: argparse.Namespace) -> None:
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     handlers.STATE.insights = new_insights()  # shared with kopf, so discovery can ask it to rescan
-    # An optional API's CRD deleted under a watch must not stop the operator (runtime/discovery.py).
-    survive_lost_apis(handlers.STATE.insights, {k.group for k in wiring.OPTIONAL})
+    def permitted(resource: str, namespace: str | None, allowed: bool) -> None:
+        runtime = handlers.STATE.runtime
+        if runtime is not None and runtime.discovery is not None:
+            runtime.discovery.permitted(resource, namespace, allowed)
+
+    # An optional API's CRD deleted under a watch, or its watch refused, must not stop the
+    # operator (runtime/discovery.py).
+    survive_lost_apis(handlers.STATE.insights, {k.group for k in wiring.OPTIONAL}, permitted)
     kopf.run(
         insights=handlers.STATE.insights,
         standalone=True,

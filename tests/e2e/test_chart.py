@@ -18,12 +18,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import yaml
 
 from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
+from tests.e2e.operator_fixtures import install_crd, prometheus_operator_crd
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "causalflow-ocr"
@@ -122,14 +124,17 @@ def leader_election_args(deployment: dict) -> list[str]:
 
 
 @contextlib.contextmanager
-def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str):
-    """`helm install` of the chart (CRD left to the session), then the operator as a local process
-    with a token of the chart's ServiceAccount, the watch scope and the leader election of the chart's Deployment.
-    Yields what the tests read; stops the operator by PID and uninstalls the release after."""
+def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str, prepare: Callable[[], None] | None = None):
+    """`helm install` of the chart (CRD left to the session), `prepare()` if given, then the operator
+    as a local process with a token of the chart's ServiceAccount, the watch scope and the leader
+    election of the chart's Deployment. Yields what the tests read; stops the operator by PID and
+    uninstalls the release after."""
     helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false", *values,
          "--wait", "--timeout", "90s")
     op = None
     try:
+        if prepare is not None:
+            prepare()
         deployment = kjson(cluster, "deploy", "-n", ns, f"{name}-causalflow-ocr")
         sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
         kubeconfig = tmp / "sa.kubeconfig"
@@ -139,7 +144,7 @@ def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str):
                              extra_args=leader_election_args(deployment)).start()
         yield {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
                "token": token, "kubeconfig": kubeconfig, "log": op.log_path, "port": op.port,
-               "watched": watched_namespaces(deployment), "started": time.time()}
+               "watched": watched_namespaces(deployment), "started": time.time(), "process": op}
     finally:
         if op is not None:
             op.stop(timeout=15)
@@ -206,6 +211,45 @@ def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(priva
             assert cluster.kubectl("get", "clusterrolebinding", "wide-causalflow-ocr", check=False).returncode == 0
     finally:
         cluster.kubectl("delete", "namespace", ns, namespace, "--wait=false", check=False)
+
+
+def without_monitoring_rules(cluster, ns: str) -> None:
+    """The release's Roles without their monitoring.coreos.com rule, as a hand-written Role or a
+    policy that strips it leaves them."""
+    stripped = 0
+    for role in kjson(cluster, "roles", "-n", ns)["items"]:
+        rules = [r for r in role["rules"] if "monitoring.coreos.com" not in r.get("apiGroups", [])]
+        if rules != role["rules"]:
+            stripped += 1
+            cluster.kubectl("patch", "role", role["metadata"]["name"], "-n", ns, "--type=json",
+                            "-p", json.dumps([{"op": "replace", "path": "/rules", "value": rules}]))
+    assert stripped == 1, "the chart's Role should hold the monitoring rule"
+
+
+def test_without_the_monitoring_rule_the_operator_goes_on_without_service_monitors(private_cluster, tmp_path):
+    """prometheus-operator's ServiceMonitor CRD installed, and the operator's Role without the
+    monitoring.coreos.com rule: its listing and watch of ServiceMonitors are answered 403. The
+    operator says which permission it lacks and manages everything else as if ServiceMonitors were
+    not served: both OcrServices get Ready, the one that asks for a ServiceMonitor without it. On a
+    cluster of its own: the CRD would reach the shared cluster's other tests."""
+    cluster = private_cluster
+    ensure_crd(cluster)
+    install_crd(cluster, prometheus_operator_crd("ServiceMonitor"))
+    ns = create_namespace(cluster, "norules")
+    try:
+        with chart_operator(cluster, "partial", ns, tmp_path, prepare=lambda: without_monitoring_rules(cluster, ns)) as op:
+            cluster.apply(ocrservice("plain", ns, replicas=1))
+            cluster.apply(ocrservice("scraped", ns, replicas=1, monitoring={"serviceMonitor": {"enabled": True}}))
+            for name in ("plain", "scraped"):
+                wait_for(lambda: condition(kjson(cluster, "ocrs", name, "-n", ns), "Ready").get("status") == "True",
+                         timeout=60, message=f"OcrService {name} Ready without the monitoring rule; log:\n"
+                                             f"{Path(op['log']).read_text()[-3000:]}")
+            assert kjson(cluster, "servicemonitors.monitoring.coreos.com", "-n", ns)["items"] == []
+            assert op["process"].alive(), "the operator exited"
+            log = Path(op["log"]).read_text()
+            assert f"may not list and watch servicemonitors.monitoring.coreos.com in {ns} (403)" in log, log[-3000:]
+    finally:
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 def test_helm_install_brings_the_operator_deployment_up(cluster, release):

@@ -155,6 +155,8 @@ class Runtime:
                 items = await self.kube.list(kind.kind, ns, None if kind.owned else selector)
             except ApiError as exc:  # e.g. no ServiceMonitor CRD, or no list right cluster-wide
                 log.info("not priming the %s cache in %s: %s", kind.kind, ns or "all namespaces", exc)
+                if exc.status == 403 and self.discovery is not None:
+                    self.discovery.permitted(f"{kind.plural}.{kind.group}", ns, False)
                 return
             self.store.mark_listed(kind.kind, ns, items)
 

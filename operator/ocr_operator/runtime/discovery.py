@@ -27,9 +27,10 @@ a second later, the re-watch is answered 404, and ``python -m ocr_operator`` exi
 ends that one stream quietly and asks kopf to rescan the group, which then stops the watch.
 A 403 stopped it the same way: an operator whose RBAC leaves out prometheus-operator's group (a
 hand-written Role, a policy that strips it), on a cluster where that CRD is installed, exited 1 at
-every start, for a feature it can do without. Such a watch now logs an error naming the missing
-permission and tries again with the same backoff; the operator serves everything else, and an
-OcrService that asks for a ServiceMonitor is Degraded with the API server's refusal.
+every start, for a feature it can do without. Such a watch now ends quietly too and is tried again
+with the same backoff, and ``Discovery.permitted`` is told: a kind the operator may not list in
+one of its namespaces (the cache's first listing, or a watch, answered 403) is not available, as if
+not served (no ServiceMonitor rendered, read or deleted), until a watch of it lists again.
 
 These two are the operator's uses of kopf's internals, both in this module (kopf is pinned to a
 minor version in pyproject.toml, and tests/unit/operator/runtime/test_discovery.py fails if those
@@ -83,16 +84,22 @@ async def rescan(insights: Any, settings: kopf.OperatorSettings, group: str, reg
 LOST_API_MAX_BACKOFF = 60.0
 
 
-def survive_lost_apis(insights: Any, groups: Collection[str]) -> None:
+# Told whether the operator may list and watch an optional resource ("<plural>.<group>") in a
+# namespace (None: cluster-wide): False on a 403, True when a watch lists again after one.
+Permission = Callable[[str, "str | None", bool], None]
+
+
+def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Permission | None = None) -> None:
     """From now on, a watch of a resource in one of `groups` whose LIST or WATCH is answered 404
     (its CRD deleted) or 403 (the operator may not read it) ends quietly instead of stopping kopf,
     and is tried again with a backoff that doubles per answer up to LOST_API_MAX_BACKOFF. On a 404
     kopf is asked to rescan the group (`rescan`), which stops the watch once discovery no longer
-    lists the resource; a 403 is logged as an error naming the permission, first and every tenth time."""
+    lists the resource; a 403, and the first listing after it, go to `on_permission`."""
     from kopf._cogs.clients import errors, watching
 
     original = getattr(watching.continuous_watch, "__wrapped__", watching.continuous_watch)
     lost: dict[tuple[Any, Any], int] = {}  # (resource, namespace) -> 404 or 403 answers in a row
+    refused: set[tuple[Any, Any]] = set()  # answered 403 last time
 
     async def continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
                                **kwargs: Any) -> AsyncIterator[Any]:
@@ -100,16 +107,22 @@ def survive_lost_apis(insights: Any, groups: Collection[str]) -> None:
         try:
             async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
                 lost.pop(key, None)
+                if key in refused:
+                    refused.discard(key)
+                    if on_permission is not None:
+                        on_permission(f"{resource.plural}.{resource.group}", namespace, True)
                 yield item
         except (errors.APINotFoundError, errors.APIForbiddenError) as exc:
             if resource.group not in groups:
                 raise
             times = lost[key] = lost.get(key, 0) + 1
             if isinstance(exc, errors.APIForbiddenError):
+                refused.add(key)
+                if on_permission is not None:
+                    on_permission(f"{resource.plural}.{resource.group}", namespace, False)
                 if times % 10 == 1:
-                    log.error("the operator may not list and watch %s.%s%s (403): grant it (the chart's role does) "
-                              "to manage them; the rest of the operator goes on (try %d)", resource.plural,
-                              resource.group, f" in {namespace}" if namespace else "", times)
+                    log.warning("the operator may not list and watch %s.%s%s (403): trying again (try %d)",
+                                resource.plural, resource.group, f" in {namespace}" if namespace else "", times)
             else:
                 log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
                             resource.group, times)
@@ -139,6 +152,7 @@ class Discovery:
         self.by_crd = {f"{k.plural}.{k.group}": name for name, k in self.kinds.items()}
         # By kind: the uid of its CRD as last seen; None: last seen deleted or being deleted.
         self.crd_uids: dict[str, str | None] = {}
+        self.refused: set[tuple[str, str | None]] = set()  # (kind, namespace) the API server answered 403
 
     def crd_event(self, event_type: str | None, crd: Mapping[str, Any]) -> str | None:
         """A CustomResourceDefinition's watch event: the optional kind whose objects went with its
@@ -163,9 +177,30 @@ class Discovery:
         discovery still lists."""
         return kind in self.crd_uids and self.crd_uids[kind] is None
 
+    def permitted(self, resource: str, namespace: str | None, allowed: bool) -> None:
+        """Whether the operator may list and watch `resource` ("<plural>.<group>") in `namespace`
+        (a 403 of the cache's first listing or of a watch; a watch that lists again): a kind it may
+        not read in one of its namespaces is not available until it may."""
+        kind = self.by_crd.get(resource)
+        if kind is None:
+            return
+        key, before = (kind, namespace), self.available
+        where = f" in {namespace}" if namespace else ""
+        if not allowed and key not in self.refused:
+            self.refused.add(key)
+            log.error("the operator may not list and watch %s%s (403): %ss are not managed until it may "
+                      "(the chart's Role grants it)", resource, where, kind)
+        elif allowed and key in self.refused:
+            self.refused.discard(key)
+            log.info("the operator may list and watch %s%s again", resource, where)
+        now = self.available
+        if now != before:
+            self.on_change(now ^ before)
+
     @property
     def available(self) -> frozenset[str]:
-        return frozenset(k for k, v in self.served.items() if v)
+        refused = {kind for kind, _ in self.refused}
+        return frozenset(k for k, v in self.served.items() if v and k not in refused)
 
     async def check(self) -> frozenset[str]:
         """The optional kinds served now (asked again only once `seconds` passed since the last time)."""

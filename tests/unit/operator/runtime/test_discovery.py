@@ -174,7 +174,8 @@ ANSWERS = {404: ("APINotFoundError", "the server could not find the requested re
 
 def lost_api(monkeypatch, resource, answers, status=404):
     """kopf's own infinite_watch over a watch whose LIST is answered `status` `answers` times, then
-    one event; discovery already without the resource. What came out, and the groups rescanned."""
+    one event; discovery already without the resource. What came out, the groups rescanned, what
+    kopf still watches, and what `on_permission` was told."""
     from kopf._cogs.clients import errors, scanning, watching
 
     tries = []
@@ -197,20 +198,22 @@ def lost_api(monkeypatch, resource, answers, status=404):
     settings = kopf.OperatorSettings()
     settings.watching.reconnect_backoff = 0.0
 
+    told = []
+
     async def go():
         insights = new_insights()
         insights.watched_resources.add(resource)  # kopf's rescan at the deletion still found it
-        survive_lost_apis(insights, {MONITOR.group})
+        survive_lost_apis(insights, {MONITOR.group}, lambda *args: told.append(args))
         events = [e async for e in watching.infinite_watch(settings=settings, resource=resource, namespace=None,
                                                             _iterations=answers + 1)]
         return events, insights.watched_resources
     events, watched = run(go())
-    return events, asked, watched
+    return events, asked, watched, told
 
 
 def test_a_watch_answered_404_for_an_optional_api_ends_quietly_and_kopf_rescans_its_group(monkeypatch):
     resource = served_monitor()
-    events, asked, watched = lost_api(monkeypatch, resource, answers=2)
+    events, asked, watched, _ = lost_api(monkeypatch, resource, answers=2)
     assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]  # tried again, went on
     assert asked == [{MONITOR.group}, {MONITOR.group}]
     assert resource not in watched  # kopf's orchestrator then stops the watch
@@ -225,16 +228,31 @@ def test_a_watch_answered_404_for_any_other_api_still_stops_kopf(monkeypatch):
         lost_api(monkeypatch, ours, answers=1)
 
 
-def test_a_watch_answered_403_for_an_optional_api_is_logged_and_tried_again_and_kopf_goes_on(monkeypatch, caplog):
+def test_a_watch_answered_403_for_an_optional_api_is_tried_again_and_discovery_is_told_both_ways(monkeypatch):
     """An operator whose RBAC leaves out prometheus-operator's group, on a cluster with its CRD:
-    an error naming the permission, no rescan (the API is served), and the watch goes on once allowed."""
+    no rescan (the API is served), kopf goes on, and the permission is reported refused at each 403
+    and allowed at the first listing after them."""
     resource = served_monitor()
-    with caplog.at_level("ERROR", logger="ocr_operator.runtime.discovery"):
-        events, asked, watched = lost_api(monkeypatch, resource, answers=2, status=403)
+    events, asked, watched, told = lost_api(monkeypatch, resource, answers=2, status=403)
     assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]
     assert asked == [] and resource in watched
-    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and "may not list and watch servicemonitors.monitoring.coreos.com (403)" in errors[0]
+    plural = "servicemonitors.monitoring.coreos.com"
+    assert told == [(plural, None, False), (plural, None, False), (plural, None, True)]
+
+
+def test_a_kind_the_operator_may_not_list_in_one_namespace_is_not_available_until_it_may():
+    changes = []
+    discovery = Discovery(kube=None, kinds={"ServiceMonitor": MONITOR}, on_change=changes.append)
+    discovery.served["ServiceMonitor"] = True
+    plural = "servicemonitors.monitoring.coreos.com"
+    discovery.permitted(plural, "team-a", False)
+    discovery.permitted(plural, "team-b", False)
+    assert discovery.available == frozenset() and changes == [frozenset({"ServiceMonitor"})]
+    discovery.permitted(plural, "team-a", True)
+    assert discovery.available == frozenset()  # still refused in team-b
+    discovery.permitted(plural, "team-b", True)
+    discovery.permitted("ocrservices.ocr.causalflow.dev", None, False)  # not an optional kind: ignored
+    assert discovery.available == {"ServiceMonitor"} and changes == [frozenset({"ServiceMonitor"})] * 2
 
 
 def test_a_watch_answered_403_for_any_other_api_still_stops_kopf(monkeypatch):
