@@ -124,11 +124,12 @@ def leader_election_args(deployment: dict) -> list[str]:
 
 
 @contextlib.contextmanager
-def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str, prepare: Callable[[], None] | None = None):
+def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str, prepare: Callable[[], None] | None = None,
+                   env: dict[str, str] | None = None):
     """`helm install` of the chart (CRD left to the session), `prepare()` if given, then the operator
-    as a local process with a token of the chart's ServiceAccount, the watch scope and the leader
-    election of the chart's Deployment. Yields what the tests read; stops the operator by PID and
-    uninstalls the release after."""
+    as a local process (with `env`) with a token of the chart's ServiceAccount, the watch scope and
+    the leader election of the chart's Deployment. Yields what the tests read; stops the operator by
+    PID and uninstalls the release after."""
     helm(cluster, "install", name, str(CHART), "-n", ns, "--set", "crds.install=false", *values,
          "--wait", "--timeout", "90s")
     op = None
@@ -140,7 +141,7 @@ def chart_operator(cluster, name: str, ns: str, tmp: Path, *values: str, prepare
         kubeconfig = tmp / "sa.kubeconfig"
         token = service_account_kubeconfig(cluster, ns, sa, kubeconfig)
         op = OperatorProcess(kubeconfig, watched_namespaces(deployment), tmp / "operator.log",
-                             extra_env={"POD_NAMESPACE": ns, "POD_NAME": f"{name}-local"},
+                             extra_env={"POD_NAMESPACE": ns, "POD_NAME": f"{name}-local", **(env or {})},
                              extra_args=leader_election_args(deployment)).start()
         yield {"namespace": ns, "name": name, "sa": sa, "user": f"system:serviceaccount:{ns}:{sa}",
                "token": token, "kubeconfig": kubeconfig, "log": op.log_path, "port": op.port,
@@ -213,31 +214,36 @@ def test_the_cluster_wide_opt_in_reconciles_an_ocrservice_in_any_namespace(priva
         cluster.kubectl("delete", "namespace", ns, namespace, "--wait=false", check=False)
 
 
-def without_monitoring_rules(cluster, ns: str) -> None:
-    """The release's Roles without their monitoring.coreos.com rule, as a hand-written Role or a
-    policy that strips it leaves them."""
-    stripped = 0
+def set_rules(cluster, ns: str, role: str, rules: list[dict]) -> None:
+    cluster.kubectl("patch", "role", role, "-n", ns, "--type=json",
+                    "-p", json.dumps([{"op": "replace", "path": "/rules", "value": rules}]))
+
+
+def without_monitoring_rules(cluster, ns: str, kept: dict[str, list[dict]]) -> None:
+    """The release's Role without its monitoring.coreos.com rule, as a hand-written Role or a
+    policy that strips it leaves it; its rules as they were go to `kept` (by Role name)."""
     for role in kjson(cluster, "roles", "-n", ns)["items"]:
         rules = [r for r in role["rules"] if "monitoring.coreos.com" not in r.get("apiGroups", [])]
         if rules != role["rules"]:
-            stripped += 1
-            cluster.kubectl("patch", "role", role["metadata"]["name"], "-n", ns, "--type=json",
-                            "-p", json.dumps([{"op": "replace", "path": "/rules", "value": rules}]))
-    assert stripped == 1, "the chart's Role should hold the monitoring rule"
+            kept[role["metadata"]["name"]] = role["rules"]
+            set_rules(cluster, ns, role["metadata"]["name"], rules)
+    assert len(kept) == 1, "the chart's Role should hold the monitoring rule"
 
 
-def test_without_the_monitoring_rule_the_operator_goes_on_without_service_monitors(private_cluster, tmp_path):
+def test_without_the_monitoring_rule_the_operator_goes_on_without_service_monitors_until_granted(private_cluster, tmp_path):
     """prometheus-operator's ServiceMonitor CRD installed, and the operator's Role without the
     monitoring.coreos.com rule: its listing and watch of ServiceMonitors are answered 403. The
     operator says which permission it lacks and manages everything else as if ServiceMonitors were
-    not served: both OcrServices get Ready, the one that asks for a ServiceMonitor without it. On a
-    cluster of its own: the CRD would reach the shared cluster's other tests."""
+    not served: both OcrServices get Ready, the one that asks for a ServiceMonitor without it. The
+    rule granted back, the ServiceMonitor follows at discovery's next look. On a cluster of its own:
+    the CRD would reach the shared cluster's other tests."""
     cluster = private_cluster
     ensure_crd(cluster)
     install_crd(cluster, prometheus_operator_crd("ServiceMonitor"))
-    ns = create_namespace(cluster, "norules")
+    ns, kept = create_namespace(cluster, "norules"), {}
     try:
-        with chart_operator(cluster, "partial", ns, tmp_path, prepare=lambda: without_monitoring_rules(cluster, ns)) as op:
+        with chart_operator(cluster, "partial", ns, tmp_path, prepare=lambda: without_monitoring_rules(cluster, ns, kept),
+                            env={"OCR_OPERATOR_DISCOVERY_SECONDS": "2"}) as op:
             cluster.apply(ocrservice("plain", ns, replicas=1))
             cluster.apply(ocrservice("scraped", ns, replicas=1, monitoring={"serviceMonitor": {"enabled": True}}))
             for name in ("plain", "scraped"):
@@ -248,6 +254,12 @@ def test_without_the_monitoring_rule_the_operator_goes_on_without_service_monito
             assert op["process"].alive(), "the operator exited"
             log = Path(op["log"]).read_text()
             assert f"may not list and watch servicemonitors.monitoring.coreos.com in {ns} (403)" in log, log[-3000:]
+            for role, rules in kept.items():
+                set_rules(cluster, ns, role, rules)
+            sm = wait_for(lambda: cluster.get_object("servicemonitors.monitoring.coreos.com", "scraped", ns), timeout=60,
+                          message=f"the ServiceMonitor once the rule is back; log:\n{Path(op['log']).read_text()[-3000:]}")
+            assert sm["metadata"]["ownerReferences"][0]["name"] == "scraped"
+            assert cluster.get_object("servicemonitors.monitoring.coreos.com", "plain", ns) is None
     finally:
         cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 

@@ -30,7 +30,10 @@ hand-written Role, a policy that strips it), on a cluster where that CRD is inst
 every start, for a feature it can do without. Such a watch now ends quietly too and is tried again
 with the same backoff, and ``Discovery.permitted`` is told: a kind the operator may not list in
 one of its namespaces (the cache's first listing, or a watch, answered 403) is not available, as if
-not served (no ServiceMonitor rendered, read or deleted), until a watch of it lists again.
+not served (no ServiceMonitor rendered, read or deleted). kopf stops watching it (left alone, kopf
+retries each refused request nine times over a minute, each an ERROR line, again and again), and
+``Discovery.check`` lists it again at each look: once allowed, the kind is available and handed to
+kopf's rescan, as an API that appeared.
 
 These two are the operator's uses of kopf's internals, both in this module (kopf is pinned to a
 minor version in pyproject.toml, and tests/unit/operator/runtime/test_discovery.py fails if those
@@ -120,9 +123,7 @@ def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Per
                 refused.add(key)
                 if on_permission is not None:
                     on_permission(f"{resource.plural}.{resource.group}", namespace, False)
-                if times % 10 == 1:
-                    log.warning("the operator may not list and watch %s.%s%s (403): trying again (try %d)",
-                                resource.plural, resource.group, f" in {namespace}" if namespace else "", times)
+                await stop_watching(insights, resource)
             else:
                 log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
                             resource.group, times)
@@ -135,6 +136,14 @@ def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Per
 
     continuous_watch.__wrapped__ = original  # type: ignore[attr-defined]
     watching.continuous_watch = continuous_watch
+
+
+async def stop_watching(insights: Any, resource: Any) -> None:
+    """kopf's orchestrator ends its watch of `resource` (a kopf Resource) until a rescan of its
+    group finds it again (`rescan`)."""
+    async with insights.revised:
+        insights.watched_resources.discard(resource)
+        insights.revised.notify_all()
 
 
 class Discovery:
@@ -184,18 +193,22 @@ class Discovery:
         kind = self.by_crd.get(resource)
         if kind is None:
             return
-        key, before = (kind, namespace), self.available
-        where = f" in {namespace}" if namespace else ""
-        if not allowed and key not in self.refused:
-            self.refused.add(key)
-            log.error("the operator may not list and watch %s%s (403): %ss are not managed until it may "
-                      "(the chart's Role grants it)", resource, where, kind)
-        elif allowed and key in self.refused:
-            self.refused.discard(key)
-            log.info("the operator may list and watch %s%s again", resource, where)
+        before = self.available
+        self._refuse(kind, namespace, not allowed)
         now = self.available
         if now != before:
             self.on_change(now ^ before)
+
+    def _refuse(self, kind: str, namespace: str | None, refused: bool) -> None:
+        key, where = (kind, namespace), f" in {namespace}" if namespace else ""
+        resource = f"{self.kinds[kind].plural}.{self.kinds[kind].group}"
+        if refused and key not in self.refused:
+            self.refused.add(key)
+            log.error("the operator may not list and watch %s%s (403): %ss are not managed until it may "
+                      "(the chart's Role grants it)", resource, where, kind)
+        elif not refused and key in self.refused:
+            self.refused.discard(key)
+            log.info("the operator may list and watch %s%s now", resource, where)
 
     @property
     def available(self) -> frozenset[str]:
@@ -213,6 +226,14 @@ class Discovery:
                 self.served[kind] = not self.gone(kind) and await self.kube.has_resource(kind)
             except ApiError as exc:
                 log.warning("cannot tell whether %ss exist: %s", kind, exc)
+        for kind, namespace in sorted(self.refused, key=str):  # allowed by now? (kopf no longer watches them)
+            if not self.served[kind]:
+                continue
+            try:
+                await self.kube.list(kind, namespace, None)
+            except ApiError:
+                continue
+            self._refuse(kind, namespace, False)  # told below with the kinds served since the last look
         now = self.available
         if now != before:
             log.info("optional APIs served now: %s (were %s): reconciling every object",

@@ -16,6 +16,7 @@ import pytest
 
 from ocr_operator.runtime.discovery import Discovery, new_insights, rescan, survive_lost_apis
 from ocr_operator.runtime.kinds import ApiKind
+from ocr_operator.runtime.kube import ApiError
 
 MONITOR = ApiKind("ServiceMonitor", "monitoring.coreos.com", "v1", "servicemonitors", optional=True, owned=True)
 
@@ -89,6 +90,38 @@ def test_an_api_that_appears_is_rescanned_and_told_once():
         return before, after, again, rescanned, told
     before, after, again, rescanned, told = run(go())
     assert before == frozenset() and after == again == frozenset({"ServiceMonitor"})
+    assert rescanned == ["monitoring.coreos.com"] and told == [frozenset({"ServiceMonitor"})]
+
+
+class Refusing(Served):
+    """Discovery as Served; listing a kind answers 403 while it is in `refused`."""
+
+    def __init__(self):
+        super().__init__()
+        self.refused: set[str] = set()
+
+    async def list(self, kind, namespace, selector):
+        if kind in self.refused:
+            raise ApiError(403, "Forbidden", f"{kind} is forbidden")
+        return []
+
+
+def test_a_refused_kind_is_listed_again_at_each_look_and_once_allowed_is_handed_to_kopf():
+    async def go():
+        api, rescanned, told = Refusing(), [], []
+
+        async def ask_kopf(group):
+            rescanned.append(group)
+        api.kinds.add("ServiceMonitor")
+        api.refused.add("ServiceMonitor")
+        d = Discovery(api, {MONITOR.kind: MONITOR}, on_change=told.append, rescan=ask_kopf, seconds=0)
+        d.permitted("servicemonitors.monitoring.coreos.com", "team-a", False)  # the cache's first listing
+        refused = await d.check()
+        api.refused.clear()  # the Role granted
+        allowed = await d.check()
+        return refused, allowed, rescanned, told
+    refused, allowed, rescanned, told = run(go())
+    assert refused == frozenset() and allowed == frozenset({"ServiceMonitor"})
     assert rescanned == ["monitoring.coreos.com"] and told == [frozenset({"ServiceMonitor"})]
 
 
@@ -228,14 +261,14 @@ def test_a_watch_answered_404_for_any_other_api_still_stops_kopf(monkeypatch):
         lost_api(monkeypatch, ours, answers=1)
 
 
-def test_a_watch_answered_403_for_an_optional_api_is_tried_again_and_discovery_is_told_both_ways(monkeypatch):
+def test_a_watch_answered_403_for_an_optional_api_ends_kopfs_watch_of_it_and_discovery_is_told(monkeypatch):
     """An operator whose RBAC leaves out prometheus-operator's group, on a cluster with its CRD:
-    no rescan (the API is served), kopf goes on, and the permission is reported refused at each 403
-    and allowed at the first listing after them."""
+    kopf goes on but stops watching the resource (no rescan: the API is served), and the permission
+    is reported refused at each 403 and allowed at the first listing after them."""
     resource = served_monitor()
     events, asked, watched, told = lost_api(monkeypatch, resource, answers=2, status=403)
     assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]
-    assert asked == [] and resource in watched
+    assert asked == [] and resource not in watched  # kopf's orchestrator then ends the stream
     plural = "servicemonitors.monitoring.coreos.com"
     assert told == [(plural, None, False), (plural, None, False), (plural, None, True)]
 
