@@ -28,7 +28,8 @@ class Pki:
     sa_pub: Path
 
 
-NEW_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+CURVE = ("-pkeyopt", "ec_paramgen_curve:prime256v1")
+NEW_KEY = ("-newkey", "ec", *CURVE, "-nodes")
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -52,7 +53,7 @@ def make_pki(directory: Path) -> Pki:
              "-subj", "/CN=kube-apiserver", cwd=d)
     _openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
              "-CAcreateserial", "-days", "30", "-out", "serving.crt", "-extfile", "serving.ext", cwd=d)
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", "sa.key", cwd=d)
+    _openssl("genpkey", "-algorithm", "EC", *CURVE, "-out", "sa.key", cwd=d)
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     return Pki(d / "ca.crt", d / "ca.key", d / "serving.crt", d / "serving.key", d / "sa.key", d / "sa.pub")
 

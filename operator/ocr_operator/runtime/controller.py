@@ -156,7 +156,7 @@ class Runtime:
             except ApiError as exc:  # e.g. no ServiceMonitor CRD, or no list right cluster-wide
                 log.info("not priming the %s cache in %s: %s", kind.kind, ns or "all namespaces", exc)
                 if exc.status == 403 and self.discovery is not None:
-                    self.discovery.permitted(f"{kind.plural}.{kind.group}", ns, False)
+                    self.discovery.permitted(kind.resource, ns, False)
                 return
             self.store.mark_listed(kind.kind, ns, items)
 

@@ -106,14 +106,14 @@ def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Per
 
     async def continuous_watch(*, settings: kopf.OperatorSettings, resource: Any, namespace: Any,
                                **kwargs: Any) -> AsyncIterator[Any]:
-        key = (resource, namespace)
+        key, name = (resource, namespace), f"{resource.plural}.{resource.group}"
         try:
             async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
                 lost.pop(key, None)
                 if key in refused:
                     refused.discard(key)
                     if on_permission is not None:
-                        on_permission(f"{resource.plural}.{resource.group}", namespace, True)
+                        on_permission(name, namespace, True)
                 yield item
         except (errors.APINotFoundError, errors.APIForbiddenError) as exc:
             if resource.group not in groups:
@@ -122,7 +122,7 @@ def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Per
             if isinstance(exc, errors.APIForbiddenError):
                 refused.add(key)
                 if on_permission is not None:
-                    on_permission(f"{resource.plural}.{resource.group}", namespace, False)
+                    on_permission(name, namespace, False)
                 await stop_watching(insights, resource)
             else:
                 log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
@@ -158,7 +158,7 @@ class Discovery:
         self.seconds = seconds
         self.served: dict[str, bool] = {kind: False for kind in self.kinds}
         self.checked: float | None = None  # monotonic time of the last look
-        self.by_crd = {f"{k.plural}.{k.group}": name for name, k in self.kinds.items()}
+        self.by_crd = {k.resource: name for name, k in self.kinds.items()}
         # By kind: the uid of its CRD as last seen; None: last seen deleted or being deleted.
         self.crd_uids: dict[str, str | None] = {}
         self.refused: set[tuple[str, str | None]] = set()  # (kind, namespace) the API server answered 403
@@ -200,8 +200,7 @@ class Discovery:
             self.on_change(now ^ before)
 
     def _refuse(self, kind: str, namespace: str | None, refused: bool) -> None:
-        key, where = (kind, namespace), f" in {namespace}" if namespace else ""
-        resource = f"{self.kinds[kind].plural}.{self.kinds[kind].group}"
+        key, where, resource = (kind, namespace), f" in {namespace}" if namespace else "", self.kinds[kind].resource
         if refused and key not in self.refused:
             self.refused.add(key)
             log.error("the operator may not list and watch %s%s (403): %ss are not managed until it may "

@@ -41,6 +41,11 @@ class ApiKind:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
+    @property
+    def resource(self) -> str:
+        """`<plural>.<group>`: a custom kind's CRD name, and how RBAC refusals and logs name it."""
+        return f"{self.plural}.{self.group}"
+
     def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
         base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
         if self.namespaced and namespace:
