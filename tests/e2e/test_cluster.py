@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from localcluster.cluster import ClusterError, LocalCluster
+from localcluster.component import GOGC
 from localcluster.nodeconfig import GPU_RESOURCE, NODE_KIND_LABEL
 from localcluster.machine import pid_alive
 from tests.e2e.conftest import require_local
@@ -290,6 +292,22 @@ def test_api_server_restart_keeps_the_cluster_state(private_cluster):
     cluster.restart_apiserver()
     out = json.loads(cluster.kubectl("get", "configmap", "survivor", "-n", "default", "-o", "json").stdout)
     assert out["data"] == {"k": "v"}
+    assert environment(cluster.pids["apiserver"]).get("GOGC") == os.environ.get("GOGC", GOGC)  # restarted as started
+
+
+def environment(pid: int) -> dict[str, str]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    return dict(e.split("=", 1) for e in entries if "=" in e)
+
+
+def test_every_process_of_the_cluster_runs_with_the_harness_gogc(cluster):
+    """The harness's Go daemons trade memory for CPU (localcluster/component.py's GOGC), unless the
+    environment sets its own."""
+    require_local(cluster)
+    expected = os.environ.get("GOGC", GOGC)
+    got = {name: environment(pid).get("GOGC") for name, pid in cluster.pids.items()}
+    assert {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"} <= set(got)
+    assert got == dict.fromkeys(got, expected)
 
 
 def _listening_ports(pid: int) -> set[tuple[str, int]]:
