@@ -36,6 +36,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -98,6 +99,7 @@ def _child(zygote_module: str, request: dict, zygote: int) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        tempfile.tempdir = None  # gettempdir() reads the request's TMPDIR, not the zygote's cached one
         random.seed()  # not the zygote's sequence, shared by every child
         sys.argv = [f"-m {module}", *request.get("argv", ())]
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import select
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ class ServerProcess:
     url: str
     log_path: Path
     first_health: httpx.Response | None = None
+    temp_dir: Path | None = None  # its TMPDIR: what it (vLLM's sockets included) leaves goes with the test's
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -98,6 +101,13 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
     for key in ("API_KEYS", "CONFIG_FILE"):
         if key not in env:
             full.pop(key, None)
+    # Its own temporary directory, under the test's: vLLM's engine leaves its IPC sockets and its
+    # rendezvous file (vllm_dist_*) in the temporary directory, eight entries in /tmp a server. But
+    # torch's compile cache stays where it was (it defaults to the temporary directory): shared by
+    # the servers of a run and kept for the next run.
+    full.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}"))
+    temp_dir = Path(full.setdefault("TMPDIR", str(tmp / f"tmp-{port}")))
+    temp_dir.mkdir(parents=True, exist_ok=True)
     log_path = tmp / f"server-{port}.log"
     proc: subprocess.Popen | Forked
     forkable = module in FORKS["ocr_server"] and python == sys.executable and forking_enabled()
@@ -107,7 +117,7 @@ def start_server(tmp: Path, env: dict[str, str], module: str = "ocr_server", wai
     else:
         proc = subprocess.Popen([python, "-m", module], env=full, cwd=ROOT, preexec_fn=die_with_parent,
                                 stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
-    server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path)
+    server = ServerProcess(proc, f"http://127.0.0.1:{port}", log_path, temp_dir=temp_dir)
     if wait_ready:
         wait_for(server, 200, timeout)
     return server
