@@ -15,6 +15,7 @@ from localcluster.cluster import ClusterError, LocalCluster
 from localcluster.component import GOGC
 from localcluster.nodeconfig import GPU_RESOURCE, NODE_KIND_LABEL
 from localcluster.machine import pid_alive
+from localcluster.sharing import refresh
 from tests.e2e.conftest import require_local
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for
@@ -305,7 +306,12 @@ def test_every_process_of_the_cluster_runs_with_the_harness_gogc(cluster):
     environment sets its own."""
     require_local(cluster)
     expected = os.environ.get("GOGC", GOGC)
-    got = {name: environment(pid).get("GOGC") for name, pid in cluster.pids.items()}
+
+    def each_components():  # as recorded now: another worker may have restarted a part of the shared node
+        refresh(cluster)
+        return {name: environment(pid).get("GOGC") for name, pid in cluster.pids.items()}
+
+    got = wait_for(each_components, timeout=30, message="the environment of every component")
     assert {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"} <= set(got)
     assert got == dict.fromkeys(got, expected)
 
