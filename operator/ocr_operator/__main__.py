@@ -160,9 +160,13 @@ def run_operator(args: argparse.Namespace) -> None:
         if runtime is not None and runtime.discovery is not None:
             runtime.discovery.permitted(resource, namespace, allowed)
 
+    def known_refused(resource: str, namespace: str | None) -> bool:
+        runtime = handlers.STATE.runtime
+        return runtime is not None and runtime.discovery is not None and runtime.discovery.is_refused(resource, namespace)
+
     # An optional API's CRD deleted under a watch, or its watch refused, must not stop the
     # operator (runtime/discovery.py).
-    survive_lost_apis(handlers.STATE.insights, {k.group for k in wiring.OPTIONAL}, permitted)
+    survive_lost_apis(handlers.STATE.insights, {k.group for k in wiring.OPTIONAL}, permitted, known_refused)
     kopf.run(
         insights=handlers.STATE.insights,
         standalone=True,

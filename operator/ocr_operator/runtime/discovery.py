@@ -33,7 +33,9 @@ one of its namespaces (the cache's first listing, or a watch, answered 403) is n
 not served (no ServiceMonitor rendered, read or deleted). kopf stops watching it (left alone, kopf
 retries each refused request nine times over a minute, each an ERROR line, again and again), and
 ``Discovery.check`` lists it again at each look: once allowed, the kind is available and handed to
-kopf's rescan, as an API that appeared.
+kopf's rescan, as an API that appeared. A watch of a kind already known refused (the cache's first
+listing, before kopf's watches start, was answered 403) ends at once, without kopf's listing: that
+first listing alone cost a minute of kopf's retries and nine ERROR lines at every start.
 
 These two are the operator's uses of kopf's internals, both in this module (kopf is pinned to a
 minor version in pyproject.toml, and tests/unit/operator/runtime/test_discovery.py fails if those
@@ -90,14 +92,19 @@ LOST_API_MAX_BACKOFF = 60.0
 # Told whether the operator may list and watch an optional resource ("<plural>.<group>") in a
 # namespace (None: cluster-wide): False on a 403, True when a watch lists again after one.
 Permission = Callable[[str, "str | None", bool], None]
+# Whether the operator is known not to be allowed to list an optional resource in a namespace.
+Refused = Callable[[str, "str | None"], bool]
 
 
-def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Permission | None = None) -> None:
+def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Permission | None = None,
+                      known_refused: Refused | None = None) -> None:
     """From now on, a watch of a resource in one of `groups` whose LIST or WATCH is answered 404
     (its CRD deleted) or 403 (the operator may not read it) ends quietly instead of stopping kopf,
     and is tried again with a backoff that doubles per answer up to LOST_API_MAX_BACKOFF. On a 404
     kopf is asked to rescan the group (`rescan`), which stops the watch once discovery no longer
-    lists the resource; a 403, and the first listing after it, go to `on_permission`."""
+    lists the resource; a 403, and the first listing after it, go to `on_permission`. A watch of a
+    resource `known_refused` ends as on a 403 without asking the API server (kopf's listing would
+    retry the 403 nine times over a minute)."""
     from kopf._cogs.clients import errors, watching
 
     original = getattr(watching.continuous_watch, "__wrapped__", watching.continuous_watch)
@@ -108,31 +115,35 @@ def survive_lost_apis(insights: Any, groups: Collection[str], on_permission: Per
                                **kwargs: Any) -> AsyncIterator[Any]:
         key, name = (resource, namespace), f"{resource.plural}.{resource.group}"
         try:
-            async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
-                lost.pop(key, None)
-                if key in refused:
-                    refused.discard(key)
-                    if on_permission is not None:
-                        on_permission(name, namespace, True)
-                yield item
+            forbidden = resource.group in groups and known_refused is not None and known_refused(name, namespace)
+            if not forbidden:
+                async for item in original(settings=settings, resource=resource, namespace=namespace, **kwargs):
+                    lost.pop(key, None)
+                    if key in refused:
+                        refused.discard(key)
+                        if on_permission is not None:
+                            on_permission(name, namespace, True)
+                    yield item
+                return
         except (errors.APINotFoundError, errors.APIForbiddenError) as exc:
             if resource.group not in groups:
                 raise
-            times = lost[key] = lost.get(key, 0) + 1
-            if isinstance(exc, errors.APIForbiddenError):
-                refused.add(key)
-                if on_permission is not None:
-                    on_permission(name, namespace, False)
-                await stop_watching(insights, resource)
-            else:
-                log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
-                            resource.group, times)
-                try:
-                    await rescan(insights, settings, resource.group)
-                except Exception:  # noqa: BLE001 - the next 404 asks again
-                    log.exception("kopf rescan of API group %s failed", resource.group)
-            # kopf waits its reconnect backoff after this: in all 1, 2, 4 ... of those.
-            await asyncio.sleep(min(LOST_API_MAX_BACKOFF, settings.watching.reconnect_backoff * (2 ** (times - 1) - 1)))
+            forbidden = isinstance(exc, errors.APIForbiddenError)
+        times = lost[key] = lost.get(key, 0) + 1
+        if forbidden:
+            refused.add(key)
+            if on_permission is not None:
+                on_permission(name, namespace, False)
+            await stop_watching(insights, resource)
+        else:
+            log.warning("the API of %s is gone (404): asking kopf to rescan %s (try %d)", resource.plural,
+                        resource.group, times)
+            try:
+                await rescan(insights, settings, resource.group)
+            except Exception:  # noqa: BLE001 - the next 404 asks again
+                log.exception("kopf rescan of API group %s failed", resource.group)
+        # kopf waits its reconnect backoff after this: in all 1, 2, 4 ... of those.
+        await asyncio.sleep(min(LOST_API_MAX_BACKOFF, settings.watching.reconnect_backoff * (2 ** (times - 1) - 1)))
 
     continuous_watch.__wrapped__ = original  # type: ignore[attr-defined]
     watching.continuous_watch = continuous_watch
@@ -198,6 +209,12 @@ class Discovery:
         now = self.available
         if now != before:
             self.on_change(now ^ before)
+
+    def is_refused(self, resource: str, namespace: str | None) -> bool:
+        """Whether the operator was last answered 403 listing `resource` ("<plural>.<group>") in
+        `namespace`: kopf's watch of it need not ask again (survive_lost_apis' `known_refused`)."""
+        kind = self.by_crd.get(resource)
+        return kind is not None and (kind, namespace) in self.refused
 
     def _refuse(self, kind: str, namespace: str | None, refused: bool) -> None:
         key, where, resource = (kind, namespace), f" in {namespace}" if namespace else "", self.kinds[kind].resource

@@ -205,13 +205,13 @@ ANSWERS = {404: ("APINotFoundError", "the server could not find the requested re
                                       'ocr-system:ocr" cannot list resource "servicemonitors"')}
 
 
-def lost_api(monkeypatch, resource, answers, status=404):
+def lost_api(monkeypatch, resource, answers, status=404, known_refused=None, tries=None, iterations=None):
     """kopf's own infinite_watch over a watch whose LIST is answered `status` `answers` times, then
     one event; discovery already without the resource. What came out, the groups rescanned, what
-    kopf still watches, and what `on_permission` was told."""
+    kopf still watches, and what `on_permission` was told; `tries` gets each LIST kopf made."""
     from kopf._cogs.clients import errors, scanning, watching
 
-    tries = []
+    tries = [] if tries is None else tries
     error, message = ANSWERS[status]
 
     async def continuous_watch(*, settings, resource, namespace, operator_pause_waiter):
@@ -236,9 +236,9 @@ def lost_api(monkeypatch, resource, answers, status=404):
     async def go():
         insights = new_insights()
         insights.watched_resources.add(resource)  # kopf's rescan at the deletion still found it
-        survive_lost_apis(insights, {MONITOR.group}, lambda *args: told.append(args))
+        survive_lost_apis(insights, {MONITOR.group}, lambda *args: told.append(args), known_refused)
         events = [e async for e in watching.infinite_watch(settings=settings, resource=resource, namespace=None,
-                                                            _iterations=answers + 1)]
+                                                            _iterations=iterations or answers + 1)]
         return events, insights.watched_resources
     events, watched = run(go())
     return events, asked, watched, told
@@ -271,6 +271,37 @@ def test_a_watch_answered_403_for_an_optional_api_ends_kopfs_watch_of_it_and_dis
     assert asked == [] and resource not in watched  # kopf's orchestrator then ends the stream
     plural = "servicemonitors.monitoring.coreos.com"
     assert told == [(plural, None, False), (plural, None, False), (plural, None, True)]
+
+
+def test_a_watch_of_a_resource_known_refused_ends_without_kopfs_listing_until_it_is_allowed(monkeypatch):
+    """The cache's first listing, before kopf's watches start, was answered 403: kopf's watch of it
+    ends at once instead of kopf's listing retrying the 403 nine times over a minute (an ERROR line
+    each); once discovery finds it allowed, the watch lists as usual."""
+    resource = served_monitor()
+    plural, looks, tries = "servicemonitors.monitoring.coreos.com", [], []
+
+    def known_refused(name, namespace):
+        looks.append((name, namespace))
+        return len(looks) <= 2  # refused at the first two watches, allowed at the third
+
+    events, asked, watched, told = lost_api(monkeypatch, resource, answers=0, status=403,
+                                            known_refused=known_refused, tries=tries, iterations=3)
+    assert looks == [(plural, None)] * 3
+    assert len(tries) == 1  # kopf listed once: after the kind was allowed
+    assert events == [{"type": "ADDED", "object": {"metadata": {"name": "web"}}}]
+    assert asked == [] and resource not in watched
+    assert told == [(plural, None, False), (plural, None, False), (plural, None, True)]
+
+
+def test_a_resource_is_known_refused_only_in_the_namespace_whose_listing_was_answered_403():
+    discovery = Discovery(kube=None, kinds={"ServiceMonitor": MONITOR}, on_change=lambda _: None)
+    plural = "servicemonitors.monitoring.coreos.com"
+    discovery.permitted(plural, "team-a", False)
+    assert discovery.is_refused(plural, "team-a")
+    assert not discovery.is_refused(plural, "team-b") and not discovery.is_refused(plural, None)
+    assert not discovery.is_refused("ocrservices.ocr.causalflow.dev", "team-a")
+    discovery.permitted(plural, "team-a", True)
+    assert not discovery.is_refused(plural, "team-a")
 
 
 def test_a_kind_the_operator_may_not_list_in_one_namespace_is_not_available_until_it_may():
