@@ -52,7 +52,7 @@ venv: $(VENV)/.installed
 # writes it (above), but xdist's workers start at the same moment: each compiled torch, sympy,
 # transformers and pytest's rewritten test modules for itself, 15 CPU s a worker, 60 of a make test
 # on 2 cores. A collection of the tests writes them all, in two halves side by side: the modules
-# that import torch and transformers, and the rest (which imports neither), 19 s against 26 s for
+# that import torch and transformers, and the rest (which imports neither), 18 s against 26 s for
 # one collection on 2 cores, where the rest of a warm set-up has ended by then. The kubernetes
 # client's API modules are imported lazily, after collection, so they are imported here too. A
 # collection error is the test run's to report, with its context: this step only warms the files.
