@@ -155,14 +155,16 @@ def run_operator(args: argparse.Namespace) -> None:
 
     liveness = f"http://{args.liveness_host}:{args.liveness_port}/healthz" if args.liveness_port else None
     handlers.STATE.insights = new_insights()  # shared with kopf, so discovery can ask it to rescan
-    def permitted(resource: str, namespace: str | None, allowed: bool) -> None:
+    def discovery():  # the runtime's, once kopf's startup handler built it
         runtime = handlers.STATE.runtime
-        if runtime is not None and runtime.discovery is not None:
-            runtime.discovery.permitted(resource, namespace, allowed)
+        return runtime.discovery if runtime is not None else None
+
+    def permitted(resource: str, namespace: str | None, allowed: bool) -> None:
+        if (found := discovery()) is not None:
+            found.permitted(resource, namespace, allowed)
 
     def known_refused(resource: str, namespace: str | None) -> bool:
-        runtime = handlers.STATE.runtime
-        return runtime is not None and runtime.discovery is not None and runtime.discovery.is_refused(resource, namespace)
+        return (found := discovery()) is not None and found.is_refused(resource, namespace)
 
     # An optional API's CRD deleted under a watch, or its watch refused, must not stop the
     # operator (runtime/discovery.py).

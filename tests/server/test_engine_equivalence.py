@@ -217,9 +217,9 @@ def test_a_prompt_of_the_callers_own_and_min_tokens_read_the_same_on_both_engine
 def test_the_vllm_engines_sockets_and_rendezvous_file_stay_in_its_servers_temporary_directory(servers, answers):
     """vLLM's engine leaves its IPC sockets and its rendezvous file in the temporary directory (TMPDIR):
     in its server's own, removed with the test's files, not eight more entries in /tmp per start."""
-    left = sorted(p.name for p in servers["vllm"].temp_dir.iterdir())
-    assert any(name.startswith("vllm_dist_") for name in left), left
-    assert any(p.is_socket() for p in servers["vllm"].temp_dir.iterdir()), left
+    left = sorted(servers["vllm"].temp_dir.iterdir())
+    assert any(p.name.startswith("vllm_dist_") for p in left), left
+    assert any(p.is_socket() for p in left), left
 
 
 # --- the server's suite, the same assertions on each engine ---------------------------------------
