@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import DeepseekOcr2ImageProcessorPil
 
 from ocr_server.engines.transformers.pixels import normalisation_table, normalise
 
@@ -17,6 +16,10 @@ def _page(seed: int, height: int, width: int) -> Image.Image:
 
 @pytest.mark.parametrize("crop", [True, False], ids=["global view and crops", "global view only"])
 def test_device_normalisation_matches_the_processor_bit_for_bit(crop):
+    # Imported here, not at the top: every xdist worker collects this module, and the processor's
+    # import (transformers' lazy table) was 2.5 CPU s of each worker's collection.
+    from transformers import DeepseekOcr2ImageProcessorPil
+
     processor = DeepseekOcr2ImageProcessorPil(size={"height": 1024, "width": 1024}, tile_size=640)
     table = normalisation_table(processor)
     kw = dict(crop_to_patches=crop, min_patches=2, max_patches=6, tile_size=640 if crop else 1024, return_tensors="pt")
