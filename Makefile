@@ -5,8 +5,8 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 # make test runs the tiers side by side (tests/conftest.py groups them); TEST_WORKERS=0 runs serially.
-# auto: tests/conftest.py's pytest_xdist_auto_num_workers, five workers (the real-node tests in two
-# units, the kwok tests in two), or one fewer with CAUSALFLOW_REAL_NODE_UNITS=1 or CAUSALFLOW_KWOK_UNITS=1.
+# auto: tests/conftest.py's pytest_xdist_auto_num_workers, four workers (the real-node tests in two
+# units), or three with CAUSALFLOW_REAL_NODE_UNITS=1.
 TEST_WORKERS ?= auto
 BINARIES := $(shell bash localcluster/build-binaries.sh --print-dir)
 # Python writes bytecode here even where the environment says not to (CI images and many base

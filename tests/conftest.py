@@ -1,16 +1,15 @@
-"""Test distribution for `make test`, which runs pytest-xdist in five workers: one for each e2e
-unit and one for the rest (one fewer with CAUSALFLOW_REAL_NODE_UNITS=1 or CAUSALFLOW_KWOK_UNITS=1).
+"""Test distribution for `make test`, which runs pytest-xdist in four workers (three with
+CAUSALFLOW_REAL_NODE_UNITS=1).
 
 The e2e tier mostly waits on the API server, the kubelet and containers while the unit and server
 tiers are CPU-bound, so running them side by side saves more than half of the serial wall time: on
-2 cores the five workers keep them about 95 % busy.
+2 cores the four workers keep them about 90 % busy.
 
 Units of work, each run by one worker from its start to its end:
-- the e2e tier: the kwok tests, two units (`kwok_unit`: halves of about the same measured
-  duration), or one (`kwok_units`); and the real-node tests (modules
-  `tests/e2e/test_realnode*.py`): two units (`real_node_unit`), or one (`real_node_units`). Their
-  workers share one cluster, with the machine's one real node and kwok's GPU nodes
-  (tests/e2e/conftest.py, localcluster/sharing.py); the few kwok
+- the e2e tier: the kwok tests, one unit; and the real-node tests (modules
+  `tests/e2e/test_realnode*.py`): two units (`real_node_unit`: halves of about the same measured
+  duration), or one (`real_node_units`). Their workers share one cluster, with the machine's one
+  real node and kwok's GPU nodes (tests/e2e/conftest.py, localcluster/sharing.py); the few kwok
   tests that restart the API server or act on every namespace start a cluster of their own
   (`private_cluster`). The tests that stop or restart a part of the node (marked
   `exclusive`, last in their modules) run while the other worker waits; their modules go to the
@@ -42,13 +41,12 @@ pytest_plugins = ["tests.cpu_report"]  # --cpu-report FILE: each test's CPU seco
 
 E2E_REAL_NODE = "tests/e2e (real node)"
 E2E_KWOK = "tests/e2e (kwok)"
-E2E_KWOK_UNITS = (f"{E2E_KWOK} 1", f"{E2E_KWOK} 2")
 # Measured with --junitxml in a three-worker run on 2026-12-02 (seconds of the tests' own time):
 # the real-node unit ~1210 plus test_rollback.py ~240 when that kwok module ran in its cluster (the
 # run's critical path: 1446 of 1472 s), the engine equivalence module ~830 (two servers with the
 # full-size vision tower), the kwok e2e unit ~810 without test_rollback.py; 4082 in all.
 E2E_REAL_NODE_UNITS = (f"{E2E_REAL_NODE} 1", f"{E2E_REAL_NODE} 2")
-HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK, *E2E_KWOK_UNITS)
+HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_equivalence.py", E2E_KWOK)
 # The real-node tests in two units, also on 2 cores, where make test is CPU-bound for most of its
 # run: on 2026-12-05 (fresh clones, 2 cores) two real-node workers (4 in all) took 1,010 s against
 # 1,129 s, for 1,829 CPU s against 1,740; on 2026-12-02, with 2,172 CPU s against 1,960, they had
@@ -56,9 +54,9 @@ HEAVY_FIRST = (E2E_REAL_NODE, *E2E_REAL_NODE_UNITS, "tests/server/test_engine_eq
 # took 582 s against 868.
 REAL_NODE_UNITS_ENV = "CAUSALFLOW_REAL_NODE_UNITS"
 # Seconds of each real-node module's tests in a whole `make test` (2 cores, 2026-12-06, the mean of
-# three fresh clones: two with four workers, one with five): what `real_node_unit` balances. They
-# include the modules' waits for the other real-node worker (an exclusive test waits for that
-# worker's module to end), which measured alone they lack. A module not listed counts as 40.
+# three runs): what `real_node_unit` balances. They include the modules' waits for the other
+# real-node worker (an exclusive test waits for that worker's module to end, 0 to 70 s from run to
+# run), which measured alone they lack. A module not listed counts as 40.
 REAL_NODE_SECONDS = {
     "test_realnode_faults": 247, "test_realnode_batch_faults": 170, "test_realnode": 132,
     "test_realnode_quality_gate": 110, "test_realnode_batch": 103, "test_realnode_autoscaling_queue_depth": 72,
@@ -67,24 +65,6 @@ REAL_NODE_SECONDS = {
     "test_realnode_batch_helm": 42, "test_realnode_images": 41, "test_realnode_rotation": 41,
     "test_realnode_quality_gate_loop": 35, "test_realnode_serving": 25, "test_realnode_rollback": 23,
     "test_realnode_operator": 20, "test_realnode_s3": 3,
-}
-
-# The kwok tests in two units (`kwok_unit`), also on 2 cores: each is a chain of waits on the API
-# server, the operator and kwok's simulated pods, which a fifth worker overlaps with the others'.
-# They can share one cluster: each test has a namespace and an operator of its own, and what would
-# disturb another (an API server restart, an operator of every namespace) has a `private_cluster`.
-# On 2026-12-06 (2 cores) pytest took 764 s against 797-798 with one kwok unit in four workers, for
-# 1,418 CPU s against 1,464-1,485: the cores were idle 106 core-seconds against about 190.
-KWOK_UNITS_ENV = "CAUSALFLOW_KWOK_UNITS"
-# Seconds of each kwok module's tests in a whole `make test` (four workers, 2 cores, 2026-12-06, the
-# mean of two fresh clones): what `kwok_unit` balances. A module not listed counts as 10.
-KWOK_SECONDS = {
-    "test_rollback": 168, "test_cluster": 114, "test_operator_autoscaling": 100, "test_chart": 82,
-    "test_operator_idle": 71, "test_operator_resilience": 44, "test_operator_reconcile": 33,
-    "test_operator_servicemonitor": 29, "test_operator_leader_election": 21, "test_metrics_chain": 18,
-    "test_operator_validation": 14, "test_operator_prometheusrule": 12, "test_operator_batch": 9,
-    "test_config_contract_apiserver": 8, "test_ocrbatch_validation": 7, "test_pod_security": 6,
-    "test_operator_batch_callback_guard": 4, "test_model_source_validation": 2, "test_node_parts": 1,
 }
 
 MAIN_SERVER = "tests/server (main server)"
@@ -111,7 +91,7 @@ def main_server_modules() -> frozenset[str]:
                      if takes_main_server(p.read_text()))
 
 
-def halves(modules: dict[str, float], exclusive: frozenset[str] = frozenset()) -> tuple[set[str], set[str]]:
+def real_node_halves(modules: dict[str, float], exclusive: frozenset[str]) -> tuple[set[str], set[str]]:
     """Two sets of modules whose durations (`modules`: name -> seconds) are about equal: those with
     exclusive tests all in the first (their stretches alone never wait for each other), the others
     longest first, each to the half with less so far."""
@@ -155,13 +135,7 @@ def _real_node_first_half() -> frozenset[str]:
     paths = sorted((SERVER_TESTS.parent / "e2e").glob("test_realnode*.py"))
     modules = {p.stem: REAL_NODE_SECONDS.get(p.stem, 40.0) for p in paths}
     exclusive = frozenset(p.stem for p in paths if has_exclusive_tests(p.read_text()))
-    return frozenset(halves(modules, exclusive)[0])
-
-
-@functools.cache
-def _kwok_first_half() -> frozenset[str]:
-    paths = [p for p in sorted((SERVER_TESTS.parent / "e2e").glob("test_*.py")) if not p.stem.startswith("test_realnode")]
-    return frozenset(halves({p.stem: KWOK_SECONDS.get(p.stem, 10.0) for p in paths})[0])
+    return frozenset(real_node_halves(modules, exclusive)[0])
 
 
 def real_node_units() -> int:
@@ -169,20 +143,10 @@ def real_node_units() -> int:
     return 1 if os.environ.get(REAL_NODE_UNITS_ENV) == "1" else 2
 
 
-def kwok_units() -> int:
-    """1 or 2: CAUSALFLOW_KWOK_UNITS, else 2."""
-    return 1 if os.environ.get(KWOK_UNITS_ENV) == "1" else 2
-
-
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (make test): a worker for each of the heavy units that run all along (the real-node
-    unit or units, the kwok unit or units) and one for everything else."""
-    return real_node_units() + kwok_units() + 1
-
-
-def kwok_unit(path: str) -> str:
-    """Which of the two kwok units a kwok e2e module is in."""
-    return E2E_KWOK_UNITS[Path(path).stem not in _kwok_first_half()]
+    unit or units, the kwok unit) and one for everything else."""
+    return real_node_units() + 2
 
 
 def real_node_unit(path: str) -> str:
@@ -195,7 +159,7 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/e2e/"):
         if not path.startswith("tests/e2e/test_realnode"):
-            return kwok_unit(path) if kwok_units() == 2 else E2E_KWOK
+            return E2E_KWOK
         return real_node_unit(path) if real_node_units() == 2 else E2E_REAL_NODE
     if path in main_server_modules():
         return MAIN_SERVER

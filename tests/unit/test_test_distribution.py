@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import (E2E_KWOK, E2E_KWOK_UNITS, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, KWOK_SECONDS,
-                            KWOK_UNITS_ENV, MAIN_SERVER, REAL_NODE_SECONDS, REAL_NODE_UNITS_ENV, halves,
-                            has_exclusive_tests, kwok_units, main_server_modules, marks_of_tests, module_marks,
-                            pytest_xdist_auto_num_workers, real_node_units, start_order, takes_main_server, work_unit)
+from tests.conftest import (E2E_KWOK, E2E_REAL_NODE, E2E_REAL_NODE_UNITS, HEAVY_FIRST, MAIN_SERVER, REAL_NODE_SECONDS,
+                            REAL_NODE_UNITS_ENV, has_exclusive_tests, main_server_modules, marks_of_tests, module_marks,
+                            pytest_xdist_auto_num_workers, real_node_halves, real_node_units, start_order,
+                            takes_main_server, work_unit)
 
 TESTS = Path(__file__).resolve().parents[1]
 E2E = TESTS / "e2e"
@@ -15,7 +15,6 @@ E2E = TESTS / "e2e"
 
 def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
-    monkeypatch.setenv(KWOK_UNITS_ENV, "1")
     modules = sorted(E2E.glob("test_realnode*.py"))
     assert {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules} == {E2E_REAL_NODE}
     assert work_unit("tests/e2e/test_chart.py::test_b") == E2E_KWOK
@@ -23,27 +22,11 @@ def test_real_node_e2e_modules_are_one_unit_and_kwok_e2e_modules_another(monkeyp
 
 def test_with_two_real_node_units_the_real_node_modules_go_to_both_and_kwok_e2e_modules_to_another(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
-    monkeypatch.setenv(KWOK_UNITS_ENV, "1")
     modules = sorted(E2E.glob("test_realnode*.py"))
     units = {work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules}
     assert units == set(E2E_REAL_NODE_UNITS)
     assert {work_unit(n) for n in ("tests/e2e/test_operator_idle.py::test_a[x]", "tests/e2e/test_chart.py::test_b",
                                    "tests/e2e/test_rollback.py::test_c")} == {E2E_KWOK}
-
-
-def test_with_two_kwok_units_the_kwok_modules_go_to_both_halves_of_about_equal_measured_seconds(monkeypatch):
-    monkeypatch.delenv(KWOK_UNITS_ENV, raising=False)
-    modules = [m for m in sorted(E2E.glob("test_*.py")) if not m.name.startswith("test_realnode")]
-    unit = {m.stem: work_unit(f"tests/e2e/{m.name}::test_a[x]") for m in modules}
-    assert set(unit.values()) == set(E2E_KWOK_UNITS)
-    seconds = [sum(KWOK_SECONDS.get(m, 10.0) for m, u in unit.items() if u == half) for half in E2E_KWOK_UNITS]
-    assert abs(seconds[0] - seconds[1]) <= max(KWOK_SECONDS.values()) / 2, (seconds, unit)
-    assert work_unit("tests/e2e/test_realnode.py::test_a") in E2E_REAL_NODE_UNITS  # the real-node ones stay theirs
-
-
-def test_every_kwok_module_has_a_measured_duration():
-    modules = {m.stem for m in E2E.glob("test_*.py") if not m.name.startswith("test_realnode")}
-    assert modules == set(KWOK_SECONDS), modules ^ set(KWOK_SECONDS)
 
 
 def test_every_module_marked_realnode_is_named_so_its_tests_go_to_a_real_node_unit():
@@ -70,11 +53,11 @@ def test_marks_of_tests_reads_each_tests_decorator_marks_in_source_order():
 
 def test_the_modules_with_exclusive_tests_share_the_first_half_and_the_others_are_balanced_longest_first():
     modules = {"x1": 100.0, "x2": 50.0, "a": 80.0, "b": 60.0, "c": 30.0, "d": 20.0}
-    first, second = halves(modules, frozenset({"x1", "x2"}))
+    first, second = real_node_halves(modules, frozenset({"x1", "x2"}))
     assert first == {"x1", "x2", "d"} and second == {"a", "b", "c"}  # 150 | a 80, b 60, c 30 -> 170 | d 20 -> 170
-    first, second = halves({**modules, "e": 90.0}, frozenset({"x1", "x2"}))
+    first, second = real_node_halves({**modules, "e": 90.0}, frozenset({"x1", "x2"}))
     assert first == {"x1", "x2", "b"} and second == {"e", "a", "c", "d"}  # 150 | e 90, a 80 -> 170 | b 60 | c, d
-    assert halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
+    assert real_node_halves({"a": 1.0}, frozenset({"gone"})) == ({"a"}, set())
 
 
 def test_two_real_node_units_unless_the_variable_says_one(monkeypatch):
@@ -84,20 +67,10 @@ def test_two_real_node_units_unless_the_variable_says_one(monkeypatch):
     assert real_node_units() == 1
 
 
-def test_two_kwok_units_unless_the_variable_says_one(monkeypatch):
-    monkeypatch.delenv(KWOK_UNITS_ENV, raising=False)
-    assert kwok_units() == 2
-    monkeypatch.setenv(KWOK_UNITS_ENV, "1")
-    assert kwok_units() == 1
-
-
-def test_make_tests_workers_are_one_per_e2e_unit_and_one_for_the_rest(monkeypatch):
-    monkeypatch.delenv(KWOK_UNITS_ENV, raising=False)
+def test_make_tests_workers_are_three_with_one_real_node_unit_and_four_with_two(monkeypatch):
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "1")
-    assert pytest_xdist_auto_num_workers(None) == 4
+    assert pytest_xdist_auto_num_workers(None) == 3
     monkeypatch.setenv(REAL_NODE_UNITS_ENV, "2")
-    assert pytest_xdist_auto_num_workers(None) == 5
-    monkeypatch.setenv(KWOK_UNITS_ENV, "1")
     assert pytest_xdist_auto_num_workers(None) == 4
 
 
@@ -151,7 +124,7 @@ def test_other_tests_go_with_their_module():
 
 
 def test_the_heaviest_units_start_first_and_the_rest_keep_their_order():
-    units = ["tests/unit/a.py", E2E_KWOK_UNITS[1], E2E_REAL_NODE_UNITS[1], "tests/server/b.py", E2E_KWOK,
-             E2E_REAL_NODE_UNITS[0], E2E_KWOK_UNITS[0], "tests/server/test_engine_equivalence.py", E2E_REAL_NODE]
+    units = ["tests/unit/a.py", E2E_REAL_NODE_UNITS[1], "tests/server/b.py", E2E_KWOK, E2E_REAL_NODE_UNITS[0],
+             "tests/server/test_engine_equivalence.py", E2E_REAL_NODE]
     assert start_order(units) == [*HEAVY_FIRST, "tests/unit/a.py", "tests/server/b.py"]
     assert start_order(["tests/unit/a.py", E2E_KWOK]) == [E2E_KWOK, "tests/unit/a.py"]
