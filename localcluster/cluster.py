@@ -372,6 +372,10 @@ class LocalCluster(KubectlCommands):
             "rules": [
                 {"level": "None", "verbs": ["get", "list", "watch"]},
                 {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
+                # With its body, each change to an OcrService (its status too): a write a test did not
+                # expect (test_operator_idle's) then says which fields it changed.
+                {"level": "Request", "verbs": ["create", "update", "patch"],
+                 "resources": [{"group": "ocr.causalflow.dev", "resources": ["ocrservices", "ocrservices/status"]}]},
                 {"level": "Metadata"},
             ],
         }))

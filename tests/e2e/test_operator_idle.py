@@ -48,11 +48,14 @@ def test_a_minute_without_spec_changes_makes_zero_writes(cluster, ocr, ocr_crd, 
         # The filter sees the operator's writes: creating the children and the status were some.
         assert any(e.get("objectRef", {}).get("resource") == "deployments" and e["verb"] == "patch"
                    for e in converging), "audit filter found no operator write at all"
+        # ...and logs the body of each OcrService write, so an unexpected one below says what it changed.
+        assert any(e["objectRef"].get("subresource") == "status" and e.get("requestObject", {}).get("status")
+                   for e in converging), "no OcrService status write with its body in the audit log"
         writes = ocr.audit_writes(since)
         reconciles = after["reconciles"]["reconciles"] - before["reconciles"]["reconciles"]
         print(f"\nidle window {IDLE_SECONDS}s: {reconciles} reconciles, {len(writes)} operator writes")
         assert reconciles >= 10, (before, after)
-        assert writes == [], [(e["verb"], e["objectRef"], e.get("userAgent")) for e in writes]
+        assert writes == [], [(e["verb"], e["objectRef"], e.get("userAgent"), e.get("requestObject")) for e in writes]
         assert op.alive()
     except BaseException:
         print(op.log_tail(150))
