@@ -307,11 +307,11 @@ def test_every_process_of_the_cluster_runs_with_the_harness_gogc(cluster):
     require_local(cluster)
     expected = os.environ.get("GOGC", GOGC)
 
-    def each_components():  # as recorded now: another worker may have restarted a part of the shared node
+    def gogc_of_each_component():  # as recorded now: another worker may have restarted a part of the shared node
         refresh(cluster)
         return {name: environment(pid).get("GOGC") for name, pid in cluster.pids.items()}
 
-    got = wait_for(each_components, timeout=30, message="the environment of every component")
+    got = wait_for(gogc_of_each_component, timeout=30, message="the environment of every component")
     assert {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"} <= set(got)
     assert got == dict.fromkeys(got, expected)
 
