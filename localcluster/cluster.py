@@ -17,7 +17,6 @@ Three ways in: the `cluster` pytest fixture (tests/e2e/conftest.py), `make clust
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
@@ -34,7 +33,7 @@ from typing import IO
 
 import yaml
 
-from localcluster import kwok, metrics_chain
+from localcluster import controlplane, kwok, metrics_chain
 from localcluster.apireader import ApiReader
 from localcluster.component import Component
 from localcluster.kubectl import KubectlCommands
@@ -367,65 +366,19 @@ class LocalCluster(KubectlCommands):
         w = self.workdir
         (w / "tokens.csv").write_text("".join(
             f'{tok},{user},{user},"system:masters"\n' for user, tok in self.tokens.items()))
-        (w / "audit-policy.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-            "rules": [
-                {"level": "None", "verbs": ["get", "list", "watch"]},
-                {"level": "None", "resources": [{"group": "coordination.k8s.io", "resources": ["leases"]}]},
-                # With its body, each change to an OcrService (its status too): a write a test did not
-                # expect (test_operator_idle's) then says which fields it changed.
-                {"level": "Request", "verbs": ["create", "update", "patch"],
-                 "resources": [{"group": "ocr.causalflow.dev", "resources": ["ocrservices", "ocrservices/status"]}]},
-                {"level": "Metadata"},
-            ],
-        }))
+        (w / "audit-policy.yaml").write_text(yaml.safe_dump(controlplane.audit_policy()))
         stages = kwok.stages(self.bin_dir.parent / "kwok-stages")
         (w / "kwok.yaml").write_text(yaml.safe_dump_all(stages, sort_keys=False))
 
     def _start_etcd(self) -> None:
-        p, pp = self.ports["etcd"], self.ports["etcd-peer"]
-        self.start_component("etcd", [
-            str(self.bin_dir / "etcd"), "--name=default", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{p}", f"--advertise-client-urls=http://127.0.0.1:{p}",
-            f"--listen-peer-urls=http://127.0.0.1:{pp}", f"--initial-advertise-peer-urls=http://127.0.0.1:{pp}",
-            f"--initial-cluster=default=http://127.0.0.1:{pp}", "--unsafe-no-fsync",
-            "--auto-compaction-retention=1", "--quota-backend-bytes=4294967296", "--log-level=warn",
-        ])
+        p = self.ports["etcd"]
+        self.start_component("etcd", controlplane.etcd_argv(self.bin_dir, self.workdir, self.ports))
 
         def healthy() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{p}/health", timeout=2) as r:
                 return json.load(r).get("health") == "true"
 
         self.wait_ready("etcd", healthy, 30)
-
-    def _apiserver_argv(self) -> list[str]:
-        w, pki = self.workdir, self.workdir / "pki"
-        return [
-            str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={self.ports['apiserver']}",
-            f"--tls-cert-file={pki / 'serving.crt'}", f"--tls-private-key-file={pki / 'serving.key'}",
-            f"--token-auth-file={w / 'tokens.csv'}",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
-            # 127.0.0.1 is not a valid Endpoints address, so the apiserver must not publish itself.
-            "--endpoint-reconciler-type=none",
-            # Aggregation (the custom-metrics APIService) proxies with this client identity.
-            f"--proxy-client-cert-file={pki / 'serving.crt'}", f"--proxy-client-key-file={pki / 'serving.key'}",
-            f"--requestheader-client-ca-file={pki / 'ca.crt'}", "--requestheader-allowed-names=",
-            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--audit-policy-file={w / 'audit-policy.yaml'}", f"--audit-log-path={self.audit_log}",
-            "--audit-log-maxsize=200", "--audit-log-format=json",
-            # logs/exec/port-forward reach the real node at its IP, never by resolving its name
-            # (which would ask the machine's outside resolver).
-            "--kubelet-preferred-address-types=InternalIP",
-            "--profiling=false", "--v=1",
-        ]
 
     def _apiserver_ready(self) -> bool:
         req = urllib.request.Request(self.server + "/readyz",
@@ -434,19 +387,12 @@ class LocalCluster(KubectlCommands):
             return r.status == 200
 
     def _start_apiserver(self) -> None:
-        self.start_component("apiserver", self._apiserver_argv())
+        self.start_component("apiserver", controlplane.apiserver_argv(self.bin_dir, self.workdir, self.ports, self.audit_log))
         self.wait_ready("apiserver", self._apiserver_ready, 90)
 
     def kubeconfig_for(self, user: str) -> str:
         """A kubeconfig (YAML text) for one of the cluster's token users."""
-        ca = base64.b64encode((self.workdir / "pki" / "ca.crt").read_bytes()).decode()
-        return yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "causalflow-local",
-            "clusters": [{"name": "causalflow-local", "cluster": {"server": self.server,
-                                                                   "certificate-authority-data": ca}}],
-            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
-            "contexts": [{"name": "causalflow-local", "context": {"cluster": "causalflow-local", "user": user}}],
-        })
+        return controlplane.kubeconfig(self.server, (self.workdir / "pki" / "ca.crt").read_bytes(), user, self.tokens[user])
 
     def _write_kubeconfigs(self) -> None:
         self.kubeconfig.write_text(self.kubeconfig_for("causalflow-admin"))
@@ -459,26 +405,8 @@ class LocalCluster(KubectlCommands):
             f.chmod(0o600)
 
     def _start_controllers(self) -> None:
-        w, pki = self.workdir, self.workdir / "pki"
-        kcm_kc, sch_kc = w / "controller-manager.kubeconfig", w / "scheduler.kubeconfig"
-        self.start_component("controller-manager", [
-            str(self.bin_dir / "kube-controller-manager"), f"--kubeconfig={kcm_kc}",
-            f"--authentication-kubeconfig={kcm_kc}", f"--authorization-kubeconfig={kcm_kc}",
-            "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports['controller-manager']}",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-            "--use-service-account-credentials=false",
-            # Test speed: the HPA looks every 2 s; scale-down speed comes from each HPA's behavior.
-            "--horizontal-pod-autoscaler-sync-period=2s",
-            "--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-deployment-syncs=10",
-            "--concurrent-replicaset-syncs=10", "--concurrent-gc-syncs=20", "--v=1",
-        ])
-        self.start_component("scheduler", [
-            str(self.bin_dir / "kube-scheduler"), f"--kubeconfig={sch_kc}",
-            f"--authentication-kubeconfig={sch_kc}", f"--authorization-kubeconfig={sch_kc}",
-            "--leader-elect=false", "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports['scheduler']}", "--kube-api-qps=200", "--kube-api-burst=400", "--v=1",
-        ])
+        self.start_component("controller-manager", controlplane.controller_manager_argv(self.bin_dir, self.workdir, self.ports))
+        self.start_component("scheduler", controlplane.scheduler_argv(self.bin_dir, self.workdir, self.ports))
 
         def healthz(port: int) -> bool:
             ctx = ssl._create_unverified_context()  # self-signed serving certs of local components
@@ -489,14 +417,7 @@ class LocalCluster(KubectlCommands):
         self.wait_ready("scheduler", lambda: healthz(self.ports["scheduler"]), 60)
 
     def _start_kwok(self) -> None:
-        self.start_component("kwok", [
-            str(self.bin_dir / "kwok"), f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
-            f"--config={self.workdir / 'kwok.yaml'}",
-            # Only the fake nodes: with --manage-all-nodes kwok would also take over the real node.
-            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            "--cidr=10.0.0.0/16", "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
-            f"--server-address=127.0.0.1:{self.ports['kwok']}",
-        ])
+        self.start_component("kwok", controlplane.kwok_argv(self.bin_dir, self.workdir, self.ports))
 
         def healthz() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['kwok']}/healthz", timeout=2) as r:
