@@ -66,7 +66,9 @@ async def _write_status(rt: Runtime, owner: Mapping[str, Any], new: dict[str, An
     patch = C.diff(owner.get("status"), new)
     if patch is not None and hold > 0 and not status.urgent(owner.get("status"), patch):
         result.status_held = True
-        result.events = list(events)
+        # A first report waits whole: the reconcile that writes it decides its rollout's start
+        # again, RolloutStarted included (status.first_report).
+        result.events = [] if status.first_report(owner.get("status"), patch) else list(events)
         return
     if patch is not None:
         result.status = await rt.kube.merge_patch(KIND, md["namespace"], md["name"], {"status": patch},

@@ -11,8 +11,9 @@ de-duplicates, serves new and changed specs first but fairly, and is rate-limite
 reconciled by two workers at once. Deadlines are delayed wake-ups, failures back off (timers.py),
 slow work runs as background jobs (jobs.py), and Events are posted by a background task, never
 inside the reconcile. A status patch that may wait (the reconciler says which) waits until
-``status_coalesce`` seconds after the object's previous status write: the reconcile is told how
-long (``Context.status_hold``) and asks to be woken then.
+``status_coalesce`` seconds after the object's previous status write (the whole period when this
+process wrote none yet): the reconcile is told how long (``Context.status_hold``) and asks to be
+woken then.
 
 ``resourceVersion`` is opaque: compared for equality only. Only the operator writes an owner's
 status, so after its own status patch the returned body is kept and watch events of the same
@@ -295,7 +296,9 @@ class Controller:
             return
         started = time.monotonic()
         written = self.status_written.get(key)
-        hold = 0.0 if written is None else max(0.0, self.status_coalesce - (started - written))
+        # Never written by this process (a new object, or since a restart): a patch that may wait
+        # waits the whole coalescing period (a new object's first report: ocrservice/status.py).
+        hold = self.status_coalesce if written is None else max(0.0, self.status_coalesce - (started - written))
         try:
             ctx = Context(now=dt.datetime.now(dt.timezone.utc), available=await self.runtime.available(),
                           status_hold=hold, jobs=self.jobs)

@@ -233,3 +233,43 @@ def test_a_new_object_from_create_to_settled_costs_six_applies_three_status_patc
     assert events == ["RolloutStarted", "RolloutSucceeded"]
     assert body["status"]["rollout"]["phase"] == "Healthy" and body["status"]["replicas"] == 1
     assert len(kube.calls) + len(events) <= 12
+
+
+def test_a_new_object_whose_pods_are_ready_within_the_hold_costs_two_status_patches_and_two_events():
+    """The first report (the rollout begun, nothing wrong) waits like counts do (status.first_report),
+    with its RolloutStarted: the reconcile that finds the pods Ready decides the rollout's start again
+    and writes it together with Ready. No status and no Event before that, one RolloutStarted after."""
+    kube, store = RecordingKube(), listed_store()
+    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 2}})
+    events, patches_at = [], []
+
+    def step(at: float, hold: float = 0.0):
+        nonlocal body
+        before = len([c for c in kube.calls if c[0] == "patch"])
+        result = run(reconcile(kube, body, now=NOW + dt.timedelta(seconds=at), store=store, status_hold=hold))
+        events.extend(e[1] for e in result.events)
+        if result.status is not None:
+            body = {**body, "status": {**(body.get("status") or {}), **result.status["status"]}}
+            body["status"] = {k: v for k, v in body["status"].items() if v is not None}
+        patches_at.extend([at] * (len([c for c in kube.calls if c[0] == "patch"]) - before))
+        return result
+
+    first = step(0, hold=2.0)  # a new object: nothing written yet, the whole coalescing period
+    assert first.status_held and first.requeue_after == 2.0 and first.events == [] and "status" not in body
+    assert len([c for c in kube.calls if c[0] == "apply"]) == 6  # its children are not held
+    dep_key = ("Deployment", "team-a", "ocr")
+    revision = store.objects[dep_key]["metadata"]["annotations"][naming.REVISION_KEY]
+    dep = copy.deepcopy(store.objects[dep_key])
+    dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
+    dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1}
+    assert store.apply_event("MODIFIED", dep)
+    store.apply_event("MODIFIED", _replicaset(dep))
+    assert store.apply_event("MODIFIED", _pod(body, revision, ready=True))
+    step(1.0, hold=1.0)  # Ready: urgent, the whole first report with it
+    assert body["status"]["observedGeneration"] == 1 and body["status"]["rollout"]["phase"] == "Progressing"
+    assert body["status"]["rollout"]["startedAt"].startswith("2026-03-01T12:00:01")  # decided again, then
+    settle = parsed(body).rollout.settle_seconds
+    step(1.0 + settle + 1)  # settled
+    assert body["status"]["rollout"]["phase"] == "Healthy"
+    assert patches_at == [1.0, 1.0 + settle + 1]
+    assert events == ["RolloutStarted", "RolloutSucceeded"]

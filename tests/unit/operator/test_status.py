@@ -201,6 +201,42 @@ def test_a_change_of_the_rollout_record_or_the_revisions_is_urgent():
     assert St.urgent(old, {"observedGeneration": 4}) is True
 
 
+def starting(rev="abc"):
+    """The decision of a first rollout that has just begun: Progressing, nothing wrong yet."""
+    st = rollout.RolloutStatus(current_revision=rev, phase="Progressing", rollout_started="2026-11-29T12:00:00.000000Z")
+    return rollout.Decision(rev, st, (), None,
+                            rollout.ConditionSpec("Progressing", "True", "RolloutInProgress", f"rolling out {rev}"),
+                            rollout.ConditionSpec("Degraded", "False", "AsExpected", "fine"))
+
+
+def test_a_new_objects_first_report_of_its_first_rollout_may_wait():
+    new, _ = build(owner({"replicas": 2}), deployment=deployment(ready=0, replicas=0, updated=0), decision=starting(),
+                   hpa=None)
+    patch = C.diff(None, new)
+    assert patch["observedGeneration"] and patch["rollout"]["phase"] == "Progressing"
+    assert (cond(new, "Ready")["status"], cond(new, "Ready")["reason"]) == ("False", "RolloutInProgress")
+    assert St.first_report(None, patch) is True and St.urgent(None, patch) is False
+
+
+def test_a_first_report_of_pods_already_ready_or_of_a_problem_is_urgent():
+    body = owner({"replicas": 2})
+    ready, _ = build(body, deployment=deployment(ready=2), decision=starting(), hpa=None)
+    assert St.first_report(None, C.diff(None, ready)) is False and St.urgent(None, C.diff(None, ready)) is True
+    failing = rollout.Decision("abc", starting().status, (), None, starting().progressing,
+                               rollout.ConditionSpec("Degraded", "True", "CrashLoop", "the pod crashes"))
+    degraded, _ = build(body, deployment=deployment(ready=0, replicas=0, updated=0), decision=failing, hpa=None)
+    assert St.first_report(None, C.diff(None, degraded)) is False and St.urgent(None, C.diff(None, degraded)) is True
+
+
+def test_only_the_first_report_may_wait_a_later_one_of_the_same_kind_is_urgent():
+    body = owner({"replicas": 2})
+    first, _ = build(body, deployment=deployment(ready=0, replicas=0, updated=0), decision=starting("abc"), hpa=None)
+    upgrade, _ = build({**body, "status": first}, deployment=deployment(ready=0, replicas=0, updated=0),
+                       decision=starting("def"), hpa=None)
+    patch = C.diff(first, upgrade)
+    assert St.first_report(first, patch) is False and St.urgent(first, patch) is True
+
+
 def test_ready_transitions_inside_a_rollout_are_left_to_the_rollouts_own_events():
     ready = C.Condition("Ready", "True", "AllReplicasReady", "2/2")
     upgrading = C.Condition("Ready", "False", "RolloutInProgress", "revision b: 0/2 pods updated, 2 Ready")
