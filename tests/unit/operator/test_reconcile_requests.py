@@ -186,90 +186,83 @@ def _pod(body, revision: str, *, ready: bool) -> dict:
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
+class NewObject:
+    """One new OcrService's life through its reconciles, as the controller drives it: each `step`
+    reconciles it at a time (seconds after NOW) with a status hold and keeps what the status patch
+    returned; `deployment_reports` is the Deployment controller's report, as its watch event brings it."""
+
+    def __init__(self):
+        self.kube, self.store = RecordingKube(), listed_store()
+        self.body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 2}})
+        self.events: list[str] = []
+        self.patches_at: list[float] = []  # when each status patch was written
+
+    def patches(self) -> list[tuple[str, str]]:
+        return [c for c in self.kube.calls if c[0] == "patch"]
+
+    def step(self, at: float, hold: float = 0.0):
+        before = len(self.patches())
+        result = run(reconcile(self.kube, self.body, now=NOW + dt.timedelta(seconds=at), store=self.store,
+                               status_hold=hold))
+        self.events.extend(e[1] for e in result.events)
+        if result.status is not None:
+            merged = {**(self.body.get("status") or {}), **result.status["status"]}
+            self.body = {**self.body, "status": {k: v for k, v in merged.items() if v is not None}}
+        self.patches_at.extend([at] * (len(self.patches()) - before))
+        return result
+
+    def deployment_reports(self, ready: int) -> None:
+        dep_key = ("Deployment", "team-a", "ocr")
+        revision = self.store.objects[dep_key]["metadata"]["annotations"][naming.REVISION_KEY]
+        dep = copy.deepcopy(self.store.objects[dep_key])
+        dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
+        dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": ready}
+        assert self.store.apply_event("MODIFIED", dep)
+        self.store.apply_event("MODIFIED", _replicaset(dep))
+        assert self.store.apply_event("MODIFIED", _pod(self.body, revision, ready=bool(ready)))
+
+
 def test_a_new_object_from_create_to_settled_costs_six_applies_three_status_patches_and_two_events():
     """The operator's API bill for one new OcrService (bench/operator_bench.py counts it at scale,
     bar 12 requests per object): its six children applied once, a status patch when the rollout
     starts, when it turns Ready and when it settles, RolloutStarted and RolloutSucceeded; the
     Deployment's intermediate report (pods created, none Ready) waits for the hold and is
     written with the Ready patch; no GET, and nothing once settled."""
-    kube, store = RecordingKube(), listed_store()
-    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 2}})
-    events = []
-
-    def step(at: float, hold: float = 0.0):
-        nonlocal body
-        result = run(reconcile(kube, body, now=NOW + dt.timedelta(seconds=at), store=store, status_hold=hold))
-        events.extend(e[1] for e in result.events)
-        if result.status is not None:
-            body = {**body, "status": {**(body.get("status") or {}), **result.status["status"]}}
-            body["status"] = {k: v for k, v in body["status"].items() if v is not None}
-        return result
-
-    step(0)
-    dep_key = ("Deployment", "team-a", "ocr")
-    revision = store.objects[dep_key]["metadata"]["annotations"][naming.REVISION_KEY]
-
-    def deployment_reports(ready: int) -> None:
-        dep = copy.deepcopy(store.objects[dep_key])
-        dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
-        dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": ready}
-        assert store.apply_event("MODIFIED", dep)
-        store.apply_event("MODIFIED", _replicaset(dep))
-        assert store.apply_event("MODIFIED", _pod(body, revision, ready=bool(ready)))
-
-    deployment_reports(ready=0)
-    assert step(0.5, hold=1.5).status_held  # counts and messages only: held
-    deployment_reports(ready=1)
-    step(1.0, hold=1.0)  # Ready: written at once, with the held counts
-    settle = parsed(body).rollout.settle_seconds
-    step(1.0 + settle + 1)  # settled
+    obj = NewObject()
+    kube = obj.kube
+    obj.step(0)
+    obj.deployment_reports(ready=0)
+    assert obj.step(0.5, hold=1.5).status_held  # counts and messages only: held
+    obj.deployment_reports(ready=1)
+    obj.step(1.0, hold=1.0)  # Ready: written at once, with the held counts
+    settle = parsed(obj.body).rollout.settle_seconds
+    obj.step(1.0 + settle + 1)  # settled
     calls_before = list(kube.calls)
-    step(1.0 + settle + 5)
+    obj.step(1.0 + settle + 5)
     assert kube.calls == calls_before  # nothing more to say
     applies = [kind for verb, kind in kube.calls if verb == "apply"]
     assert sorted(applies) == sorted(["ConfigMap", "ConfigMap", "HorizontalPodAutoscaler", "Deployment", "Service",
                                       "PodDisruptionBudget"])
-    assert [c for c in kube.calls if c[0] == "patch"] == [("patch", "OcrService/status")] * 3
-    assert events == ["RolloutStarted", "RolloutSucceeded"]
-    assert body["status"]["rollout"]["phase"] == "Healthy" and body["status"]["replicas"] == 1
-    assert len(kube.calls) + len(events) <= 12
+    assert obj.patches() == [("patch", "OcrService/status")] * 3
+    assert obj.events == ["RolloutStarted", "RolloutSucceeded"]
+    assert obj.body["status"]["rollout"]["phase"] == "Healthy" and obj.body["status"]["replicas"] == 1
+    assert len(kube.calls) + len(obj.events) <= 12
 
 
 def test_a_new_object_whose_pods_are_ready_within_the_hold_costs_two_status_patches_and_two_events():
     """The first report (the rollout begun, nothing wrong) waits like counts do (status.first_report),
     with its RolloutStarted: the reconcile that finds the pods Ready decides the rollout's start again
     and writes it together with Ready. No status and no Event before that, one RolloutStarted after."""
-    kube, store = RecordingKube(), listed_store()
-    body = owner({"autoscaling": {"minReplicas": 1, "maxReplicas": 2}})
-    events, patches_at = [], []
-
-    def step(at: float, hold: float = 0.0):
-        nonlocal body
-        before = len([c for c in kube.calls if c[0] == "patch"])
-        result = run(reconcile(kube, body, now=NOW + dt.timedelta(seconds=at), store=store, status_hold=hold))
-        events.extend(e[1] for e in result.events)
-        if result.status is not None:
-            body = {**body, "status": {**(body.get("status") or {}), **result.status["status"]}}
-            body["status"] = {k: v for k, v in body["status"].items() if v is not None}
-        patches_at.extend([at] * (len([c for c in kube.calls if c[0] == "patch"]) - before))
-        return result
-
-    first = step(0, hold=2.0)  # a new object: nothing written yet, the whole coalescing period
-    assert first.status_held and first.requeue_after == 2.0 and first.events == [] and "status" not in body
-    assert len([c for c in kube.calls if c[0] == "apply"]) == 6  # its children are not held
-    dep_key = ("Deployment", "team-a", "ocr")
-    revision = store.objects[dep_key]["metadata"]["annotations"][naming.REVISION_KEY]
-    dep = copy.deepcopy(store.objects[dep_key])
-    dep["metadata"].update(resourceVersion=f"rv-{next(RV)}", generation=1)
-    dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1}
-    assert store.apply_event("MODIFIED", dep)
-    store.apply_event("MODIFIED", _replicaset(dep))
-    assert store.apply_event("MODIFIED", _pod(body, revision, ready=True))
-    step(1.0, hold=1.0)  # Ready: urgent, the whole first report with it
-    assert body["status"]["observedGeneration"] == 1 and body["status"]["rollout"]["phase"] == "Progressing"
-    assert body["status"]["rollout"]["startedAt"].startswith("2026-03-01T12:00:01")  # decided again, then
-    settle = parsed(body).rollout.settle_seconds
-    step(1.0 + settle + 1)  # settled
-    assert body["status"]["rollout"]["phase"] == "Healthy"
-    assert patches_at == [1.0, 1.0 + settle + 1]
-    assert events == ["RolloutStarted", "RolloutSucceeded"]
+    obj = NewObject()
+    first = obj.step(0, hold=2.0)  # a new object: nothing written yet, the whole coalescing period
+    assert first.status_held and first.requeue_after == 2.0 and first.events == [] and "status" not in obj.body
+    assert len([c for c in obj.kube.calls if c[0] == "apply"]) == 6  # its children are not held
+    obj.deployment_reports(ready=1)
+    obj.step(1.0, hold=1.0)  # Ready: urgent, the whole first report with it
+    assert obj.body["status"]["observedGeneration"] == 1 and obj.body["status"]["rollout"]["phase"] == "Progressing"
+    assert obj.body["status"]["rollout"]["startedAt"].startswith("2026-03-01T12:00:01")  # decided again, then
+    settle = parsed(obj.body).rollout.settle_seconds
+    obj.step(1.0 + settle + 1)  # settled
+    assert obj.body["status"]["rollout"]["phase"] == "Healthy"
+    assert obj.patches_at == [1.0, 1.0 + settle + 1]
+    assert obj.events == ["RolloutStarted", "RolloutSucceeded"]
