@@ -7,8 +7,8 @@ a name reserved for examples, or an external one checked to exist."""
 from __future__ import annotations
 
 import re
-import subprocess
 
+from tests import repository
 from tests.docs.pages import CONTRIBUTING, MKDOCS, README, ROOT, pages
 
 _WEB = re.compile(r"https?://[^\s)\"'>`]+")
@@ -91,9 +91,7 @@ def unknown_addresses(text: str) -> list[str]:
 def shipped_files() -> list:
     """The repository's files (tracked, and new ones not ignored) outside tests/, whose fixtures are
     made-up addresses on purpose and never shown to a user."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
-    return [ROOT / name for name in listed if not name.startswith("tests/") and (ROOT / name).is_file()]
+    return [path for path in repository.files() if path.relative_to(ROOT).parts[0] != "tests"]
 
 
 def test_the_address_check_tells_a_made_up_address_from_an_example_a_placeholder_and_a_known_one():
