@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+
 def audit_policy() -> dict[str, Any]:
     """Writes only (reads and leader leases are noise): metadata for each, and for OcrServices (their
     status too) the request body, so a write a test did not expect (test_operator_idle's) says which

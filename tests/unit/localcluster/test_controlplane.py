@@ -39,8 +39,7 @@ def test_every_address_is_loopback_and_every_port_the_clusters_own():
     addresses = [v for argv in ARGVS.values() for v in flag_values(argv) if "127.0.0.1" in v or "://" in v]
     assert addresses and all("127.0.0.1" in a or a.startswith("https://kubernetes.default") for a in addresses), addresses
     ports = {int(a.rsplit(":", 1)[1]) for a in addresses if a.rsplit(":", 1)[-1].isdigit()}
-    ports |= {int(v) for argv in ARGVS.values() for arg in argv if arg.startswith("--secure-port=")
-              for v in [arg.split("=", 1)[1]]}
+    ports |= {int(arg.split("=", 1)[1]) for argv in ARGVS.values() for arg in argv if arg.startswith("--secure-port=")}
     assert ports == set(PORTS.values())
 
 
