@@ -237,6 +237,44 @@ def test_attention_over_each_rows_own_length_gets_the_tokens_generate_gives(engi
     assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
 
 
+@pytest.mark.parametrize("attention", ["bucket", "flex"])
+def test_the_compiled_step_traces_as_one_graph_per_shape_and_gets_the_tokens_generate_gives(engine, alone, attention):
+    """DECODE_COMPILE's step through torch.compile, traced whole (fullgraph: a graph break, e.g. a
+    host read, fails it) and run by aot_eager, which executes the traced graph without generating
+    kernels (inductor's code generation costs 11-21 s a shape on 2 cores; the GPU check runs it),
+    rows joining mid-flight, with the guard on; with flex attention, as on a GPU, too."""
+    import torch._dynamo
+
+    from ocr_server.engines.transformers.step import decode_step
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    slots = decoder(engine, compile="aot_eager", attention=attention)
+    assert slots.compiled and slots.step_fn is not decode_step and slots.attention == attention
+    first, second, third = items(engine)
+    slots.admit(first)
+    ended = {}
+    for _ in range(3):
+        ended.update({id(f.item): f for f in slots.step()})
+    slots.admit([second, third])
+    while not slots.idle():
+        ended.update({id(f.item): f for f in slots.step()})
+    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 2  # a graph per shape: 1 row, then 4 (the bucket of 3)
+    assert not torch._dynamo.utils.counters["graph_break"]
+
+
+def test_a_capture_that_fails_falls_back_to_the_eager_step_then_to_bucket_attention(engine):
+    """What capture() does after a failure on a GPU: one step down at a time, then it gives up."""
+    from ocr_server.engines.transformers.step import decode_step
+
+    slots = decoder(engine, compile="aot_eager", attention="flex")
+    assert slots.fall_back("capturing failed") and (slots.compiled, slots.attention) == (False, "flex")
+    assert slots.step_fn is decode_step
+    assert slots.fall_back("capturing failed") and slots.attention == "bucket"
+    assert not slots.fall_back("capturing failed")
+
+
 def test_joining_pages_and_decode_steps_wait_for_the_device_at_most_once_each(engine):
     """Counted as a GPU would wait (bench/dispatch_count.py), on the CPU: a prefill of three pages
     reads nothing back but its first tokens (one copy for all, read with the next step), and each

@@ -185,6 +185,7 @@ class RuntimeConfig:
     decode_slots: int = _default("DECODE_SLOTS")  # rows decoded at once with DECODER=slots; 0: 64 on a GPU, BATCH_SIZE on a CPU
     decode_kv_buckets: str = ""  # KV lengths a step is shaped for (comma-separated); empty: 512, 1024, ... up to the longest row
     cuda_graphs: bool = True  # capture the slots decoder's step as CUDA graphs during the warm-up (GPU only)
+    decode_compile: bool = False  # torch.compile the slots decoder's step before its graphs are captured (GPU only)
     experts: str = "auto"  # routed experts in the slots decoder: auto | grouped_mm | batched_mm | eager (engines/transformers/experts.py)
     prefill_share: float = 0.9  # prefills' share of engine time while rows decode (slot_runner.py); 1: first
     # Modules imported at start that may hook the engine thread (plugins.py); tests only.
@@ -251,6 +252,7 @@ ENV_KEYS: dict[str, tuple[str, str]] = {
     "DECODER": ("runtime", "decoder"),
     "DECODE_KV_BUCKETS": ("runtime", "decode_kv_buckets"),
     "CUDA_GRAPHS": ("runtime", "cuda_graphs"),
+    "DECODE_COMPILE": ("runtime", "decode_compile"),
     "EXPERTS": ("runtime", "experts"),
     "PREFILL_SHARE": ("runtime", "prefill_share"),
     "SERVER_PLUGINS": ("runtime", "plugins"),

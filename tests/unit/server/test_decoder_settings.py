@@ -8,13 +8,15 @@ import torch
 
 from ocr_server.runtime.config import ConfigError, load_config, resolve_dtype
 from ocr_server.runtime.startup_checks import startup_warnings
-from ocr_server.engines.transformers.engine import resolve_decoder
+from ocr_server.engines.api import StartupError
+from ocr_server.engines.transformers.engine import compile_backend, resolve_decoder
 from ocr_server.engines.transformers.slots import buckets, parse_buckets, pick
 
 
 @pytest.mark.parametrize("key,value", [("DECODER", "fast"), ("DECODE_SLOTS", "-1"), ("DECODE_SLOTS", "5000"),
                                        ("DECODE_KV_BUCKETS", "1024,lots"), ("DECODE_KV_BUCKETS", "0,512"),
-                                       ("EXPERTS", "sonic"), ("CUDA_GRAPHS", "perhaps"), ("DTYPE", "float8"),
+                                       ("EXPERTS", "sonic"), ("CUDA_GRAPHS", "perhaps"), ("DECODE_COMPILE", "maybe"),
+                                       ("DTYPE", "float8"),
                                        ("DTYPE", "half")])
 def test_a_bad_decoder_setting_is_refused_naming_it(key, value):
     with pytest.raises(ConfigError, match=key):
@@ -24,6 +26,19 @@ def test_a_bad_decoder_setting_is_refused_naming_it(key, value):
 def test_the_decoder_defaults_to_auto_with_sizes_chosen_at_load():
     r = load_config(env={}).runtime
     assert (r.decoder, r.decode_slots, r.decode_kv_buckets, r.cuda_graphs, r.experts) == ("auto", 0, "", True, "auto")
+    assert r.decode_compile is False
+
+
+def test_the_decode_step_is_compiled_with_inductor_only_when_asked_on_a_gpu_with_graphs():
+    assert compile_backend(load_config(env={}).runtime, torch.device("cuda")) == ""
+    assert compile_backend(load_config(env={"DECODE_COMPILE": "true"}).runtime, torch.device("cuda")) == "inductor"
+
+
+@pytest.mark.parametrize("env,device", [({"DECODE_COMPILE": "true"}, "cpu"),
+                                        ({"DECODE_COMPILE": "true", "CUDA_GRAPHS": "false"}, "cuda")])
+def test_a_compiled_step_without_a_gpu_or_graphs_is_refused_at_start_naming_both_settings(env, device):
+    with pytest.raises(StartupError, match="DECODE_COMPILE=true .* CUDA_GRAPHS"):
+        compile_backend(load_config(env=env).runtime, torch.device(device))
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

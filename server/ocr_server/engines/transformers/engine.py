@@ -31,6 +31,7 @@ from ocr_limits.prompts import MAX_PROMPT_TOKENS, PROMPTS
 
 from ...runtime.config import (
     ConfigError,
+    RuntimeConfig,
     ServerConfig,
     crops_allowed,
     crops_required,
@@ -73,6 +74,18 @@ def resolve_decoder(setting: str, device: torch.device) -> str:
     a batch to fill or for its longest page. generate() stays the reference (DECODER=generate)."""
     del device  # kept for callers: the choice no longer depends on it
     return "slots" if setting == "auto" else setting
+
+
+def compile_backend(r: RuntimeConfig, device: torch.device) -> str:
+    """The decode step's torch.compile backend: inductor with DECODE_COMPILE, else "" (eager). The
+    compile is paid once per step shape while the warm-up captures the graphs, so it needs a GPU
+    and CUDA_GRAPHS; anywhere else each shape would compile in the middle of serving: refused."""
+    if not r.decode_compile:
+        return ""
+    if device.type != "cuda" or not r.cuda_graphs:
+        raise StartupError(f"DECODE_COMPILE=true compiles the decode step while its CUDA graphs are captured: it needs "
+                           f"a GPU and CUDA_GRAPHS=true (device {device.type}, CUDA_GRAPHS={str(r.cuda_graphs).lower()})")
+    return "inductor"
 
 
 @dataclass(kw_only=True)
@@ -246,7 +259,7 @@ class Engine:
         # faster and each layer of the forward is a chunk the decoding rows wait for (slot_runner.py)
         plan = SlotPlan(slots=slots, max_len=max_len, slot_buckets=buckets(slots, first=1), kv_buckets=kv_buckets,
                         guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs,
-                        vision_views=8 if device.type == "cuda" else 2)
+                        vision_views=8 if device.type == "cuda" else 2, compile=compile_backend(r, device))
         per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim(text), max_len, self.model.dtype)
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
@@ -258,8 +271,8 @@ class Engine:
         decoder = SlotDecoder(self.model, plan, eos=self.tokenizer.eos_token_id, pad=self.tokenizer.pad_token_id,
                               pixels=self._on_device, ngram_for=self.ngram_settings)
         log.info("slots decoder: %d slots of %d tokens, %.1f MiB of KV per slot, KV buckets %s, experts %s, "
-                 "attention %s, CUDA graphs %s", slots, max_len, per_slot / 2**20, list(kv_buckets),
-                 decoder.experts_name, decoder.attention, r.cuda_graphs and device.type == "cuda")
+                 "attention %s, CUDA graphs %s, compiled step %s", slots, max_len, per_slot / 2**20, list(kv_buckets),
+                 decoder.experts_name, decoder.attention, r.cuda_graphs and device.type == "cuda", decoder.compiled)
         return decoder
 
     def decoder_report(self) -> DecoderReport:

@@ -34,7 +34,7 @@ from . import sam_attention, sam_positions
 from .experts import choose as choose_experts
 from .experts import choose_prefill, experts_function, hardware, moe_forward
 from .ngram_guard import TensorNGramGuard
-from .step import choose_attention, decode_step
+from .step import choose_attention, compiled_step, decode_step
 
 if TYPE_CHECKING:
     from .engine import TensorPage
@@ -99,6 +99,7 @@ class SlotPlan:
     prefill_pages: int = 8  # waiting pages prefilled together
     vision_views: int = 8  # views per vision forward (bounds SAM's attention biases: ~0.4 GB per 1024 view in bf16)
     attention: str = "auto"  # auto | bucket | flex (step.py)
+    compile: str = ""  # torch.compile backend of the decode step (DECODE_COMPILE: inductor); "": eager
 
 
 # ---------- host-side row bookkeeping ----------
@@ -167,6 +168,10 @@ class SlotDecoder:
         self.prefill_experts = experts_function(choose_prefill(plan.experts, hw))
         self.attention = choose_attention(plan.attention, dev.type, compiled=self.gpu)
         self.flex = self._flex_function() if self.attention == "flex" else None
+        self.compiled = bool(plan.compile)
+        # every shape a step may take, whichever attention the capture ends with
+        shapes = len(plan.slot_buckets) * len(plan.kv_buckets) * 2
+        self.step_fn: Callable[..., None] = compiled_step(plan.compile, shapes) if self.compiled else decode_step
         self.upload = prefill_pass.Uploader(dev)
         sam_positions.install(model)
         sam_attention.install(model)  # the relative-position bias folded into SDPA (GPU) or written once (CPU)
@@ -295,7 +300,7 @@ class SlotDecoder:
                 graph.replay()
             else:
                 with torch.inference_mode():
-                    decode_step(self, rows, length, guard)
+                    self.step_fn(self, rows, length, guard)
             launched = list(self.rows.items())
             for row in self.rows.values():
                 row.next_pos += 1
@@ -371,26 +376,41 @@ class SlotDecoder:
 
     def capture(self) -> float:
         """One graph per step shape; only while no row is open (the captures run the step on free
-        slots). With flex attention, a failure to compile or capture falls back to bucket attention.
-        Returns the seconds it took."""
+        slots). What may not build on a given GPU and torch falls back, in turn, with the error
+        logged: the compiled step (DECODE_COMPILE) to the eager one, then flex attention to bucket
+        attention. Returns the seconds it took."""
         if not self.gpu or not self.plan.graphs:
             return 0.0
         if self.rows or self._filling:
             raise RuntimeError("graphs are captured before any row joins")
         t0 = time.monotonic()
-        try:
-            self._capture()
-        except Exception:  # noqa: BLE001 - flex's compile is the part that may not build here
-            if self.attention != "flex":
-                raise
-            log.exception("capturing the decode step with flex attention failed; falling back to bucket attention")
-            self.attention, self.graphs = "bucket", {}
-            torch.cuda.synchronize()
-            self._capture()
+        while True:
+            try:
+                self._capture()
+                break
+            except Exception:  # noqa: BLE001 - compiling (step, flex) is the part that may not build here
+                if not self.fall_back("capturing the decode step failed"):
+                    raise
+                self.graphs = {}
+                torch.cuda.synchronize()
         self.live.zero_()
         self.capture_seconds = time.monotonic() - t0
-        log.info("captured %d decode graphs (%s attention) in %.2fs", len(self.graphs), self.attention, self.capture_seconds)
+        log.info("captured %d decode graphs (%s attention, %s step) in %.2fs", len(self.graphs), self.attention,
+                 "compiled" if self.compiled else "eager", self.capture_seconds)
         return self.capture_seconds
+
+    def fall_back(self, why: str) -> bool:
+        """One step down after a failure: the compiled step to the eager one, else flex attention to
+        bucket attention. False when nothing is left to fall back from."""
+        if self.compiled:
+            log.exception("%s with the compiled step; falling back to the eager step", why)
+            self.compiled, self.step_fn = False, decode_step
+        elif self.attention == "flex":
+            log.exception("%s with flex attention; falling back to bucket attention", why)
+            self.attention = "bucket"
+        else:
+            return False
+        return True
 
     def _capture(self) -> None:
         pool = torch.cuda.graph_pool_handle()
@@ -398,14 +418,14 @@ class SlotDecoder:
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode(), torch.cuda.stream(stream):
             for shape in self.shapes():
-                decode_step(self, *shape)  # warms the kernels (and compiles) of this shape
+                self.step_fn(self, *shape)  # warms the kernels (and compiles) of this shape
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
         with torch.inference_mode():
             for shape in self.shapes():  # largest first: later graphs reuse its pool
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool):
-                    decode_step(self, *shape)
+                    self.step_fn(self, *shape)
                 self.graphs[shape] = graph
         torch.cuda.synchronize()
 
