@@ -18,10 +18,10 @@
 #   model     40 s  the full-size architecture, random bf16 weights (native layout) -> /tmp/gpu-check/model
 #   identity  85 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots -> identity.json
 #   raw      120 s  the raw engine, 64 pages x 512 tokens: the slots decoder (throughput, prefill at 1
-#                   and 8 pages together, ms per step per experts implementation), then sequential and
-#                   generate() on 4 -> bench.json
+#                   and 8 pages together, ms per step per experts implementation), sequential and
+#                   generate() on 4, then ms per step with the step compiled by inductor -> bench.json
 #   server   160 s  the server (DECODER=slots) at 1, 64, 32 and 8 clients, in that order, then at 64
-#                   with each --server-variants (PREPROCESS_MODE=processes) -> bench.json
+#                   with each --server-variants (DECODE_COMPILE=true, PREPROCESS_MODE=processes) -> bench.json
 #   profile   50 s  prefill ms per page at 1..16 pages together, the profiler's kernels, SAM's folded
 #                   attention against transformers' own, preprocessing beside the engine thread -> profile.json
 # --phases runs some of them (install and model first on a fresh machine).

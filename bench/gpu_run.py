@@ -37,9 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("install", "model", "identity", "raw", "server", "profile")
 # The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
 # 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
-# generate() on the first 4); the server at 1, 64, 32 and 8 clients, then at 64 with each server
-# variant (PREPROCESS_MODE=processes: about 45 s more); the prefill's profile. Seen on
-# the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s, raw 112-130 s, server 80-82 s, profile 45 s.
+# generate() on the first 4; then ms per step with the step compiled, last, as its compile time on
+# that host is not known yet); the server at 1, 64, 32 and 8 clients, then at 64 with each server
+# variant (DECODE_COMPILE=true, then PREPROCESS_MODE=processes: about 45 s); the prefill's profile.
+# Seen on the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s, raw 112-130 s, server 80-82 s,
+# profile 45 s. A phase cut at its deadline keeps what it wrote, so the new figures come last in each.
 GPU_PLAN = {"install": 25, "model": 40, "identity": 85, "raw": 120, "server": 160, "profile": 50}
 LOG_CAP = 8 * 2**20  # bytes of gpu_check.log; what is past it goes to stdout only
 FILE_CAP = 16 * 2**20  # what comes back from the GPU machine, per file
@@ -118,6 +120,9 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
     bench = ["--engines", "transformers", "--model-path", str(model), "--device", args.device, "--size", str(args.size),
              "--new-tokens", str(args.new_tokens), "--images", str(args.images), "--reference-pages", str(args.reference_pages),
              "--batch-size", "8", "--clients", args.clients, "--experts-compare", "--json", str(args.out / "bench.json"),
+             # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU traced whole by aot_eager, which
+             # proves it compiles in this torch without inductor's minutes of C++ code generation
+             "--compile-compare", "inductor" if args.device == "cuda" else "aot_eager",
              *(a for v in args.server_variants.split(",") if v.strip() for a in ("--variant", v.strip()))]
     return {
         "install": [py, __file__, "install", "--wheels", str(args.wheels), "--site", str(site)],
@@ -226,6 +231,11 @@ def summary(out: Path, report: Report) -> list[str]:
         return lines + ["bench: no figures"]
     if "slots" in t:
         lines.append(f"raw slots: {t['slots']['tokens_per_s']:.1f} tokens/s, p95 {t['slots']['p95_s']:.2f} s")
+    for impl, times in t.get("step_ms", {}).items():
+        lines.append(f"ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
+    if c := t.get("compiled_step"):
+        lines.append(f"compiled step ({c['backend']}): {'kept' if c['compiled'] else 'FELL BACK to the eager step'}, "
+                     f"compiled and captured in {c['capture_s']:.1f} s")
     for level, f in t.get("server", {}).items():
         if level.startswith("clients_"):
             lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")
@@ -341,7 +351,7 @@ def main() -> int:
     p.add_argument("--identity-slots", type=int, default=4)
     p.add_argument("--profile-ks", default="1,2,4,8,16", help="the profile phase: pages prefilled together")
     p.add_argument("--contention", default="2,8", help="the profile phase: preprocessing workers beside the engine thread")
-    p.add_argument("--server-variants", default="PREPROCESS_MODE=processes",
+    p.add_argument("--server-variants", default="DECODE_COMPILE=true,PREPROCESS_MODE=processes",
                    help="the server phase: also these servers (comma-separated, each KEY=VALUE[;KEY=VALUE]) at the largest level")
     p.add_argument("--phases", default=",".join(PHASES), help="the phases to run (in their own order)")
     p.add_argument("--plan", default=",".join(f"{k}={v}" for k, v in GPU_PLAN.items()), help="PHASE=SECONDS,...")

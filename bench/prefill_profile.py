@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.preprocess_contention import measure as measure_contention  # noqa: E402
-from bench.server_bench import bench_config, decoded_pages, drain, make_images, prepare_for, sync  # noqa: E402
+from bench.server_bench import bench_config, decoded_pages, make_images, prepare_for  # noqa: E402
+from bench.slot_steps import drain, sync  # noqa: E402
 
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
 

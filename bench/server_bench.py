@@ -13,6 +13,8 @@ For the transformers engine (in this process), in this order:
   --experts-compare), the CUDA graph capture time and the GPU memory peak;
 - sequential: one page at a time through generate(), as the official infer() does;
 - generate: the pages through generate() in static batches of --batch-size (DECODER=generate);
+- with --compile-compare: ms per decode step with the step compiled (as DECODE_COMPILE) and the
+  seconds the compile and capture took;
 - server: `python -m ocr_server` with DECODER=slots, at each --clients level of concurrent HTTP clients.
 For vLLM (in .venv-vllm, a worker of this script): sequential, raw (its AsyncLLM, the largest --clients
 level in flight) and the server with ENGINE=vllm. Per path: pages/s, generated tokens/s, p50/p95
@@ -46,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.server_report import report  # noqa: E402 (the repository is put on the path just above)
+from bench.slot_steps import drain, step_times, sync, use_compiled, use_experts  # noqa: E402 (the same)
 from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 
@@ -159,8 +162,9 @@ def summary(latencies: list[float], wall: float, pages: int, tokens: int) -> dic
 
 def transformers_paths(model_dir: Path, images: list[bytes], args, out: dict, save) -> dict:
     """The transformers engine in this process: the slots decoder first (the figures the server is
-    compared with), then sequential and generate() (static batches) on the reference pages; `out` is
-    filled and saved after each figure, so a run cut short keeps what it measured."""
+    compared with), then sequential and generate() (static batches) on the reference pages, then
+    (--compile-compare) the slots decoder's steps compiled; `out` is filled and saved after each
+    figure, so a run cut short keeps what it measured."""
     from ocr_server.engines.transformers.engine import Engine
 
     engine = Engine(bench_config(model_dir, args, "transformers", decoder="slots"))
@@ -188,6 +192,13 @@ def transformers_paths(model_dir: Path, images: list[bytes], args, out: dict, sa
         raw += [time.perf_counter() - t_all] * len(gens)
     out["generate"] = summary(raw, time.perf_counter() - t_all, len(few), tokens)
     save()
+    if args.compile_compare:  # last: the compile's time on a GPU's host is not known yet
+        slots = engine.slots
+        out["compiled_step"] = use_compiled(slots, args.compile_compare)
+        save()
+        if out["compiled_step"]["compiled"]:
+            out["step_ms"][f"{slots.experts_name}+compiled"] = step_times(slots, pages, prep, args)
+            save()
     return out
 
 
@@ -239,40 +250,6 @@ def slots_paths(engine, pages: list, prep, args, out: dict, save) -> None:
         save()
 
 
-def drain(slots) -> None:
-    """Every open row leaves; the pending readbacks are read."""
-    slots.cancel_all()
-    while not slots.idle():
-        slots.step()
-
-
-def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, float]:
-    """ms per decode step with b rows (each a page mid-answer)."""
-    times = {}
-    for b in sorted({b for b in (1, 8, 32, 64) if b <= slots.plan.slots} | {slots.plan.slots}):
-        for at in range(0, b, slots.plan.prefill_pages):  # as the server takes them: up to prefill_pages together
-            slots.admit([prep(pages[i % len(pages)]) for i in range(at, min(b, at + slots.plan.prefill_pages))])
-        for _ in range(3):
-            slots.step()
-        sync(args.device)
-        t = time.perf_counter()
-        for _ in range(steps):
-            slots.step()
-        sync(args.device)
-        times[b] = (time.perf_counter() - t) / steps * 1000
-        drain(slots)
-    return times
-
-
-def use_experts(slots, impl: str) -> None:
-    """Another experts implementation (experts.py) for the decode steps; on a GPU, graphs captured again."""
-    from ocr_server.engines.transformers.experts import experts_function
-
-    slots.experts = {b: experts_function(impl) for b in slots.plan.slot_buckets}
-    slots.graphs = {}
-    slots.capture()
-
-
 async def _vllm_paths(model_dir: Path, images: list[bytes], args) -> dict:
     from ocr_server.engines.vllm.engine import VllmEngine
 
@@ -317,13 +294,6 @@ def engine_paths(engine: str, model_dir: Path, images: list[bytes], args, out: d
 
 
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-
-
-def sync(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 SERVER_CODE = """
@@ -454,6 +424,8 @@ def main() -> int:
     p.add_argument("--reference-pages", type=int, default=0,
                    help="run the sequential and generate paths on the first N pages only (0: all)")
     p.add_argument("--experts-compare", action="store_true", help="ms per decode step with grouped_mm and with batched_mm experts")
+    p.add_argument("--compile-compare", metavar="BACKEND", default="",
+                   help="then ms per decode step with the step compiled by this torch.compile backend (inductor, as DECODE_COMPILE)")
     p.add_argument("--model-path", help="serve this official-layout directory instead of writing a random model")
     p.add_argument("--json", help="also write the figures to this file, each as soon as it is measured")
     p.add_argument("--variant", action="append", default=[], type=lambda t: variant_env(t) and t,

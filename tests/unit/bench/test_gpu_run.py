@@ -104,6 +104,27 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
     assert "server clients_64 with PREPROCESS_MODE=processes: 5000.0 tokens/s, p95 7.20 s" in lines
 
 
+def test_the_summary_names_the_step_times_and_a_compiled_step_that_fell_back(tmp_path):
+    report = gpu_run.Report(plan=dict(gpu_run.GPU_PLAN), args={}, phases=[])
+    (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {
+        "step_ms": {"grouped_mm": {"1": 2.51, "64": 4.57}, "grouped_mm+compiled": {"1": 1.2}},
+        "compiled_step": {"backend": "inductor", "compiled": False, "capture_s": 61.25}}}}))
+    lines = gpu_run.summary(tmp_path, report)
+    assert "ms per decode step (grouped_mm): 1 rows 2.51, 64 rows 4.57" in lines
+    assert "ms per decode step (grouped_mm+compiled): 1 rows 1.20" in lines
+    assert "compiled step (inductor): FELL BACK to the eager step, compiled and captured in 61.2 s" in lines
+
+
+def test_the_raw_phase_compiles_the_step_with_inductor_on_a_gpu_and_traces_it_with_aot_eager_on_a_cpu(tmp_path):
+    for device, backend in (("cuda", "inductor"), ("cpu", "aot_eager")):
+        args = gpu_run.argparse.Namespace(
+            model="tiny", device=device, size=320, new_tokens=4, images=8, reference_pages=1, clients="1,4",
+            out=tmp_path, server_variants="", wheels=tmp_path, identity_pages=1, identity_new_tokens=4,
+            identity_slots=1, profile_ks="1", contention="1")
+        raw = gpu_run.commands(args, tmp_path / "site", tmp_path / "model")["raw"]
+        assert raw[raw.index("--compile-compare") + 1] == backend
+
+
 SERVER_PYPROJECT = """
 [project]
 name = "ocr-server"

@@ -1,0 +1,63 @@
+"""The slots decoder's per-step figures for bench/server_bench.py: ms per decode step at 1 to 64
+rows, with each experts implementation and with the compiled step (DECODE_COMPILE)."""
+
+from __future__ import annotations
+
+import time
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def drain(slots) -> None:
+    """Every open row leaves; the pending readbacks are read."""
+    slots.cancel_all()
+    while not slots.idle():
+        slots.step()
+
+
+def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, float]:
+    """ms per decode step with b rows (each a page mid-answer); the first steps of each size (a
+    compiled step's compile on a CPU) are not timed."""
+    times = {}
+    for b in sorted({b for b in (1, 8, 32, 64) if b <= slots.plan.slots} | {slots.plan.slots}):
+        for at in range(0, b, slots.plan.prefill_pages):  # as the server takes them: up to prefill_pages together
+            slots.admit([prep(pages[i % len(pages)]) for i in range(at, min(b, at + slots.plan.prefill_pages))])
+        for _ in range(3):
+            slots.step()
+        sync(args.device)
+        t = time.perf_counter()
+        for _ in range(steps):
+            slots.step()
+        sync(args.device)
+        times[b] = (time.perf_counter() - t) / steps * 1000
+        drain(slots)
+    return times
+
+
+def use_experts(slots, impl: str) -> None:
+    """Another experts implementation (experts.py) for the decode steps; on a GPU, graphs captured again."""
+    from ocr_server.engines.transformers.experts import experts_function
+
+    slots.experts = {b: experts_function(impl) for b in slots.plan.slot_buckets}
+    slots.graphs = {}
+    slots.capture()
+
+
+def use_compiled(slots, backend: str) -> dict:
+    """The decode step through torch.compile with `backend` (step.compiled_step, as DECODE_COMPILE
+    makes it); on a GPU every shape compiled and captured again, which falls back to the eager step
+    when the compile or the capture fails. Whether the compiled step stayed, and the seconds the
+    compile and capture took (on a CPU each shape compiles at its first step instead)."""
+    from ocr_server.engines.transformers.step import compiled_step
+
+    plan = slots.plan
+    slots.step_fn, slots.compiled = compiled_step(backend, len(plan.slot_buckets) * len(plan.kv_buckets) * 2), True
+    slots.graphs = {}
+    t = time.perf_counter()
+    slots.capture()
+    return {"backend": backend, "compiled": slots.compiled, "capture_s": time.perf_counter() - t}
