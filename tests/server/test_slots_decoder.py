@@ -203,22 +203,28 @@ def test_each_experts_implementation_gives_the_same_tokens(engine, alone, expert
     assert [f.token_ids for f in got] == list(alone.values())
 
 
+def joining_mid_flight(slots, pages: list, after: int) -> list[list[int]]:
+    """The first page alone for `after` steps, then the others joining it together in one prefill;
+    each page's tokens once every row has ended."""
+    first, *rest = pages
+    slots.admit(first)
+    ended = {}
+    for _ in range(after):
+        ended.update({id(f.item): f for f in slots.step()})
+    slots.admit(rest)
+    assert len(slots.rows) == len(pages)
+    while not slots.idle():
+        ended.update({id(f.item): f for f in slots.step()})
+    return [ended[id(p)].token_ids for p in pages]
+
+
 def test_pages_prefilled_together_in_one_vision_pass_get_their_alone_tokens_at_once_and_mid_flight(engine, alone):
     """Three pages of 0, 2 and 3 crops in one prefill (every global view in one vision forward, the
     five crops in another, the prompts right-padded in one language-model pass); then the first
     page alone, and the other two joining it together after three of its steps."""
     slots = decoder(engine, vision_views=8)
     assert [f.token_ids for f in slots.run(items(engine))] == list(alone.values())
-    first, second, third = items(engine)
-    slots.admit(first)
-    ended = {}
-    for _ in range(3):
-        ended.update({id(f.item): f for f in slots.step()})
-    slots.admit([second, third])
-    assert len(slots.rows) == 3
-    while not slots.idle():
-        ended.update({id(f.item): f for f in slots.step()})
-    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+    assert joining_mid_flight(slots, items(engine), after=3) == list(alone.values())
 
 
 def test_attention_over_each_rows_own_length_gets_the_tokens_generate_gives(engine, alone):
@@ -226,15 +232,7 @@ def test_attention_over_each_rows_own_length_gets_the_tokens_generate_gives(engi
     each row reads the key blocks up to its own length over the whole slot, not a shared bucket."""
     slots = decoder(engine, attention="flex")
     assert slots.attention == "flex"
-    first, second, third = items(engine)
-    slots.admit(first)
-    ended = {}
-    for _ in range(5):  # rows of different lengths from here on
-        ended.update({id(f.item): f for f in slots.step()})
-    slots.admit([second, third])
-    while not slots.idle():
-        ended.update({id(f.item): f for f in slots.step()})
-    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+    assert joining_mid_flight(slots, items(engine), after=5) == list(alone.values())  # rows of different lengths
 
 
 @pytest.mark.parametrize("attention", ["bucket", "flex"])
@@ -251,15 +249,7 @@ def test_the_compiled_step_traces_as_one_graph_per_shape_and_gets_the_tokens_gen
     torch._dynamo.utils.counters.clear()
     slots = decoder(engine, compile="aot_eager", attention=attention)
     assert slots.compiled and slots.step_fn is not decode_step and slots.attention == attention
-    first, second, third = items(engine)
-    slots.admit(first)
-    ended = {}
-    for _ in range(3):
-        ended.update({id(f.item): f for f in slots.step()})
-    slots.admit([second, third])
-    while not slots.idle():
-        ended.update({id(f.item): f for f in slots.step()})
-    assert [ended[id(p)].token_ids for p in (first, second, third)] == list(alone.values())
+    assert joining_mid_flight(slots, items(engine), after=3) == list(alone.values())
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 2  # a graph per shape: 1 row, then 4 (the bucket of 3)
     assert not torch._dynamo.utils.counters["graph_break"]
 
