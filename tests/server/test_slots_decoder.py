@@ -254,6 +254,21 @@ def test_the_compiled_step_traces_as_one_graph_per_shape_and_gets_the_tokens_gen
     assert not torch._dynamo.utils.counters["graph_break"]
 
 
+def test_the_compiled_step_compiles_three_graphs_for_four_row_buckets_not_one_each(engine):
+    """As the capture runs the shapes (largest first, free slots): 8 rows compiled for its sizes, 4
+    rows making the row count symbolic, 2 rows reusing that graph, a single row its own. On a GPU's
+    7 row buckets that is 3 compiles per guard variant instead of 7, each minutes of inductor there."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    slots = decoder(engine, compile="aot_eager", slots=8, slot_buckets=(1, 2, 4, 8))
+    with torch.inference_mode():
+        for rows in (8, 4, 2, 1):
+            slots.step_fn(slots, rows, slots.plan.kv_buckets[0], True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 3
+
+
 def test_a_capture_that_fails_falls_back_to_the_eager_step_then_to_bucket_attention(engine):
     """What capture() does after a failure on a GPU: one step down at a time, then it gives up."""
     from ocr_server.engines.transformers.step import decode_step

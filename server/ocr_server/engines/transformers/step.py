@@ -59,6 +59,12 @@ def flex_block_mask(pos: torch.Tensor, kv_len: int, block: int = FLEX_BLOCK) -> 
 
 def decode_step(d: SlotDecoder, rows: int, length: int, guard: bool) -> None:
     """Embed, language model, head, guard, argmax and bookkeeping for slots 0..rows-1."""
+    step_body(d, rows, length, guard, d.experts[rows])
+
+
+def step_body(d: SlotDecoder, rows: int, length: int, guard: bool, experts: Callable[..., torch.Tensor]) -> None:
+    """`decode_step` with the bucket's experts function given: the body reads no value keyed by
+    `rows`, so a compile can keep the row count symbolic."""
     from transformers.models.deepseek_ocr2.modeling_deepseek_ocr2 import apply_rotary_pos_emb, repeat_kv
 
     tok, pos, live = d.tok[:rows], d.pos[:rows], d.live[:rows]
@@ -71,7 +77,6 @@ def decode_step(d: SlotDecoder, rows: int, length: int, guard: bool) -> None:
     else:
         mask, kv_len = (d.key_index[None, :length] <= pos[:, None])[:, None, None, :], length
     index = d.slot_index[:rows]
-    experts = d.experts[rows]
     groups = d.heads // d.kv_heads
     for layer, block in enumerate(d.layers):
         attn = block.self_attn
@@ -116,11 +121,19 @@ def decode_step(d: SlotDecoder, rows: int, length: int, guard: bool) -> None:
 
 def compiled_step(backend: str, shapes: int) -> Callable[..., None]:
     """`decode_step` through torch.compile with `backend` (inductor; aot_eager traces without
-    generating code, for tests): one whole graph (fullgraph: a graph break would be a host sync
-    inside the step) per step shape (dynamic=False: the shapes are few and fixed, each captured as
-    its own CUDA graph). Dynamo's recompile limit (8 a function) is raised to the `shapes` the
-    decoder runs, so no shape silently falls back to eager."""
+    generating code, for tests), as one whole graph (fullgraph: a graph break would be a host sync
+    inside the step). Shapes are left to Dynamo's automatic dynamic sizes: the first shape (the
+    largest, as the capture goes) is compiled for its sizes, the next one with another row count or
+    KV length makes those sizes symbolic, and that graph serves every other bucket except a single
+    row: 3 compiles per guard variant instead of one per row bucket (7 on a GPU), each captured as
+    CUDA graphs per shape as before. The recompile limit (8 a function) is raised to the `shapes`
+    the decoder runs, so no shape falls back to eager unseen."""
     import torch._dynamo.config as dynamo
 
     dynamo.recompile_limit = max(dynamo.recompile_limit, shapes)
-    return torch.compile(decode_step, backend=backend, fullgraph=True, dynamic=False)
+    body = torch.compile(step_body, backend=backend, fullgraph=True)
+
+    def step(d: SlotDecoder, rows: int, length: int, guard: bool) -> None:
+        body(d, rows, length, guard, d.experts[rows])
+
+    return step
