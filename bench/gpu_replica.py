@@ -52,12 +52,12 @@ REMOVED = ("pydantic", "pydantic-core")  # pulled in here by typer (transformers
 
 # The run's sizes: the tiny model on the CPU; every phase and every client level as on the GPU machine.
 FULL_ARGS = ["--device", "cpu", "--model", "tiny", "--size", "640", "--new-tokens", "16", "--images", "32",
-             "--reference-pages", "2", "--clients", "1,64,32,8", "--identity-pages", "3", "--identity-new-tokens", "12",
+             "--reference-pages", "2", "--experts-compare", "--clients", "1,64,32,8", "--identity-pages", "3", "--identity-new-tokens", "12",
              "--identity-slots", "2", "--profile-ks", "1,2", "--contention", "1,2",
              "--server-variants", "PREPROCESS_MODE=processes", "--plan",
              "install=120,model=120,identity=300,raw=1200,server=900,profile=240"]
 SHORT_ARGS = ["--device", "cpu", "--model", "tiny", "--size", "320", "--new-tokens", "4", "--images", "8",
-              "--reference-pages", "1", "--clients", "1,4,2", "--identity-pages", "2", "--identity-new-tokens", "6",
+              "--reference-pages", "1", "--experts-compare", "--clients", "1,4,2", "--identity-pages", "2", "--identity-new-tokens", "6",
               "--identity-slots", "1", "--profile-ks", "1,2", "--contention", "1",
               "--server-variants", "PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1", "--plan",
               "install=120,model=90,identity=120,raw=240,server=300,profile=120"]

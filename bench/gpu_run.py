@@ -37,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("install", "model", "identity", "raw", "server", "profile")
 # The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
 # 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
-# generate() on the first 4; then ms per step with the step compiled, last, as its compile time on
-# that host is not known yet); the server at 1, 64, 32 and 8 clients, then at 64 with each server
+# generate() on the first page, about 40 s less than on 4 as on 2026-12-04, and no batched_mm steps:
+# both measured then; then ms per step with the step compiled, last, as its compile time on that
+# host is not known yet); the server at 1, 64, 32 and 8 clients, then at 64 with each server
 # variant (DECODE_COMPILE=true, then PREPROCESS_MODE=processes: about 45 s); the prefill's profile.
 # Seen on the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s, raw 112-130 s, server 80-82 s,
 # profile 45 s. A phase cut at its deadline keeps what it wrote, so the new figures come last in each.
@@ -119,7 +120,8 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
     full = args.model == "full"
     bench = ["--engines", "transformers", "--model-path", str(model), "--device", args.device, "--size", str(args.size),
              "--new-tokens", str(args.new_tokens), "--images", str(args.images), "--reference-pages", str(args.reference_pages),
-             "--batch-size", "8", "--clients", args.clients, "--experts-compare", "--json", str(args.out / "bench.json"),
+             "--batch-size", "8", "--clients", args.clients, "--json", str(args.out / "bench.json"),
+             *(["--experts-compare"] if args.experts_compare else []),
              # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU traced whole by aot_eager, which
              # proves it compiles in this torch without inductor's minutes of C++ code generation
              "--compile-compare", "inductor" if args.device == "cuda" else "aot_eager",
@@ -344,7 +346,10 @@ def main() -> int:
     p.add_argument("--size", type=int, default=1024)
     p.add_argument("--new-tokens", type=int, default=512)
     p.add_argument("--images", type=int, default=64)
-    p.add_argument("--reference-pages", type=int, default=4)
+    p.add_argument("--reference-pages", type=int, default=1,
+                   help="sequential and generate() on this many pages (their H200 figures of 2026-12-04 were on 4)")
+    p.add_argument("--experts-compare", action="store_true",
+                   help="also ms per decode step with batched_mm experts (measured on the H200 on 2026-12-04)")
     p.add_argument("--clients", default="1,64,32,8", help="the server's client levels, in this order")
     p.add_argument("--identity-pages", type=int, default=8)
     p.add_argument("--identity-new-tokens", type=int, default=256)
