@@ -382,6 +382,7 @@ def test_the_server_reports_its_slots_and_concurrency_does_not_cap_them(tiny_nat
         decoder = health["decoder"]
         assert decoder["decoder"] == "slots" and decoder["slots"] == 3 and decoder["kv_bytes_per_slot"] > 0
         assert decoder["cuda_graphs"] == 0  # a CPU runs the step eagerly
+        assert (decoder["decode_step"], decoder["attention"]) == ("eager", "bucket")
 
         def post(seed: int) -> httpx.Response:
             return httpx.post(server.url + "/v1/ocr", files={"file": ("p.png", samples.png(96, 96, seed=seed), "image/png")},

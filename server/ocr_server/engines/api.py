@@ -94,13 +94,16 @@ class DecoderReport:
     kv_buckets: tuple[int, ...] | None = None
     cuda_graphs: int | None = None
     graph_capture_seconds: float | None = None
+    decode_step: str | None = None  # compiled | eager: what the step runs as, after any fall-back at capture
+    attention: str | None = None  # flex | bucket: likewise
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"decoder": self.decoder}
         if self.slots is not None:
             out.update(slots=self.slots, kv_max_len=self.kv_max_len, kv_bytes_per_slot=self.kv_bytes_per_slot,
                        kv_buckets=list(self.kv_buckets or ()), cuda_graphs=self.cuda_graphs,
-                       graph_capture_seconds=self.graph_capture_seconds)
+                       graph_capture_seconds=self.graph_capture_seconds, decode_step=self.decode_step,
+                       attention=self.attention)
         return out
 
 

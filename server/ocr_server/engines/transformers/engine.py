@@ -282,7 +282,8 @@ class Engine:
         s = self.slots
         return DecoderReport("slots", slots=s.plan.slots, kv_max_len=s.plan.max_len, kv_bytes_per_slot=s.kv_bytes_per_slot(),
                              kv_buckets=s.plan.kv_buckets, cuda_graphs=len(s.graphs),
-                             graph_capture_seconds=round(s.capture_seconds, 3))
+                             graph_capture_seconds=round(s.capture_seconds, 3),
+                             decode_step="compiled" if s.compiled else "eager", attention=s.attention)
 
     def capture_graphs(self) -> GraphCapture | None:
         """The slots decoder's step graphs, one per step shape (slot bucket x KV length x guard on or
