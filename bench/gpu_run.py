@@ -242,9 +242,14 @@ def summary(out: Path, report: Report) -> list[str]:
         if level.startswith("clients_"):
             lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")
     for variant, levels in t.get("server", {}).get("variants", {}).items():
+        if "error" in levels:
+            lines.append(f"server with {variant} FAILED: {levels['error'][-300:]}")
+        decoder = levels.get("health", {}).get("decoder", {})
+        step = (f"; step {decoder['decode_step']}, {decoder['attention']} attention, graphs in "
+                f"{decoder['graph_capture_seconds']:.1f} s" if decoder.get("decode_step") else "")
         for level, f in levels.items():
             if level.startswith("clients_"):  # beside the variant server's health
-                lines.append(f"server {level} with {variant}: {f['tokens_per_s']:.1f} tokens/s, p95 {f['p95_s']:.2f} s")
+                lines.append(f"server {level} with {variant}: {f['tokens_per_s']:.1f} tokens/s, p95 {f['p95_s']:.2f} s{step}")
     return lines
 
 

@@ -321,9 +321,14 @@ def server_path(engine: str, model_dir: Path, images: list[bytes], args, out: di
     in the order given, each level saved into `out` as soon as it is measured; then each --variant's
     server (the same with some settings changed) at the largest level, into out["variants"]."""
     serve_levels(engine, model_dir, images, args, {}, args.clients, out, save)
-    for variant in args.variant:
+    for variant in args.variant:  # a variant that fails is recorded, and the next one still measured
         got = out.setdefault("variants", {}).setdefault(variant, {})
-        serve_levels(engine, model_dir, images, args, variant_env(variant), [max(args.clients)], got, save)
+        try:
+            serve_levels(engine, model_dir, images, args, variant_env(variant), [max(args.clients)], got, save)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - SystemExit: the server exited or never got ready
+            got["error"] = str(exc)[-2000:]
+            save()
+            print(f"{engine} server with {variant} failed: {got['error']}", file=sys.stderr, flush=True)
 
 
 def serve_levels(engine: str, model_dir: Path, images: list[bytes], args, overrides: dict[str, str], levels: list[int],

@@ -105,10 +105,21 @@ def test_each_server_variant_is_measured_at_the_largest_level(run):
     """The server again with some settings changed (gpu_run's --server-variants): here its pages
     prepared in a worker process."""
     variants = figures(run, "bench.json")["engines"]["transformers"]["server"]["variants"]
+    assert list(variants) == ["DECODE_COMPILE=true", "PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1"]
     got = variants["PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1"]
     assert [k for k in got if k.startswith("clients_")] == [f"clients_{max(LEVELS)}"]
     assert got[f"clients_{max(LEVELS)}"]["tokens_per_s"] > 0 and got["health"]["decoder"]["decoder"] == "slots"
-    assert "with PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1:" in (run["out"] / "gpu_check.log").read_text().split("== summary")[1]
+    assert got["health"]["decoder"]["decode_step"] == "eager"  # a CPU: no graphs, nothing compiled
+    summary = (run["out"] / "gpu_check.log").read_text().split("== summary")[1]
+    assert "with PREPROCESS_MODE=processes;PREPROCESS_WORKERS=1:" in summary and "; step eager, bucket attention" in summary
+
+
+def test_a_variant_whose_server_does_not_start_is_recorded_and_the_next_one_still_measured(run):
+    """DECODE_COMPILE=true, the GPU machine's first variant, is refused on a CPU at start."""
+    got = figures(run, "bench.json")["engines"]["transformers"]["server"]["variants"]["DECODE_COMPILE=true"]
+    assert "DECODE_COMPILE=true compiles the decode step" in got["error"]
+    assert not [k for k in got if k.startswith("clients_")]
+    assert "server with DECODE_COMPILE=true FAILED" in (run["out"] / "gpu_check.log").read_text().split("== summary")[1]
 
 
 def test_only_the_small_result_files_come_back_and_the_log_ends_with_the_summary(run):
