@@ -65,6 +65,15 @@ def test_a_missing_weights_directory_stops_the_process_before_torch_is_imported(
     assert "torch imported: False" in result.stderr, result.stderr[-2000:]
 
 
+def test_a_compiled_decode_step_on_a_cpu_is_refused_before_the_weights_load(tiny_native):
+    """DECODE_COMPILE compiles the step while the warm-up captures its CUDA graphs; on a CPU each
+    shape would compile in the middle of serving."""
+    result = run_server({"MODEL_PATH": str(tiny_native), "DECODE_COMPILE": "true"})
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "DECODE_COMPILE=true" in result.stderr and "CUDA_GRAPHS" in result.stderr
+    assert "weights loaded" not in result.stderr
+
+
 def test_config_file_sections_apply_and_env_overrides_them(tiny_native, tmp_path):
     cfg = tmp_path / "server.yaml"
     cfg.write_text(f"model:\n  path: {tiny_native}\n  input_size: 640\nruntime:\n  batch_size: 4\n")

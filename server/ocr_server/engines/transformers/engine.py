@@ -184,6 +184,9 @@ class Engine:
             log.warning("%s at %s: its output text is meaningless; for tests and demos only", TINY_MARKER, model_dir)
         device = self.device()
         dtype = getattr(torch, resolve_dtype(cfg.runtime.dtype, device.type))
+        self.decoder = resolve_decoder(cfg.runtime.decoder, device)
+        # refused before the weights load: a pod crash-looping on it says why at once
+        step_compile = compile_backend(cfg.runtime, device) if self.decoder == "slots" else ""
         if device.type == "cuda":
             # cuDNN's attention builds a plan per input shape, and every decode step is a new shape:
             # measured on an H200, a request with unseen lengths paid seconds (a 128-token answer
@@ -227,9 +230,8 @@ class Engine:
         name = cfg.model.name
         if tiny:
             name = TINY_SERVED_NAME
-        self.decoder = resolve_decoder(cfg.runtime.decoder, device)
         if self.decoder == "slots":
-            self.slots = self._slot_decoder(device)
+            self.slots = self._slot_decoder(device, step_compile)
         self.info = ModelInfo(
             name=name, revision=revision(model_dir, cfg.model.revision, tiny), layout=layout, tiny=tiny,
             device=str(device), dtype=str(dtype).replace("torch.", ""), decoder=self.decoder,
@@ -244,7 +246,7 @@ class Engine:
         fixed = max(len(self.tokenizer(p.replace("<image>", image, 1))["input_ids"]) for p in PROMPTS.values())
         return max(fixed, len(self.tokenizer(image)["input_ids"]) + MAX_PROMPT_TOKENS)
 
-    def _slot_decoder(self, device: torch.device) -> SlotDecoder:
+    def _slot_decoder(self, device: torch.device, step_compile: str = "") -> SlotDecoder:
         """The slot KV cache for DECODE_SLOTS rows of the longest prompt + MAX_NEW_TOKENS; refused
         when it does not fit the GPU's free memory."""
         from .slots import SlotPlan, buckets, head_dim, kv_bytes_per_slot, parse_buckets
@@ -259,7 +261,7 @@ class Engine:
         # faster and each layer of the forward is a chunk the decoding rows wait for (slot_runner.py)
         plan = SlotPlan(slots=slots, max_len=max_len, slot_buckets=buckets(slots, first=1), kv_buckets=kv_buckets,
                         guard_capacity=max(1, r.max_new_tokens), experts=r.experts, graphs=r.cuda_graphs,
-                        vision_views=8 if device.type == "cuda" else 2, compile=compile_backend(r, device))
+                        vision_views=8 if device.type == "cuda" else 2, compile=step_compile)
         per_slot = kv_bytes_per_slot(text.num_hidden_layers, text.num_key_value_heads, head_dim(text), max_len, self.model.dtype)
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
