@@ -111,6 +111,38 @@ def test_tiny_server_image_starts_the_server_and_answers_health_on_loopback(buil
     assert health["status"] == "ok" and health["tiny"] is True and health["device"] == "cpu", health
 
 
+# Triton's own build of a kernel launcher (triton.runtime.build._build: its compiler lookup, Python's
+# headers), on a module as small as a launcher's, imported afterwards.
+LAUNCHER_PROBE = r'''
+import importlib.util, inspect, os, tempfile
+from triton.runtime import build
+SRC = """#include <Python.h>
+static struct PyModuleDef probe = {PyModuleDef_HEAD_INIT, "launcher_probe", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_launcher_probe(void) { return PyModule_Create(&probe); }
+"""
+with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "launcher_probe.c")
+    with open(src, "w") as f:
+        f.write(SRC)
+    given = {"library_dirs": [], "include_dirs": [], "libraries": [], "ccflags": []}
+    accepted = inspect.signature(build._build).parameters
+    so = build._build("launcher_probe", src, d, **{k: v for k, v in given.items() if k in accepted})
+    spec = importlib.util.spec_from_file_location("launcher_probe", so)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    print("launcher built and imported")
+'''
+
+
+def test_the_server_image_can_build_tritons_kernel_launchers(built, buildah):
+    """On a GPU, torch.compile's kernels (flex attention in the decode step, DECODE_COMPILE) run
+    through launchers Triton compiles at run time with the system's C compiler against Python's
+    headers; the CUDA runtime base image has neither, and without them each compile fails and the
+    server falls back to its slower paths."""
+    result = buildah.run_image(built.server, "python", "-c", LAUNCHER_PROBE, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "launcher built and imported"
+
+
 def test_no_working_container_or_its_mount_is_left_behind(built, buildah):
     """A build or a throwaway run that leaves a working container keeps an overlay mount on the
     machine; ensure_images removes those of killed builds, and nothing here leaves one."""
