@@ -78,8 +78,8 @@ def resolve_decoder(setting: str, device: torch.device) -> str:
 
 def compile_backend(r: RuntimeConfig, device: torch.device) -> str:
     """The decode step's torch.compile backend: inductor with DECODE_COMPILE, else "" (eager). The
-    compile is paid once per step shape while the warm-up captures the graphs, so it needs a GPU
-    and CUDA_GRAPHS; anywhere else each shape would compile in the middle of serving: refused."""
+    compiles are paid while the warm-up captures the graphs, so it needs a GPU and CUDA_GRAPHS;
+    anywhere else they would fall in the middle of serving: refused."""
     if not r.decode_compile:
         return ""
     if device.type != "cuda" or not r.cuda_graphs:
