@@ -235,7 +235,9 @@ def summary(out: Path, report: Report) -> list[str]:
         lines.append(f"raw slots: {t['slots']['tokens_per_s']:.1f} tokens/s, p95 {t['slots']['p95_s']:.2f} s")
     for impl, times in t.get("step_ms", {}).items():
         lines.append(f"ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
-    if c := t.get("compiled_step"):
+    if (c := t.get("compiled_step")) and "compiled" not in c:
+        lines.append(f"compiled step ({c['backend']}): still compiling when the phase ended")
+    elif c:
         lines.append(f"compiled step ({c['backend']}): {'kept' if c['compiled'] else 'FELL BACK to the eager step'}, "
                      f"compiled and captured in {c['capture_s']:.1f} s")
     for level, f in t.get("server", {}).items():

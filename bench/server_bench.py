@@ -194,7 +194,9 @@ def transformers_paths(model_dir: Path, images: list[bytes], args, out: dict, sa
     save()
     if args.compile_compare:  # last: the compile's time on a GPU's host is not known yet
         slots = engine.slots
-        out["compiled_step"] = use_compiled(slots, args.compile_compare)
+        out["compiled_step"] = {"backend": args.compile_compare, "started_unix": time.time()}  # a cut compile shows
+        save()
+        out["compiled_step"].update(use_compiled(slots, args.compile_compare))
         save()
         if out["compiled_step"]["compiled"]:
             out["step_ms"][f"{slots.experts_name}+compiled"] = step_times(slots, pages, prep, args)

@@ -113,6 +113,9 @@ def test_the_summary_names_the_step_times_and_a_compiled_step_that_fell_back(tmp
     assert "ms per decode step (grouped_mm): 1 rows 2.51, 64 rows 4.57" in lines
     assert "ms per decode step (grouped_mm+compiled): 1 rows 1.20" in lines
     assert "compiled step (inductor): FELL BACK to the eager step, compiled and captured in 61.2 s" in lines
+    (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {
+        "compiled_step": {"backend": "inductor", "started_unix": 1.0}}}}))  # the raw phase cut while it compiled
+    assert "compiled step (inductor): still compiling when the phase ended" in gpu_run.summary(tmp_path, report)
 
 
 def test_the_raw_phase_compiles_the_step_with_inductor_on_a_gpu_and_traces_it_with_aot_eager_on_a_cpu(tmp_path):
