@@ -16,7 +16,8 @@
 # carries on; a phase cut at its deadline leaves the figures it has written so far.
 #   install   25 s  pip from local wheels into /tmp/gpu-check/site, then every import checked
 #   model     40 s  the full-size architecture, random bf16 weights (native layout) -> /tmp/gpu-check/model
-#   identity  85 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots -> identity.json
+#   identity  85 s  8 pages x 256 tokens: generate() alone vs the slots decoder, 4 slots, then the same
+#                   with the step compiled by inductor -> identity.json
 #   raw      120 s  the raw engine, 64 pages x 512 tokens: the slots decoder (throughput, prefill at 1
 #                   and 8 pages together, ms per step per experts implementation), sequential and
 #                   generate() on 4, then ms per step with the step compiled by inductor -> bench.json

@@ -133,7 +133,8 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
                   f"write_model(Path(sys.argv[1]), {full}, 'native'); (Path(sys.argv[1]) / '.complete').touch()", str(model)],
         "identity": [py, str(ROOT / "bench" / "slots_check.py"), "--device", args.device, "--model-path", str(model),
                      "--pages", str(args.identity_pages), "--new-tokens", str(args.identity_new_tokens),
-                     "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json")],
+                     "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json"),
+                     "--compile", "inductor" if args.device == "cuda" else "aot_eager"],
         "raw": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "raw", *bench],
         "server": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "server", *bench],
         "profile": [py, str(ROOT / "bench" / "prefill_profile.py"), "--model-path", str(model), "--device", args.device,
@@ -217,6 +218,9 @@ def summary(out: Path, report: Report) -> list[str]:
         ident = json.loads((out / "identity.json").read_text())
         lines.append(f"identity: {ident.get('identical_pages')}/{len(ident.get('pages', []))} pages identical"
                      + ("" if ident.get("complete") else " (partial)"))
+        if c := ident.get("compiled"):
+            lines.append(f"identity, step compiled ({c['backend']}): {c['identical_pages']}/{len(c['pages'])} pages identical"
+                         + ("" if c.get("complete") else " (partial)"))
     except (OSError, ValueError):
         lines.append("identity: no figures")
     try:

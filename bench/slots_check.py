@@ -10,7 +10,9 @@ decoder with fewer slots than pages, so that rows join mid-flight (and, on a GPU
 captured CUDA graphs). For a page whose tokens differ, it names the first differing step and its
 cause: the n-gram guard banning one of the two tokens, or the two tokens' logits (recomputed
 without any cache, in the model's dtype) being within rounding of each other: a near-tie that
-different kernels and reduction orders may break either way.
+different kernels and reduction orders may break either way. With --compile BACKEND the same pages
+go through the slots decoder again with its step compiled (DECODE_COMPILE: inductor; aot_eager on
+a CPU traces it without generating code), against the same reference, into "compiled".
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.server_bench import decoded_pages, page, write_model  # noqa: E402 (the repository is put on the path just above)
+from bench.slot_steps import use_compiled  # noqa: E402 (the same)
 
 SIZES = [(1024, 1024), (640, 640), (1600, 800), (800, 1600), (1400, 1400), (900, 700), (2000, 1000), (700, 1800)]
 
@@ -59,6 +62,21 @@ def cause(engine, item, reference: list[int], got: list[int], at: int) -> str:
             + ("a near-tie, broken differently by different kernels" if tie else "NOT a near-tie: look for a bug"))
 
 
+def compare(engine, images: list, prep, reference: list, into: dict, save) -> None:
+    """All pages together through the slots decoder, each page's tokens against its reference,
+    into `into["pages"]` and `into["identical_pages"]`, saved after each page."""
+    items = [prep(im) for im in images]
+    for i, (item, r, g) in enumerate(zip(items, reference, engine.generate_batch(items))):
+        same = r.token_ids == g.token_ids and r.finished == g.finished
+        entry = {"page": i, "size": list(images[i].size), "crops": item.plan.crops, "tokens": len(r.token_ids), "identical": same}
+        if not same:
+            at = next((k for k, (x, y) in enumerate(zip(r.token_ids, g.token_ids)) if x != y), min(len(r.token_ids), len(g.token_ids)))
+            entry.update({"first_divergence": at, "cause": cause(engine, prep(images[i]), r.token_ids, g.token_ids, at)})
+        into["pages"].append(entry)
+        into["identical_pages"] = sum(e["identical"] for e in into["pages"])
+        save()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -69,6 +87,8 @@ def main() -> int:
     p.add_argument("--slots", type=int, default=4, help="DECODE_SLOTS: fewer than --pages, so rows join mid-flight")
     p.add_argument("--head-scale", type=float, default=50.0)
     p.add_argument("--experts", default="auto", help="EXPERTS of the slots decoder (generate() decodes with batched_mm on a GPU)")
+    p.add_argument("--compile", metavar="BACKEND", default="",
+                   help="then the slots decoder again with its step compiled by this torch.compile backend (inductor)")
     p.add_argument("--json", help="also write the result to this file, as it grows (\"complete\": false until the end)")
     args = p.parse_args()
     if args.full_size and args.device != "cuda":
@@ -101,20 +121,17 @@ def main() -> int:
             reference.append(engine.generate_reference([prep(im)])[0])
             result.update(generate_s=time.perf_counter() - t, generated_alone=len(reference))
             write_figures(args.json, result)
-        items = [prep(im) for im in images]
         t = time.perf_counter()
-        got = engine.generate_batch(items)
+        compare(engine, images, prep, reference, result, lambda: write_figures(args.json, result))
         result["slots_s"] = time.perf_counter() - t
-        for i, (item, r, g) in enumerate(zip(items, reference, got)):
-            same = r.token_ids == g.token_ids and r.finished == g.finished
-            entry = {"page": i, "size": list(images[i].size), "crops": item.plan.crops, "tokens": len(r.token_ids), "identical": same}
-            if not same:
-                at = next((k for k, (x, y) in enumerate(zip(r.token_ids, g.token_ids)) if x != y), min(len(r.token_ids), len(g.token_ids)))
-                entry.update({"first_divergence": at, "cause": cause(engine, prep(images[i]), r.token_ids, g.token_ids, at)})
-            result["pages"].append(entry)
-            result["identical_pages"] = sum(e["identical"] for e in result["pages"])
+        result["complete"] = True
+        if args.compile:  # after the main figures: the compile's time on a GPU's host is not known yet
+            compiled = result["compiled"] = {"backend": args.compile, "complete": False, "identical_pages": 0, "pages": []}
             write_figures(args.json, result)
-    result["complete"] = True
+            compiled.update(use_compiled(engine.slots, args.compile))
+            t = time.perf_counter()
+            compare(engine, images, prep, reference, compiled, lambda: write_figures(args.json, result))
+            compiled.update(slots_s=time.perf_counter() - t, complete=True)
     write_figures(args.json, result)
     pages = result["pages"]
     print(json.dumps(result, indent=2))
@@ -123,6 +140,12 @@ def main() -> int:
     for e in pages:
         if not e["identical"]:
             print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
+    if c := result.get("compiled"):
+        print(f"compiled step ({c['backend']}, {'kept' if c['compiled'] else 'fell back to eager'}): "
+              f"{c['identical_pages']}/{len(c['pages'])} pages identical")
+        for e in c["pages"]:
+            if not e["identical"]:
+                print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
     return 0
 
 

@@ -65,6 +65,9 @@ def test_the_identity_check_finds_every_page_identical(run):
     identity = figures(run, "identity.json")
     assert identity["complete"] is True and identity["device"] == "cpu"
     assert len(identity["pages"]) == 2 and identity["identical_pages"] == 2
+    compiled = identity["compiled"]  # the same pages with the step compiled (aot_eager on a CPU)
+    assert compiled["complete"] and compiled["compiled"] and compiled["backend"] == "aot_eager"
+    assert len(compiled["pages"]) == 2 and compiled["identical_pages"] == 2
 
 
 def test_the_raw_engine_figures_are_all_there_and_well_formed(run):

@@ -118,14 +118,15 @@ def test_the_summary_names_the_step_times_and_a_compiled_step_that_fell_back(tmp
     assert "compiled step (inductor): still compiling when the phase ended" in gpu_run.summary(tmp_path, report)
 
 
-def test_the_raw_phase_compiles_the_step_with_inductor_on_a_gpu_and_traces_it_with_aot_eager_on_a_cpu(tmp_path):
+def test_the_identity_and_raw_phases_compile_the_step_with_inductor_on_a_gpu_and_aot_eager_on_a_cpu(tmp_path):
     for device, backend in (("cuda", "inductor"), ("cpu", "aot_eager")):
         args = gpu_run.argparse.Namespace(
             model="tiny", device=device, size=320, new_tokens=4, images=8, reference_pages=1, clients="1,4",
             out=tmp_path, server_variants="", wheels=tmp_path, identity_pages=1, identity_new_tokens=4,
             identity_slots=1, profile_ks="1", contention="1", experts_compare=False)
-        raw = gpu_run.commands(args, tmp_path / "site", tmp_path / "model")["raw"]
-        assert raw[raw.index("--compile-compare") + 1] == backend
+        phases = gpu_run.commands(args, tmp_path / "site", tmp_path / "model")
+        raw, identity = phases["raw"], phases["identity"]
+        assert raw[raw.index("--compile-compare") + 1] == backend and identity[identity.index("--compile") + 1] == backend
         assert "--experts-compare" not in raw  # batched_mm's steps were measured on the H200 on 2026-12-04
 
 
