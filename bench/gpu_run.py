@@ -36,13 +36,14 @@ from urllib.parse import unquote, urlparse
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = ("install", "model", "identity", "raw", "server", "profile")
 # The plan on an H200 (8 minutes): pip from local wheels; 3.4B random bf16 weights written to /tmp;
-# 8 pages x 256 tokens alone and together; the raw engine on 64 pages x 512 tokens (sequential and
-# generate() on the first page, about 40 s less than on 4 as on 2026-12-04, and no batched_mm steps:
-# both measured then; then ms per step with the step compiled, last, as its compile time on that
-# host is not known yet); the server at 1, 64, 32 and 8 clients, then at 64 with each server
-# variant (DECODE_COMPILE=true, then PREPROCESS_MODE=processes: about 45 s); the prefill's profile.
-# Seen on the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s, raw 112-130 s, server 80-82 s,
-# profile 45 s. A phase cut at its deadline keeps what it wrote, so the new figures come last in each.
+# 8 pages x 256 tokens alone and together (then together with the step compiled); the raw engine on
+# 64 pages x 512 tokens (sequential and generate() on the first page, about 40 s less than on 4 as on
+# 2026-12-04, and no batched_mm steps: both measured then; then ms per step with the step compiled,
+# last, as its compile time on that host is not known yet); the server at 1, 64, 32 and 8 clients,
+# then at 64 with each server variant (DECODE_COMPILE=true, then PREPROCESS_MODE=processes: about
+# 45 s); the prefill's profile. Seen on the H200 runs of 2026-12-04: install 11-19 s, model 19-30 s,
+# raw 112-130 s, server 80-82 s, profile 45 s. A phase cut at its deadline keeps what it wrote, so
+# the new figures come last in each.
 GPU_PLAN = {"install": 25, "model": 40, "identity": 85, "raw": 120, "server": 160, "profile": 50}
 LOG_CAP = 8 * 2**20  # bytes of gpu_check.log; what is past it goes to stdout only
 FILE_CAP = 16 * 2**20  # what comes back from the GPU machine, per file
