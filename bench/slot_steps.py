@@ -53,11 +53,7 @@ def use_compiled(slots, backend: str) -> dict:
     makes it); on a GPU every shape compiled and captured again, which falls back to the eager step
     when the compile or the capture fails. Whether the compiled step stayed, and the seconds the
     compile and capture took (on a CPU each shape compiles at its first step instead)."""
-    from ocr_server.engines.transformers.step import compiled_step
-
-    plan = slots.plan
-    slots.step_fn, slots.compiled = compiled_step(backend, len(plan.slot_buckets) * len(plan.kv_buckets) * 2), True
-    slots.graphs = {}
+    slots.use_step(backend)
     t = time.perf_counter()
     slots.capture()
     return {"backend": backend, "compiled": slots.compiled, "capture_s": time.perf_counter() - t}

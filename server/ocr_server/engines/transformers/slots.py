@@ -168,14 +168,11 @@ class SlotDecoder:
         self.prefill_experts = experts_function(choose_prefill(plan.experts, hw))
         self.attention = choose_attention(plan.attention, dev.type, compiled=self.gpu)
         self.flex = self._flex_function() if self.attention == "flex" else None
-        self.compiled = bool(plan.compile)
-        # every shape a step may take, whichever attention the capture ends with
-        shapes = len(plan.slot_buckets) * len(plan.kv_buckets) * 2
-        self.step_fn: Callable[..., None] = compiled_step(plan.compile, shapes) if self.compiled else decode_step
+        self.graphs: dict[tuple[int, int, bool], Any] = {}
+        self.use_step(plan.compile)
         self.upload = prefill_pass.Uploader(dev)
         sam_positions.install(model)
         sam_attention.install(model)  # the relative-position bias folded into SDPA (GPU) or written once (CPU)
-        self.graphs: dict[tuple[int, int, bool], Any] = {}
         self.capture_seconds = 0.0
         self._host = [torch.zeros(s, dtype=torch.long, pin_memory=self.gpu) for _ in range(READBACK_BUFFERS)]
         self._next_host = 0
@@ -187,6 +184,19 @@ class SlotDecoder:
         self.lag = 1 if self.gpu else 0  # steps the host reads behind the device
         # rows -> host seconds of the last steps (benches); bounded, the server runs for months
         self.step_seconds: dict[int, deque[float]] = {}
+
+    def use_step(self, backend: str) -> None:
+        """The step through torch.compile with `backend` (step.compiled_step), or eager for "". The
+        graphs captured for another step are not replayed after it: capture again (GPU)."""
+        # every shape a step may take, whichever attention the capture ends with
+        shapes = len(self.plan.slot_buckets) * len(self.plan.kv_buckets) * 2
+        self.step_fn: Callable[..., None] = compiled_step(backend, shapes) if backend else decode_step
+        self.graphs = {}
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the step runs compiled (DECODE_COMPILE, unless it fell back)."""
+        return self.step_fn is not decode_step
 
     def _flex_function(self) -> Callable[..., torch.Tensor]:
         from torch.nn.attention.flex_attention import flex_attention
@@ -404,7 +414,7 @@ class SlotDecoder:
         bucket attention. False when nothing is left to fall back from."""
         if self.compiled:
             log.exception("%s with the compiled step; falling back to the eager step", why)
-            self.compiled, self.step_fn = False, decode_step
+            self.use_step("")
         elif self.attention == "flex":
             log.exception("%s with flex attention; falling back to bucket attention", why)
             self.attention = "bucket"
