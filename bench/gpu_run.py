@@ -119,13 +119,13 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
     """Each phase's command line (run with PYTHONPATH = python_path(site))."""
     py = sys.executable
     full = args.model == "full"
+    # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU traced whole by aot_eager, which
+    # proves it compiles in this torch without inductor's minutes of C++ code generation
+    step_compile = "inductor" if args.device == "cuda" else "aot_eager"
     bench = ["--engines", "transformers", "--model-path", str(model), "--device", args.device, "--size", str(args.size),
              "--new-tokens", str(args.new_tokens), "--images", str(args.images), "--reference-pages", str(args.reference_pages),
              "--batch-size", "8", "--clients", args.clients, "--json", str(args.out / "bench.json"),
-             *(["--experts-compare"] if args.experts_compare else []),
-             # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU traced whole by aot_eager, which
-             # proves it compiles in this torch without inductor's minutes of C++ code generation
-             "--compile-compare", "inductor" if args.device == "cuda" else "aot_eager",
+             *(["--experts-compare"] if args.experts_compare else []), "--compile-compare", step_compile,
              *(a for v in args.server_variants.split(",") if v.strip() for a in ("--variant", v.strip()))]
     return {
         "install": [py, __file__, "install", "--wheels", str(args.wheels), "--site", str(site)],
@@ -135,7 +135,7 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
         "identity": [py, str(ROOT / "bench" / "slots_check.py"), "--device", args.device, "--model-path", str(model),
                      "--pages", str(args.identity_pages), "--new-tokens", str(args.identity_new_tokens),
                      "--slots", str(args.identity_slots), "--experts", "batched_mm", "--json", str(args.out / "identity.json"),
-                     "--compile", "inductor" if args.device == "cuda" else "aot_eager"],
+                     "--compile", step_compile],
         "raw": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "raw", *bench],
         "server": [py, str(ROOT / "bench" / "server_bench.py"), "--paths", "server", *bench],
         "profile": [py, str(ROOT / "bench" / "prefill_profile.py"), "--model-path", str(model), "--device", args.device,

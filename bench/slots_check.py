@@ -137,16 +137,18 @@ def main() -> int:
     print(json.dumps(result, indent=2))
     print(f"\n{result['identical_pages']}/{len(pages)} pages identical ({result['dtype']}, head x{args.head_scale:g}, "
           f"{args.slots} slots, {result['graphs']} graphs); generate {result['generate_s']:.1f} s alone, slots {result['slots_s']:.1f} s together")
-    for e in pages:
-        if not e["identical"]:
-            print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
+    print_divergences(pages)
     if c := result.get("compiled"):
         print(f"compiled step ({c['backend']}, {'kept' if c['compiled'] else 'fell back to eager'}): "
               f"{c['identical_pages']}/{len(c['pages'])} pages identical")
-        for e in c["pages"]:
-            if not e["identical"]:
-                print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
+        print_divergences(c["pages"])
     return 0
+
+
+def print_divergences(pages: list[dict]) -> None:
+    for e in pages:
+        if not e["identical"]:
+            print(f"  page {e['page']} ({e['crops']} crops): first divergence at step {e['first_divergence']}: {e['cause']}")
 
 
 if __name__ == "__main__":
