@@ -56,7 +56,7 @@ FULL_ARGS = ["--device", "cpu", "--model", "tiny", "--size", "640", "--new-token
              "--identity-slots", "2", "--profile-ks", "1,2", "--contention", "1,2",
              "--server-variants", "PREPROCESS_MODE=processes", "--plan",
              "install=120,model=120,identity=300,raw=1200,server=900,profile=240"]
-SHORT_ARGS = ["--device", "cpu", "--model", "tiny", "--size", "320", "--new-tokens", "4", "--images", "8",
+SHORT_ARGS = ["--device", "cpu", "--model", "tiny", "--size", "320", "--new-tokens", "8", "--images", "8",
               "--reference-pages", "1", "--experts-compare", "--clients", "1,4,2", "--identity-pages", "2", "--identity-new-tokens", "6",
               "--identity-slots", "1", "--profile-ks", "1,2", "--contention", "1",
               # the GPU machine's first variant, refused on a CPU: recorded, and the next one still measured

@@ -119,7 +119,7 @@ def commands(args, site: Path, model: Path) -> dict[str, list[str]]:
     """Each phase's command line (run with PYTHONPATH = python_path(site))."""
     py = sys.executable
     full = args.model == "full"
-    # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU traced whole by aot_eager, which
+    # the compiled step (DECODE_COMPILE): inductor on a GPU; on a CPU its regions traced by aot_eager, which
     # proves it compiles in this torch without inductor's minutes of C++ code generation
     step_compile = "inductor" if args.device == "cuda" else "aot_eager"
     bench = ["--engines", "transformers", "--model-path", str(model), "--device", args.device, "--size", str(args.size),
@@ -244,7 +244,7 @@ def summary(out: Path, report: Report) -> list[str]:
         lines.append(f"compiled step ({c['backend']}): still compiling when the phase ended")
     elif c:
         lines.append(f"compiled step ({c['backend']}): {'kept' if c['compiled'] else 'FELL BACK to the eager step'}, "
-                     f"compiled and captured in {c['capture_s']:.1f} s")
+                     f"{c['attention']} attention, compiled and captured in {c['capture_s']:.1f} s")
     for level, f in t.get("server", {}).items():
         if level.startswith("clients_"):
             lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")

@@ -20,21 +20,25 @@ def drain(slots) -> None:
         slots.step()
 
 
-def step_times(slots, pages: list, prep, args, steps: int = 16) -> dict[int, float]:
-    """ms per decode step with b rows (each a page mid-answer); the first steps of each size (a
-    compiled step's compile on a CPU) are not timed."""
+def step_times(slots, pages: list, prep, args, steps: int = 16, warm: int = 3) -> dict[int, float]:
+    """ms per decode step with b rows (each a page mid-answer); the first `warm` steps of each size
+    (a compiled step's compile on a CPU) are not timed, and no timed step runs past the pages' budget
+    (the prefill gives each page its first token), so every timed step has all b rows open."""
+    timed = min(steps, args.new_tokens - 1 - warm)
+    if timed < 1:
+        raise ValueError(f"--new-tokens {args.new_tokens} leaves no decode step to time after {warm} warm-up steps")
     times = {}
     for b in sorted({b for b in (1, 8, 32, 64) if b <= slots.plan.slots} | {slots.plan.slots}):
         for at in range(0, b, slots.plan.prefill_pages):  # as the server takes them: up to prefill_pages together
             slots.admit([prep(pages[i % len(pages)]) for i in range(at, min(b, at + slots.plan.prefill_pages))])
-        for _ in range(3):
+        for _ in range(warm):
             slots.step()
         sync(args.device)
         t = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(timed):
             slots.step()
         sync(args.device)
-        times[b] = (time.perf_counter() - t) / steps * 1000
+        times[b] = (time.perf_counter() - t) / timed * 1000
         drain(slots)
     return times
 
@@ -50,10 +54,10 @@ def use_experts(slots, impl: str) -> None:
 
 def use_compiled(slots, backend: str) -> dict:
     """The decode step through torch.compile with `backend` (step.compiled_step, as DECODE_COMPILE
-    makes it); on a GPU every shape compiled and captured again, which falls back to the eager step
-    when the compile or the capture fails. Whether the compiled step stayed, and the seconds the
-    compile and capture took (on a CPU each shape compiles at its first step instead)."""
+    makes it); on a GPU every shape compiled and captured again, which falls back (bucket attention,
+    then the eager step) when the compile or the capture fails. Whether the compiled step stayed, its
+    attention, and the seconds the compile and capture took (on a CPU each shape compiles at its first step instead)."""
     slots.use_step(backend)
     t = time.perf_counter()
     slots.capture()
-    return {"backend": backend, "compiled": slots.compiled, "capture_s": time.perf_counter() - t}
+    return {"backend": backend, "compiled": slots.compiled, "attention": slots.attention, "capture_s": time.perf_counter() - t}

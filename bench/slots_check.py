@@ -139,7 +139,7 @@ def main() -> int:
           f"{args.slots} slots, {result['graphs']} graphs); generate {result['generate_s']:.1f} s alone, slots {result['slots_s']:.1f} s together")
     print_divergences(pages)
     if c := result.get("compiled"):
-        print(f"compiled step ({c['backend']}, {'kept' if c['compiled'] else 'fell back to eager'}): "
+        print(f"compiled step ({c['backend']}, {'kept' if c['compiled'] else 'fell back to eager'}, {c['attention']} attention): "
               f"{c['identical_pages']}/{len(c['pages'])} pages identical")
         print_divergences(c["pages"])
     return 0

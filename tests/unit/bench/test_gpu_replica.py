@@ -77,10 +77,12 @@ def test_the_raw_engine_figures_are_all_there_and_well_formed(run):
         assert f["tokens_per_s"] > 0 and f["pages_per_s"] > 0 and 0 < f["p50_s"] <= f["p95_s"] <= f["wall_s"] + 1e-6, path
     assert set(t["prefill_ms_per_page"]) == {"1", "4"}  # 1 and min(8, the slots) pages together
     assert all(0 < f["p50"] <= f["max"] for f in t["prefill_ms_per_page"].values())
-    # the compiled step traced whole by the machine's torch (aot_eager on a CPU) and measured
+    # the compiled step's regions traced by the machine's torch (aot_eager on a CPU) and measured
     assert set(t["step_ms"]) == {"grouped_mm", "batched_mm", "grouped_mm+compiled"}
-    assert all(set(rows) == {"1", "4"} and all(ms > 0 for ms in rows.values()) for rows in t["step_ms"].values())
+    # timed with every row open: a step with no row left returns in microseconds
+    assert all(set(rows) == {"1", "4"} and all(ms > 0.1 for ms in rows.values()) for rows in t["step_ms"].values())
     assert t["compiled_step"]["backend"] == "aot_eager" and t["compiled_step"]["compiled"] is True
+    assert t["compiled_step"]["attention"] == "bucket"  # a CPU: flex only where it runs compiled on a GPU
     assert t["slot_count"] == 4 and t["kv_mib_per_slot"] > 0
 
 

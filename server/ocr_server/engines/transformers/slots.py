@@ -186,8 +186,15 @@ class SlotDecoder:
         self.step_seconds: dict[int, deque[float]] = {}
 
     def use_step(self, backend: str) -> None:
-        """The step through torch.compile with `backend` (step.compiled_step), or eager for "". The
-        graphs captured for another step are not replayed after it: capture again (GPU)."""
+        """The step through torch.compile with `backend` (step.compiled_step), or eager for "", with
+        the attention chosen; what fall_back() tries after it, in order (compiled before eager, flex
+        before bucket attention). The graphs captured for another step are not replayed after it:
+        capture again (GPU)."""
+        self._set_step(backend)
+        self._ladder = [(step, attention) for step in dict.fromkeys((backend, ""))
+                        for attention in dict.fromkeys((self.attention, "bucket"))][1:]
+
+    def _set_step(self, backend: str) -> None:
         # every shape a step may take, whichever attention the capture ends with
         shapes = len(self.plan.slot_buckets) * len(self.plan.kv_buckets) * 2
         self.step_fn: Callable[..., None] = compiled_step(backend, shapes) if backend else decode_step
@@ -410,16 +417,17 @@ class SlotDecoder:
         return self.capture_seconds
 
     def fall_back(self, why: str) -> bool:
-        """One step down after a failure: the compiled step to the eager one, else flex attention to
-        bucket attention. False when nothing is left to fall back from."""
-        if self.compiled:
-            log.exception("%s with the compiled step; falling back to the eager step", why)
-            self.use_step("")
-        elif self.attention == "flex":
-            log.exception("%s with flex attention; falling back to bucket attention", why)
-            self.attention = "bucket"
-        else:
+        """One step down after a failure: the compiled step with flex attention, then compiled with
+        bucket attention (flex's compiled kernels with a symbolic row count are the part most likely
+        not to build), then the eager step with flex (compiled alone, for each shape), then eager
+        with bucket attention. False when nothing is left to fall back to."""
+        if not self._ladder:
             return False
+        step, attention = self._ladder.pop(0)
+        log.exception("%s with the %s step and %s attention; falling back to the %s step with %s attention", why,
+                      "compiled" if self.compiled else "eager", self.attention, "compiled" if step else "eager", attention)
+        self.attention = attention
+        self._set_step(step)
         return True
 
     def _capture(self) -> None:
