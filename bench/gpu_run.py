@@ -243,8 +243,10 @@ def summary(out: Path, report: Report) -> list[str]:
     if (c := t.get("compiled_step")) and "compiled" not in c:
         lines.append(f"compiled step ({c['backend']}): still compiling when the phase ended")
     elif c:
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in c.get("compile_s", {}).items())
         lines.append(f"compiled step ({c['backend']}): {'kept' if c['compiled'] else 'FELL BACK to the eager step'}, "
-                     f"{c['attention']} attention, compiled and captured in {c['capture_s']:.1f} s")
+                     f"{c['attention']} attention, compiled and captured in {c['capture_s']:.1f} s"
+                     + (f"; torch.compile {phases}" if phases else ""))
     for level, f in t.get("server", {}).items():
         if level.startswith("clients_"):
             lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")

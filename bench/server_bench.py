@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.server_report import report  # noqa: E402 (the repository is put on the path just above)
-from bench.slot_steps import drain, step_times, sync, use_compiled, use_experts  # noqa: E402 (the same)
+from bench.slot_steps import (compile_seconds, drain, seconds_since, step_times, sync,  # noqa: E402 (the same)
+                              use_compiled, use_experts)
 from localcluster.ports import free_port  # noqa: E402 (the repository is put on the path just above)
 
 
@@ -196,11 +197,13 @@ def transformers_paths(model_dir: Path, images: list[bytes], args, out: dict, sa
         slots = engine.slots
         out["compiled_step"] = {"backend": args.compile_compare, "started_unix": time.time()}  # a cut compile shows
         save()
+        before = compile_seconds()
         out["compiled_step"].update(use_compiled(slots, args.compile_compare))
         save()
         if out["compiled_step"]["compiled"]:
             out["step_ms"][f"{slots.experts_name}+compiled"] = step_times(slots, pages, prep, args)
-            save()
+        out["compiled_step"]["compile_s"] = seconds_since(before)  # on a CPU the shapes compile at their first steps
+        save()
     return out
 
 

@@ -61,3 +61,24 @@ def use_compiled(slots, backend: str) -> dict:
     t = time.perf_counter()
     slots.capture()
     return {"backend": backend, "compiled": slots.compiled, "attention": slots.attention, "capture_s": time.perf_counter() - t}
+
+
+# torch.compile's phases (torch._dynamo.utils.compile_times), as the GPU check reports them
+COMPILE_PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing", "aot": "create_aot_dispatcher_function",
+                  "inductor_codegen": "GraphLowering.codegen", "kernel_builds": "async_compile.wait"}
+
+
+def compile_seconds() -> dict[str, float]:
+    """Seconds this process has spent in torch.compile so far, by phase: all of it, Dynamo's tracing,
+    AOT autograd, inductor's code generation, and waiting for its kernels to build (C++ or Triton);
+    the phases a torch version does not time are left out."""
+    from torch._dynamo.utils import compile_times
+
+    names, values = compile_times(repr="csv", aggregate=True)
+    got = dict(zip(names, values))
+    return {key: float(got[name]) for key, name in COMPILE_PHASES.items() if name in got}
+
+
+def seconds_since(before: dict[str, float]) -> dict[str, float]:
+    """compile_seconds() minus an earlier reading."""
+    return {key: round(s - before.get(key, 0.0), 3) for key, s in compile_seconds().items()}

@@ -83,6 +83,7 @@ def test_the_raw_engine_figures_are_all_there_and_well_formed(run):
     assert all(set(rows) == {"1", "4"} and all(ms > 0.1 for ms in rows.values()) for rows in t["step_ms"].values())
     assert t["compiled_step"]["backend"] == "aot_eager" and t["compiled_step"]["compiled"] is True
     assert t["compiled_step"]["attention"] == "bucket"  # a CPU: flex only where it runs compiled on a GPU
+    assert t["compiled_step"]["compile_s"]["all"] >= t["compiled_step"]["compile_s"]["dynamo"] > 0  # where its compile went
     assert t["slot_count"] == 4 and t["kv_mib_per_slot"] > 0
 
 

@@ -108,11 +108,13 @@ def test_the_summary_names_the_step_times_and_a_compiled_step_that_fell_back(tmp
     report = gpu_run.Report(plan=dict(gpu_run.GPU_PLAN), args={}, phases=[])
     (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {
         "step_ms": {"grouped_mm": {"1": 2.51, "64": 4.57}, "grouped_mm+compiled": {"1": 1.2}},
-        "compiled_step": {"backend": "inductor", "compiled": False, "attention": "bucket", "capture_s": 61.25}}}}))
+        "compiled_step": {"backend": "inductor", "compiled": False, "attention": "bucket", "capture_s": 61.25,
+                          "compile_s": {"all": 50.0, "dynamo": 4.0, "kernel_builds": 30.5}}}}}))
     lines = gpu_run.summary(tmp_path, report)
     assert "ms per decode step (grouped_mm): 1 rows 2.51, 64 rows 4.57" in lines
     assert "ms per decode step (grouped_mm+compiled): 1 rows 1.20" in lines
-    assert "compiled step (inductor): FELL BACK to the eager step, bucket attention, compiled and captured in 61.2 s" in lines
+    assert ("compiled step (inductor): FELL BACK to the eager step, bucket attention, compiled and captured in 61.2 s; "
+            "torch.compile all 50.0 s, dynamo 4.0 s, kernel_builds 30.5 s") in lines
     (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {
         "compiled_step": {"backend": "inductor", "started_unix": 1.0}}}}))  # the raw phase cut while it compiled
     assert "compiled step (inductor): still compiling when the phase ended" in gpu_run.summary(tmp_path, report)
