@@ -64,14 +64,15 @@ def use_compiled(slots, backend: str) -> dict:
 
 
 # torch.compile's phases (torch._dynamo.utils.compile_times), as the GPU check reports them
-COMPILE_PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing", "aot": "create_aot_dispatcher_function",
-                  "inductor_codegen": "GraphLowering.codegen", "kernel_builds": "async_compile.wait"}
+COMPILE_PHASES = {"all": "_compile.compile_inner", "dynamo": "bytecode_tracing",
+                  "aot_and_inductor": "create_aot_dispatcher_function", "inductor_codegen": "GraphLowering.codegen",
+                  "kernel_builds": "async_compile.wait"}
 
 
 def compile_seconds() -> dict[str, float]:
     """Seconds this process has spent in torch.compile so far, by phase: all of it, Dynamo's tracing,
-    AOT autograd, inductor's code generation, and waiting for its kernels to build (C++ or Triton);
-    the phases a torch version does not time are left out."""
+    AOT autograd with the backend's compile inside it, inductor's code generation, and waiting for
+    its kernels to build (C++ or Triton); the phases a torch version does not time are left out."""
     from torch._dynamo.utils import compile_times
 
     names, values = compile_times(repr="csv", aggregate=True)

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / p) for p in ("server", "server_testing", "limits")] + [str(ROOT)]
 
 from bench import dispatch_count  # noqa: E402 (the repository is put on the path just above)
-from bench.slot_steps import compile_seconds  # noqa: E402 (the same)
+from bench.slot_steps import compile_seconds, seconds_since  # noqa: E402 (the same)
 
 
 def deeper(engine, layers: int):
@@ -77,7 +77,7 @@ def measure(args) -> dict:
                 step(d, rows, length, guard)
                 out["first_step_s"][f"{rows}{' guard' if guard else ''}"] = round(time.perf_counter() - t, 1)
     out["compile_all_shapes_s"] = round(time.perf_counter() - t_all, 1)
-    out["compile_s"] = {k: round(v - before.get(k, 0.0), 1) for k, v in compile_seconds().items()}
+    out["compile_s"] = seconds_since(before)
     out["graphs"] = counters["stats"]["unique_graphs"]
     out["generated_kernels"] = metrics.generated_kernel_count
     for name, fn in (("compiled", step), ("eager", decode_step)):

@@ -52,12 +52,12 @@ def flex_block_mask(pos: torch.Tensor, kv_len: int, block: int = FLEX_BLOCK) -> 
     blocks = -(-kv_len // block)
     last = torch.div(pos, block, rounding_mode="floor").to(torch.int32)[:, None, None]  # [rows, 1, 1]
     index = torch.arange(blocks, device=pos.device, dtype=torch.int32).expand(rows, 1, 1, blocks)
-    partial = (index + last[..., None]).clamp(max=blocks - 1)  # its first entry: pos[b]'s block
+    own = (index + last[..., None]).clamp(max=blocks - 1)  # its first entry: pos[b]'s block
 
     def visible(b: torch.Tensor, h: torch.Tensor, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         return kv <= pos[b]
 
-    return BlockMask.from_kv_blocks(torch.ones_like(last), partial, last, index, BLOCK_SIZE=block, mask_mod=visible,
+    return BlockMask.from_kv_blocks(torch.ones_like(last), own, last, index, BLOCK_SIZE=block, mask_mod=visible,
                                     seq_lengths=(1, kv_len), compute_q_blocks=False)
 
 
