@@ -406,9 +406,8 @@ class SlotDecoder:
                 self._capture()
                 break
             except Exception:  # noqa: BLE001 - compiling (step, flex) is the part that may not build here
-                if not self.fall_back("capturing the decode step failed"):
+                if not self.fall_back("capturing the decode step failed"):  # drops the graphs captured so far
                     raise
-                self.graphs = {}
                 torch.cuda.synchronize()
         self.live.zero_()
         self.capture_seconds = time.monotonic() - t0
