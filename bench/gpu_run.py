@@ -237,7 +237,8 @@ def summary(out: Path, report: Report) -> list[str]:
     except (OSError, ValueError, KeyError):
         return lines + ["bench: no figures"]
     if "slots" in t:
-        lines.append(f"raw slots: {t['slots']['tokens_per_s']:.1f} tokens/s, p95 {t['slots']['p95_s']:.2f} s")
+        lines.append(f"raw slots: {t['slots']['tokens_per_s']:.1f} tokens/s, p95 {t['slots']['p95_s']:.2f} s"
+                     + (f", {t['slots']['pages_per_prefill']:.1f} pages a prefill" if "pages_per_prefill" in t["slots"] else ""))
     for impl, times in t.get("step_ms", {}).items():
         lines.append(f"ms per decode step ({impl}): " + ", ".join(f"{b} rows {ms:.2f}" for b, ms in times.items()))
     if (c := t.get("compiled_step")) and "compiled" not in c:
@@ -249,7 +250,8 @@ def summary(out: Path, report: Report) -> list[str]:
                      + (f"; torch.compile {phases}" if phases else ""))
     for level, f in t.get("server", {}).items():
         if level.startswith("clients_"):
-            lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s")
+            lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s"
+                         + _engine(f))
     for variant, levels in t.get("server", {}).get("variants", {}).items():
         if "error" in levels:
             lines.append(f"server with {variant} FAILED: {levels['error'][-300:]}")
@@ -258,8 +260,17 @@ def summary(out: Path, report: Report) -> list[str]:
                 f"{decoder['graph_capture_seconds']:.1f} s" if decoder.get("decode_step") else "")
         for level, f in levels.items():
             if level.startswith("clients_"):  # beside the variant server's health
-                lines.append(f"server {level} with {variant}: {f['tokens_per_s']:.1f} tokens/s, p95 {f['p95_s']:.2f} s{step}")
+                lines.append(f"server {level} with {variant}: {f['tokens_per_s']:.1f} tokens/s, p95 {f['p95_s']:.2f} s{step}"
+                             + _engine(f))
     return lines
+
+
+def _engine(level: dict) -> str:
+    """A server level's engine figures (bench/engine_metrics.py) in brief: busy share, pages a prefill."""
+    e = level.get("engine")
+    if not e:
+        return ""
+    return f"; engine busy {e['busy_share']:.0%}" + (f", {e['pages_per_prefill']:.1f} pages a prefill" if "pages_per_prefill" in e else "")
 
 
 def run_all(args) -> int:

@@ -46,6 +46,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench import engine_metrics  # noqa: E402 (the repository is put on the path just above)
 from bench.figures import write_figures  # noqa: E402 (the repository is put on the path just above)
 from bench.server_report import report  # noqa: E402 (the repository is put on the path just above)
 from bench.slot_steps import (compile_seconds, drain, seconds_since, step_times, sync,  # noqa: E402 (the same)
@@ -157,7 +158,7 @@ def decoded_pages(images: list[bytes]) -> list[Image.Image]:
 
 
 def summary(latencies: list[float], wall: float, pages: int, tokens: int) -> dict:
-    return {"pages_per_s": pages / wall, "tokens_per_s": tokens / wall, "wall_s": wall,
+    return {"pages": pages, "pages_per_s": pages / wall, "tokens_per_s": tokens / wall, "wall_s": wall,
             "p50_s": statistics.median(latencies), "p95_s": pct(latencies, 95)}
 
 
@@ -214,17 +215,19 @@ def slots_paths(engine, pages: list, prep, args, out: dict, save) -> None:
     out.update({"capture_s": slots.capture() if args.device == "cuda" else 0.0,
                 "kv_mib_per_slot": slots.kv_bytes_per_slot() / 2**20, "slot_count": slots.plan.slots})
     items = [prep(im) for im in pages]
-    ends, waiting = {}, list(items)
+    ends, waiting, prefills = {}, list(items), 0
     t_all = time.perf_counter()
     while waiting or not slots.idle():
         if waiting and slots.free_slots():  # as the server's runner takes them: up to prefill_pages together
             joining = [waiting.pop(0) for _ in range(min(len(waiting), slots.free_slots(), slots.plan.prefill_pages))]
             slots.admit(joining)
+            prefills += 1
         for f in slots.step():
             ends[id(f.item)] = (time.perf_counter() - t_all, len(f.token_ids))
     sync(args.device)
     wall = time.perf_counter() - t_all
     out["slots"] = summary([e[0] for e in ends.values()], wall, len(items), sum(e[1] for e in ends.values()))
+    out["slots"]["pages_per_prefill"] = len(items) / prefills  # the server's level figures' "engine" to compare
     save()
     out["prefill_ms_per_page"] = {}
     for k in sorted({1, min(8, slots.plan.prefill_pages, slots.plan.slots, len(pages))}):
@@ -387,10 +390,13 @@ def serve_levels(engine: str, model_dir: Path, images: list[bytes], args, overri
         save()
         for clients in levels:
             batch = images[:min(len(images), max(8, 2 * clients))]  # enough pages to keep `clients` busy
+            before = engine_metrics.scrape(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text)
             t0 = time.perf_counter()
             results = asyncio.run(run_all(batch, clients))
-            got = summary([r[0] for r in results], time.perf_counter() - t0, len(batch),
-                          sum(r[1]["usage"]["generated_tokens"] for r in results))
+            wall = time.perf_counter() - t0
+            got = summary([r[0] for r in results], wall, len(batch), sum(r[1]["usage"]["generated_tokens"] for r in results))
+            after = engine_metrics.scrape(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text)
+            got["engine"] = engine_metrics.level_figures(before, after, wall)
             got["layout"] = results[0][1]["layout"]
             # time outside the model: the pages' preprocessing (worker threads) as a share of the requests' time
             timings = [r[1]["timings"] for r in results]

@@ -38,7 +38,7 @@ EXTERNAL = {
 }
 
 HISTOGRAMS = {"ocr_request_latency_seconds", "ocr_batch_size", "ocr_visual_tokens", "ocr_generated_tokens", "ocr_split_parts",
-              "ocr_queue_wait_seconds",
+              "ocr_queue_wait_seconds", "ocr_prefill_pages",
               "ocr_operator_reconcile_duration_seconds"}
 
 

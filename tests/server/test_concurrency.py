@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.zygote import Forked, enabled as forking_enabled
 
@@ -36,6 +38,30 @@ def test_sixteen_simultaneous_requests_succeed_and_are_batched(server):
     single = a["1.0"] - b["1.0"]
     # the pages shared decode steps: at least one step decoded several of them
     assert steps - single >= 1, f"batch histogram delta: {steps} decode steps, {single} with one page"
+
+
+def _engine_series(url: str) -> dict[str, float]:
+    text = httpx.get(url + "/metrics").text
+    wanted = ("ocr_prefill_pages_count", "ocr_prefill_pages_sum", "ocr_batch_size_count", "ocr_engine_busy_seconds_total")
+    return {s.name + "".join(f"/{v}" for v in s.labels.values()): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples if s.name in wanted}
+
+
+def test_the_pages_of_one_document_join_in_one_prefill_and_the_engine_reports_its_busy_time(server):
+    before = _engine_series(server.url)
+    t0 = time.monotonic()
+    with server.client() as c:  # three pages of sizes no other test sends: no cache hit
+        r = c.post("/v1/ocr", files={"file": ("doc.pdf", samples.pdf_of_sizes([(210, 150), (220, 150), (230, 150)]),
+                                              "application/pdf")})
+    wall = time.monotonic() - t0
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["pages"] == 3
+    after = _engine_series(server.url)
+    d = {k: after[k] - before.get(k, 0.0) for k in after}
+    assert (d["ocr_prefill_pages_count"], d["ocr_prefill_pages_sum"]) == (1, 3), d  # the three together, once
+    prefill, decode = d["ocr_engine_busy_seconds_total/prefill"], d["ocr_engine_busy_seconds_total/decode"]
+    assert prefill > 0 and decode > 0 and d["ocr_batch_size_count"] >= 1, d
+    assert prefill + decode <= wall, (d, wall)  # one engine thread: its busy time fits in the request's
 
 
 def test_request_with_a_tiny_deadline_gets_504(server):

@@ -115,7 +115,12 @@ class Batcher(Generic[P]):
     def _run(self, items: list[P]) -> list[Generated]:
         """One batch on the engine thread, after the plugins' hooks."""
         self.hooks.run_before_work()
-        return self.run_batch(items)
+        self.metrics.prefill_pages.observe(len(items))  # generate() prefills its batch in one pass
+        t0 = time.perf_counter()
+        try:
+            return self.run_batch(items)
+        finally:
+            self.metrics.engine_busy.labels("generate").inc(time.perf_counter() - t0)
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()

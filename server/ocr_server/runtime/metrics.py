@@ -30,6 +30,7 @@ PREPROCESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
 RATIO_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1)
 QUEUE_WAIT_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 SEND_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
+PREFILL_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 
 
 # Every metric family the server exports, as it appears on /metrics (the histogram families also
@@ -41,6 +42,7 @@ CPU_METRIC_NAMES = (
     "ocr_split_parts", "ocr_stream_disconnects_total", "ocr_secret_reloads_total", "ocr_preprocess_seconds",
     "ocr_preprocess_ratio", "ocr_queued_requests", "ocr_queue_wait_seconds", "ocr_requests_shed_total",
     "ocr_page_outcomes_total", "ocr_shadow_copies_total", "ocr_answer_send_seconds",
+    "ocr_prefill_pages", "ocr_engine_busy_seconds_total",
 )
 # serving/outcome.py's outcomes (the runtime layer imports no serving module; a unit test pins them equal).
 PAGE_OUTCOMES = ("ok", "loop", "truncated", "empty")
@@ -83,6 +85,15 @@ class Metrics:
             self.shed.labels(request_class)
         self.in_flight = Gauge("ocr_in_flight_requests", "Requests inside the engine (decode, crop, generate)", registry=r)
         self.batch_size = Histogram("ocr_batch_size", "Pages (or split parts) decoded together: the rows of each decode step, observed once per step (generate: every row of its static batch until the longest ends; slots: the pages still decoding)", buckets=BATCH_BUCKETS, registry=r)
+        # Why the server runs below the raw engine shows here: pages that trickle in from the
+        # preprocessing workers join in small prefills, and the engine thread idles between pages.
+        self.prefill_pages = Histogram("ocr_prefill_pages", "Pages prefilled together, observed once per prefill "
+                                       "(slots: the waiting pages that joined in one vision and language-model pass; "
+                                       "generate: the pages of one batch)", buckets=PREFILL_BUCKETS, registry=r)
+        self.engine_busy = Counter("ocr_engine_busy_seconds", "Time the engine thread spent working, by work: prefill "
+                                   "and decode (slots), generate (generate: prefill and decode in one call); its rate "
+                                   "is the share of the time the engine was busy (transformers engine only)",
+                                   ["work"], registry=r)
         self.visual_tokens = Histogram("ocr_visual_tokens", "Visual tokens per page", buckets=VISUAL_BUCKETS, registry=r)
         self.generated_tokens = Histogram("ocr_generated_tokens", "Generated tokens per page", buckets=GENERATED_BUCKETS, registry=r)
         self.preprocess = Histogram("ocr_preprocess_seconds", "Time a request's document took to be decoded, rasterised, "

@@ -107,6 +107,22 @@ def test_the_server_is_measured_at_every_client_level_in_the_order_given(run):
         assert f["tokens_per_s"] > 0 and 0 < f["p50_s"] <= f["p95_s"] and 0 <= f["preprocess_share"] < 1, n
 
 
+def test_each_server_level_says_what_its_engine_did_beside_the_raw_engines_pages_a_prefill(run):
+    """From the server's /metrics before and after the level: every page prefilled, the engine
+    busy for part of the level's time at most, each step with at least one row."""
+    t = figures(run, "bench.json")["engines"]["transformers"]
+    for n in LEVELS:
+        f = t["server"][f"clients_{n}"]
+        engine = f["engine"]
+        assert 1 <= engine["prefills"] <= f["pages"] and 1 <= engine["pages_per_prefill"] <= n, (n, engine)
+        assert engine["prefills"] * engine["pages_per_prefill"] == pytest.approx(f["pages"]), (n, engine)
+        assert 0 < engine["busy_share"] <= 1 and engine["rows_per_step"] >= 1, (n, engine)
+        assert engine["prefill_busy_ms_per_page"] > 0 and engine["decode_busy_ms_per_step"] > 0, (n, engine)
+    assert t["slots"]["pages_per_prefill"] >= 1
+    summary = (run["out"] / "gpu_check.log").read_text().split("== summary")[1]
+    assert f"server clients_{max(LEVELS)}:" in summary and "pages a prefill" in summary.split(f"server clients_{max(LEVELS)}:")[1]
+
+
 def test_each_server_variant_is_measured_at_the_largest_level(run):
     """The server again with some settings changed (gpu_run's --server-variants): here its pages
     prepared in a worker process."""

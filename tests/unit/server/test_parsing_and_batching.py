@@ -92,3 +92,25 @@ def test_batcher_groups_concurrent_pages_and_drops_expired_ones():
     assert isinstance(results[-1], DeadlineExceeded)
     assert all(isinstance(r, str) for r in results[:-1])
     assert sum(calls) == 6 and max(calls) == 4
+
+
+def test_each_generate_batch_counts_as_one_prefill_of_its_pages_and_its_time_as_generate_work():
+    metrics, calls = Metrics(), []
+
+    def run(items):
+        calls.append(len(items))
+        time.sleep(0.05)
+        return [f"r{id(i)}" for i in items]
+
+    async def scenario():
+        b = Batcher(run, batch_size=4, wait_s=0.05, metrics=metrics, on_fatal=lambda e: None)
+        b.start()
+        await asyncio.gather(*(b.submit(_item(time.monotonic() + 5)) for _ in range(6)))
+        await b.stop()
+
+    asyncio.run(scenario())
+    value = metrics.registry.get_sample_value
+    assert value("ocr_prefill_pages_sum") == 6
+    assert value("ocr_prefill_pages_count") == len(calls) and max(calls) == 4
+    assert value("ocr_prefill_pages_bucket", {"le": "3.0"}) == sum(n <= 3 for n in calls)
+    assert 0.05 * len(calls) <= value("ocr_engine_busy_seconds_total", {"work": "generate"}) < 1

@@ -70,6 +70,9 @@ class SlotRunner:
         self.loop: asyncio.AbstractEventLoop | None = None
         # True while an interactive request is inside the server: batch pages do not join then.
         self.hold_batch = interactive_inside
+        # The engine thread's time by work (on a GPU the host's: launches, and the step's wait for its tokens).
+        self._prefill_busy = metrics.engine_busy.labels("prefill")
+        self._decode_busy = metrics.engine_busy.labels("decode")
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -129,6 +132,7 @@ class SlotRunner:
                         for pending in joining:
                             self._open[id(pending.item)] = pending
                         filling = self.slots.prefill([p.item for p in joining])
+                        self.metrics.prefill_pages.observe(len(joining))
                         # Steps decoded since the last prefill paid off no chunk of this one: owing
                         # them, a page joining rows that had decoded a while was prefilled whole
                         # while the rows waited.
@@ -137,7 +141,9 @@ class SlotRunner:
                     t0 = time.perf_counter()
                     if next(filling, end) is end:
                         filling = None  # its rows decode from the next step
-                    owed = decode_owed(time.perf_counter() - t0, self.prefill_share)
+                    chunk = time.perf_counter() - t0
+                    self._prefill_busy.inc(chunk)
+                    owed = decode_owed(chunk, self.prefill_share)
                     credit = credit + owed if self.slots.rows and filling is not None else 0.0
                     if filling is not None and (not self.slots.rows or credit <= 0):
                         continue  # the next chunk at once: nothing decodes meanwhile, or the rows are paid
@@ -154,7 +160,9 @@ class SlotRunner:
                 t0 = time.perf_counter()
                 for ended in self.slots.step():
                     self._answer(ended)
-                credit -= time.perf_counter() - t0
+                took = time.perf_counter() - t0
+                self._decode_busy.inc(took)
+                credit -= took
                 self.progress.advanced()
                 self.hooks.run_after_step()
                 if rows:
