@@ -219,6 +219,8 @@ def summary(out: Path, report: Report) -> list[str]:
         ident = json.loads((out / "identity.json").read_text())
         lines.append(f"identity: {ident.get('identical_pages')}/{len(ident.get('pages', []))} pages identical"
                      + ("" if ident.get("complete") else " (partial)"))
+        if line := identity_goal(ident):
+            lines.append(line)
         if c := ident.get("compiled"):
             lines.append(f"identity, step compiled ({c['backend']}): {c['identical_pages']}/{len(c['pages'])} pages identical"
                          + ("" if c.get("complete") else " (partial)"))
@@ -252,6 +254,7 @@ def summary(out: Path, report: Report) -> list[str]:
         if level.startswith("clients_"):
             lines.append(f"server {level}: {f['tokens_per_s']:.1f} tokens/s, p50 {f['p50_s']:.2f} s, p95 {f['p95_s']:.2f} s"
                          + _engine(f))
+    lines += goals(t)
     for variant, levels in t.get("server", {}).get("variants", {}).items():
         if "error" in levels:
             lines.append(f"server with {variant} FAILED: {levels['error'][-300:]}")
@@ -263,6 +266,37 @@ def summary(out: Path, report: Report) -> list[str]:
                 lines.append(f"server {level} with {variant}: {f['tokens_per_s']:.1f} tokens/s, p95 {f['p95_s']:.2f} s{step}"
                              + _engine(f))
     return lines
+
+
+def identity_goal(ident: dict) -> str:
+    """Tokens identical to generate()'s, or each first divergence explained (pure): a near-tie of
+    the two tokens' logits, the n-gram guard, or one decoder stopping (bench/slots_check.py's causes)."""
+    pages = ident.get("pages", [])
+    if not pages:
+        return ""
+    unexplained = [p.get("page") for p in pages if not p.get("identical")
+                   and ("NOT a near-tie" in p.get("cause", "NOT") or not p.get("cause"))]
+    same = sum(1 for p in pages if p.get("identical"))
+    return (f"GOAL tokens identical to generate() or each divergence explained: {same}/{len(pages)} identical, "
+            + (f"pages {unexplained} NOT explained" if unexplained else f"{len(pages) - same} explained, met"))
+
+
+def goals(t: dict) -> list[str]:
+    """The transformers engine's bench figures against the goals the check is for (pure): one page
+    alone p95 <= 2.0 s, >= 8,000 tokens/s at 64 clients, the server within 5 % of the raw engine at
+    its largest level (the raw engine decodes as many pages at once as that level has clients)."""
+    server, out = t.get("server", {}), []
+    if one := server.get("clients_1"):
+        out.append(f"GOAL one page alone p95 <= 2.0 s: {one['p95_s']:.2f} s, {'met' if one['p95_s'] <= 2.0 else 'NOT met'}")
+    if full := server.get("clients_64"):
+        tps = full["tokens_per_s"]
+        out.append(f"GOAL >= 8000 tokens/s at 64 clients: {tps:.1f}, {'met' if tps >= 8000 else 'NOT met'}")
+    levels = sorted(int(k.split("_")[1]) for k in server if k.startswith("clients_"))
+    if levels and "slots" in t:
+        ratio = server[f"clients_{levels[-1]}"]["tokens_per_s"] / t["slots"]["tokens_per_s"]
+        out.append(f"GOAL server within 5 % of the raw engine at {levels[-1]} clients: {ratio - 1:+.1%}, "
+                   f"{'met' if ratio >= 0.95 else 'NOT met'}")
+    return out
 
 
 def _engine(level: dict) -> str:

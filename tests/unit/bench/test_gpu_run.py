@@ -104,6 +104,34 @@ def test_the_summary_reads_partial_figures_and_names_what_is_missing(tmp_path):
     assert "server clients_64 with PREPROCESS_MODE=processes: 5000.0 tokens/s, p95 7.20 s" in lines
 
 
+def test_the_summary_says_which_goals_the_figures_meet():
+    """One page alone p95 <= 2.0 s, >= 8,000 tokens/s at 64 clients, the server within 5 % of the
+    raw engine at its largest level (the figures of the H200's run 3, 2026-12-04)."""
+    level = lambda tps, p95: {"tokens_per_s": tps, "p95_s": p95}  # noqa: E731
+    t = {"slots": level(6229.8, 5.3), "server": {"clients_1": level(322.0, 1.58), "clients_64": level(4476.0, 7.2),
+                                                  "clients_8": level(1738.2, 2.4)}}
+    assert gpu_run.goals(t) == ["GOAL one page alone p95 <= 2.0 s: 1.58 s, met",
+                                "GOAL >= 8000 tokens/s at 64 clients: 4476.0, NOT met",
+                                "GOAL server within 5 % of the raw engine at 64 clients: -28.2%, NOT met"]
+    t["server"]["clients_64"] = level(8100.0, 4.0)
+    t["slots"] = level(8400.0, 3.9)
+    assert gpu_run.goals(t)[1:] == ["GOAL >= 8000 tokens/s at 64 clients: 8100.0, met",
+                                    "GOAL server within 5 % of the raw engine at 64 clients: -3.6%, met"]
+    assert gpu_run.goals({"server": {"health": {}}}) == []  # nothing measured, nothing claimed
+
+
+def test_the_identity_goal_is_met_by_identical_pages_and_explained_divergences_only():
+    tie = "... (0.4 units of torch.bfloat16 rounding at this magnitude): a near-tie, broken differently by different kernels"
+    bug = "... (90.0 units of torch.bfloat16 rounding at this magnitude): NOT a near-tie: look for a bug"
+    pages = [{"page": 0, "identical": True}, {"page": 1, "identical": False, "cause": tie},
+             {"page": 2, "identical": False, "cause": "the n-gram guard bans [5] after the common prefix"}]
+    assert gpu_run.identity_goal({"pages": pages}) == \
+        "GOAL tokens identical to generate() or each divergence explained: 1/3 identical, 2 explained, met"
+    pages += [{"page": 3, "identical": False, "cause": bug}, {"page": 4, "identical": False}]  # page 4: cut before its cause
+    assert gpu_run.identity_goal({"pages": pages}).endswith("1/5 identical, pages [3, 4] NOT explained")
+    assert gpu_run.identity_goal({}) == ""
+
+
 def test_the_summary_names_the_step_times_and_a_compiled_step_that_fell_back(tmp_path):
     report = gpu_run.Report(plan=dict(gpu_run.GPU_PLAN), args={}, phases=[])
     (tmp_path / "bench.json").write_text(json.dumps({"engines": {"transformers": {
