@@ -8,7 +8,6 @@ import threading
 import time
 from types import SimpleNamespace
 
-import pytest
 import torch
 
 from ocr_server.engines.batcher import Batcher
