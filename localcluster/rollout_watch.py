@@ -69,6 +69,7 @@ class RolloutWatch:
         self.tracks: dict[str, PodTrack] = {}
         self.templates: list[tuple[float, str | None]] = []  # (t, template revision) on change
         self.deadline_exceeded: float | None = None
+        self.create_refused: float | None = None  # the Deployment's ReplicaFailure (FailedCreate), first seen
         self.ready_samples: list[tuple[float, dict[str, int]]] = []
         self._stop = threading.Event()
         self._synced = threading.Event()
@@ -158,6 +159,9 @@ class RolloutWatch:
                     self.templates.append((now, revision))
                 if progressing.get("reason") == "ProgressDeadlineExceeded" and self.deadline_exceeded is None:
                     self.deadline_exceeded = now
+                refused = _cond(dep, "ReplicaFailure")
+                if refused.get("reason") == "FailedCreate" and refused.get("status") == "True" and self.create_refused is None:
+                    self.create_refused = now
 
     def _track(self, pod: dict, now: float) -> None:
         name = pod["metadata"]["name"]
@@ -223,10 +227,10 @@ class RolloutWatch:
         """The moment the first failure signal of ``reason`` for ``revision`` was observable:
         the waiting reason or lost readiness as the watch saw it, or, for the deadline-based
         reasons, the deadline itself (pod creationTimestamp + startup budget / unschedulable
-        grace, as the operator counts them)."""
+        grace, or the Deployment's refusal to create pods + that grace, as the operator counts them)."""
         with self.lock:
             tracks = [t for t in self.tracks.values() if t.revision == revision]
-            deadline = self.deadline_exceeded
+            deadline, refused = self.deadline_exceeded, self.create_refused
         times: list[float] = []
         for t in tracks:
             if reason in WAITING_FAILURES and reason in t.waiting:
@@ -240,4 +244,6 @@ class RolloutWatch:
                 times.append(max(t.unschedulable, t.created + policy["unschedulableGraceSeconds"]))
         if reason == "ProgressDeadlineExceeded" and deadline is not None:
             times.append(deadline)
+        if reason == "FailedCreate" and refused is not None:  # no pod: the Deployment's refusal, then the grace
+            times.append(refused + policy["unschedulableGraceSeconds"])
         return min(times) if times else None

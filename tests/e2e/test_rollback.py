@@ -3,7 +3,8 @@
 Every failure is injected the way it happens in a real cluster, through the pod template: the
 spec's podLabels select one of the harness' kwok failure stages for the new pods
 (never-ready, flap, crashloop, image-pull-error), resources.gpus asks for more GPUs than any
-node has (Unschedulable), and a short progressDeadlineSeconds with never-ready pods makes
+node has (Unschedulable), a runtimeClassName that does not exist makes the API server refuse the
+pods (FailedCreate), and a short progressDeadlineSeconds with never-ready pods makes
 the Deployment controller report ProgressDeadlineExceeded. Periods and deadlines are a few
 seconds so each test takes seconds.
 
@@ -143,7 +144,10 @@ def assert_rolled_back(svc: Service, watch: RolloutWatch, good: str, reason: str
     failed = status["failedRevision"]
     assert failed != good
     assert status["failedReason"] == reason, status
-    if reason != "ProgressDeadlineExceeded":  # the Deployment's verdict names no pod
+    if reason == "FailedCreate":  # no pod exists: the Deployment's refusal, quoting the API server
+        message = status["failedMessage"]
+        assert message.startswith(f"the Deployment cannot create pods of revision {failed}") and "is forbidden" in message, status
+    elif reason != "ProgressDeadlineExceeded":  # the Deployment's verdict names no pod
         assert status["failedMessage"].startswith(f"pod {NAME}-"), status["failedMessage"]
     assert status["lastGoodRevision"] == good and status["currentRevision"] == good
     # the Deployment runs the last good pod template again
@@ -242,6 +246,8 @@ FAILURES = [
     ("oom-killed", {"podLabels": {SIMULATE: "oom-killed"}}, "OOMKilled", FAST),
     ("create-config-error", {"podLabels": {SIMULATE: "create-config-error"}}, "CreateContainerConfigError", FAST),
     ("unschedulable", {"resources": {"gpus": 16}}, "Unschedulable", FAST),  # nodes have 8
+    # the API server refuses the pods (RuntimeClass admission): the Deployment reports ReplicaFailure
+    ("runtime-class-missing", {"runtimeClassName": "nvidia-missing"}, "FailedCreate", FAST),
     # progress deadline 4 s fires before the never-ready pods' startup budget of 3 + 3 x 2 = 9 s
     ("progress-deadline", {"podLabels": {SIMULATE: "never-ready"}}, "ProgressDeadlineExceeded",
      dict(FAST, progressDeadlineSeconds=4, healthCheck={"periodSeconds": 2, "failureThreshold": 3})),

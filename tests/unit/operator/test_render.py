@@ -78,6 +78,12 @@ def test_node_selector_affinity_priority_and_pull_secrets_reach_the_pod():
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
 
 
+def test_a_runtime_class_reaches_the_pod_and_none_is_set_without_one():
+    with_class = children({"runtimeClassName": "nvidia"}).objects["Deployment"]["spec"]["template"]["spec"]
+    assert with_class["runtimeClassName"] == "nvidia"
+    assert "runtimeClassName" not in children({}).objects["Deployment"]["spec"]["template"]["spec"]
+
+
 def test_the_server_config_has_one_channel_the_config_file_not_env_overrides():
     objs = children({"inference": {"maxVisualTokens": 832, "batchSize": 4, "timeoutSeconds": 12}}).objects
     env = env_of(objs["Deployment"])

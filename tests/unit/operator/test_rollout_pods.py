@@ -123,6 +123,20 @@ def test_summarize_reads_the_revision_annotation_replicas_and_the_progress_deadl
     assert not summarize(fine, []).progress_deadline_exceeded
 
 
+QUOTA = ('pods "svc-7d9-x" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=2, '
+         'used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=3')
+
+
+def test_summarize_reads_the_deployments_refusal_to_create_pods_and_since_when():
+    failure = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": QUOTA,
+               "lastTransitionTime": "2026-03-01T12:00:04Z"}
+    deployment = {"metadata": {"annotations": {"ocr.causalflow.dev/revision": NEW}}, "spec": {"replicas": 2},
+                  "status": {"conditions": [failure]}}
+    assert summarize(deployment, []).create_failure == (QUOTA, at(4))
+    for cleared in (dict(failure, status="False"), dict(failure, reason="FailedDelete")):
+        assert summarize(dict(deployment, status={"conditions": [cleared]}), []).create_failure is None
+
+
 # --------------------------------------------------------------------------- the Deployment side of the contract
 
 

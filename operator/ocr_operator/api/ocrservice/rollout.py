@@ -144,8 +144,10 @@ class Rollout:
         default=30)
     max_restarts: int = api("Container restarts of a new pod that fail the revision.", minimum=0, maximum=100,
                             default=3)
-    unschedulable_grace_seconds: int = api("How long a new pod may stay unschedulable (no free GPU) before the "
-                                           "revision fails.", minimum=0, maximum=86400, default=300)
+    unschedulable_grace_seconds: int = api("How long a new pod may stay unschedulable (no free GPU), or the "
+                                           "Deployment refuse to create the new pods (FailedCreate: a ResourceQuota, "
+                                           "a missing RuntimeClass, admission), before the revision fails.",
+                                           minimum=0, maximum=86400, default=300)
     revision_history_limit: int = api("Old ReplicaSets and stored pod templates kept for rollback.", minimum=1,
                                       maximum=50, default=5)
     quality_gate: QualityGate | None = api(

@@ -69,6 +69,11 @@ class OcrServiceSpec:
         "A core/v1 Affinity copied to the pods as is (kept free-form because its schema is the Kubernetes one; the "
         "API server validates it when the Deployment is applied).")
     priority_class_name: str | None = api("PriorityClass of the pods.", max_length=253)
+    runtime_class_name: str | None = api(
+        "RuntimeClass of the pods, e.g. nvidia on clusters where the NVIDIA container runtime is a RuntimeClass rather "
+        "than the nodes' default (as the NVIDIA GPU Operator sets it up). One that does not exist makes the API server "
+        "refuse the pods: the revision fails with FailedCreate.", max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
     service_account_name: str | None = api("ServiceAccount the pods run as (default the namespace's default "
                                            "account).", max_length=253)
     termination_grace_period_seconds: int = api("Seconds a pod gets to finish in-flight requests after SIGTERM.",

@@ -103,8 +103,8 @@ class OcrServiceStatus:
     last_good_revision: str | None = api("Last revision whose pods all became and stayed Ready.")
     failed_revision: str | None = api("Revision that failed; not retried until the spec changes.")
     failed_reason: str | None = api("Why failedRevision failed (CrashLoopBackOff, ImagePullBackOff, OOMKilled, "
-                                    "Unschedulable, ReadinessTimeout, ...).")
-    failed_message: str | None = api("Detail naming the failing pod.")
+                                    "Unschedulable, FailedCreate, ReadinessTimeout, ...).")
+    failed_message: str | None = api("Detail naming the failing pod (or the Deployment's refusal to create pods).")
     rollout: RolloutRecord | None = api(
         "The rollout state machine's persisted record (phase, revisions, timestamps); kept free-form so the state "
         "survives operator upgrades that add fields.", preserve_unknown=True)

@@ -201,6 +201,8 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
         pod_spec["affinity"] = dict(spec.affinity)
     if spec.priority_class_name:
         pod_spec["priorityClassName"] = spec.priority_class_name
+    if spec.runtime_class_name:
+        pod_spec["runtimeClassName"] = spec.runtime_class_name
     if spec.service_account_name:
         pod_spec["serviceAccountName"] = spec.service_account_name
     if spec.image_pull_secrets:

@@ -15,7 +15,9 @@ Rules:
   out are judged; old pods and a replica-count change (HPA) never start or fail a rollout.
 * A new revision fails when one of its pods reports, from Kubernetes: an image pull error,
   CreateContainerConfigError and friends, OOMKilled, CrashLoopBackOff or more than
-  ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds``,
+  ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds``, pods the
+  Deployment cannot create (FailedCreate: a ResourceQuota, a missing RuntimeClass, admission) for
+  as long,
   readiness not reached within the startup budget (``model_load_timeout_seconds +
   failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
   after it was reached (for a second at least: a shorter NotReady is a blip of the kubelet's
@@ -26,7 +28,7 @@ Rules:
   the same rollback follows. A gated pod is not Ready before the gate passes, so its startup
   budget also holds the gate's time (``Policy.gate_seconds``).
 * The last good revision, rolled out again (the spec went back to it), fails only for the
-  image pull, container creation, Unschedulable and progress-deadline signals: its pods' restarts,
+  image pull, container creation, Unschedulable, FailedCreate and progress-deadline signals: its pods' restarts,
   OOM kills and readiness are what a running pod lives through (liveness restarting a wedged
   engine), not a fault of the revision that proved good. A settled revision (Healthy) is not
   judged at all.
@@ -58,7 +60,7 @@ from datetime import datetime, timezone
 
 from .model import (FAILED, HEALTHY, NO_GOOD_REVISION, PHASES, PROGRESSING, REASON_ROLLBACK_REFUSED, ROLLED_BACK,
                     ConditionSpec, Decision, EventSpec, Failure, Observed, Policy, RolloutStatus, iso_micro)
-from .pods import all_ready, pod_deadline, find_failure
+from .pods import all_ready, create_failure_deadline, pod_deadline, find_failure
 
 
 def _conditions(status: RolloutStatus, observed: Observed, ready: int) -> tuple[ConditionSpec, ConditionSpec]:
@@ -67,8 +69,10 @@ def _conditions(status: RolloutStatus, observed: Observed, ready: int) -> tuple[
     failed = f"revision {status.failed_revision} failed ({status.failed_reason}: {status.failed_message})"
     fine = ("False", "AsExpected", "no failed revision")
     if phase == PROGRESSING:
+        refused = (f"; the Deployment cannot create its pods: {observed.create_failure[0]}"
+                   if observed.create_failure and observed.deployment_revision == rev else "")
         progressing = ("True", "RolloutInProgress", f"rolling out revision {rev}: {ready}/{observed.desired_replicas} "
-                       "pods Ready" + (f"; last good revision {last_good}" if last_good else ""))
+                       "pods Ready" + (f"; last good revision {last_good}" if last_good else "") + refused)
         degraded = fine
     elif phase == HEALTHY:
         progressing, degraded = ("False", "RolloutComplete", f"revision {rev} is Ready and settled"), fine
@@ -233,6 +237,7 @@ def _progress(
         if pod.revision == revision and not pod.deleting:
             deadlines.append(pod_deadline(pod, policy, now, prior))
     started = status.started_at
+    deadlines.append(create_failure_deadline(revision, observed, policy, now, started))
     if started is not None:
         deadlines.append(policy.progress_deadline_seconds - (now - started).total_seconds())
     pending = [d for d in deadlines if d is not None and d > 0]

@@ -28,6 +28,9 @@ REASON_CRASH_LOOP = "CrashLoopBackOff"
 REASON_TOO_MANY_RESTARTS = "TooManyRestarts"
 REASON_OOM = "OOMKilled"
 REASON_UNSCHEDULABLE = "Unschedulable"
+# The Deployment cannot create the revision's pods (its ReplicaFailure condition, reason FailedCreate):
+# a ResourceQuota, a missing RuntimeClass or ServiceAccount, Pod Security admission refusing them.
+REASON_FAILED_CREATE = "FailedCreate"
 REASON_PROGRESS_DEADLINE = "ProgressDeadlineExceeded"
 # A rollback refused: the last good revision's stored template cannot be trusted.
 REASON_ROLLBACK_REFUSED = "RollbackRefused"
@@ -79,6 +82,9 @@ class Observed:
     # The Deployment's own count of Ready pods (None: not known). The pods and the Deployment
     # come on separate watch streams; the settle period starts only once both say Ready.
     deployment_ready_replicas: int | None = None
+    # The Deployment's ReplicaFailure condition while it is True with reason FailedCreate: the
+    # API server's refusal of a pod (message) and since when (its lastTransitionTime).
+    create_failure: tuple[str, datetime] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Judging pods: what Kubernetes reports about a revision's pods, and the first failure it shows.
 
 Only pods of the revision being rolled out are judged; old pods and a replica-count change (HPA)
-never start or fail a rollout. The last good revision proved that it starts and serves, so its
+never start or fail a rollout. Pods the Deployment cannot create at all (its ReplicaFailure
+condition: a ResourceQuota, a missing RuntimeClass, Pod Security admission) fail the revision once
+the refusal has lasted the unschedulable grace, as pods that find no node do. The last good revision proved that it starts and serves, so its
 pods fail it only for what its template cannot do (pull its image, create its container, get
 scheduled); a settled revision is not judged at all.
 
@@ -21,9 +23,9 @@ from typing import Any
 from ..naming import GATE_CONDITION
 from .fetching import fetch_state
 from ..naming import REVISION_KEY as REVISION_LABEL
-from .model import (CONFIG_ERROR_REASONS, IMAGE_PULL_REASONS, REASON_CRASH_LOOP, REASON_OOM, REASON_PROGRESS_DEADLINE,
-                    REASON_READINESS_LOST, REASON_READINESS_TIMEOUT, REASON_TOO_MANY_RESTARTS, REASON_UNSCHEDULABLE,
-                    Failure, Observed, PodView, Policy, RolloutStatus, parse_time)
+from .model import (CONFIG_ERROR_REASONS, IMAGE_PULL_REASONS, REASON_CRASH_LOOP, REASON_FAILED_CREATE, REASON_OOM,
+                    REASON_PROGRESS_DEADLINE, REASON_READINESS_LOST, REASON_READINESS_TIMEOUT, REASON_TOO_MANY_RESTARTS,
+                    REASON_UNSCHEDULABLE, Failure, Observed, PodView, Policy, RolloutStatus, parse_time)
 
 # Ready's lastTransitionTime has whole seconds: 2 s on this clock is at least 1 s of NotReady.
 READINESS_LOSS_HOLD_SECONDS = 2.0
@@ -122,10 +124,29 @@ def pod_deadline(pod: PodView, policy: Policy, now: datetime, prior: RolloutStat
     return limit - _age(pod, now)
 
 
+def create_failure_since(revision: str, observed: Observed, started: datetime | None) -> datetime | None:
+    """Since when the Deployment has refused to create pods of ``revision`` (None: it creates
+    them). Counted from the rollout's start at the earliest: the Deployment also reports an older
+    ReplicaSet's refusal until that one's controller clears it."""
+    if observed.create_failure is None or observed.deployment_revision != revision:
+        return None
+    _, since = observed.create_failure
+    return since if started is None else max(since, started)
+
+
+def create_failure_deadline(revision: str, observed: Observed, policy: Policy, now: datetime,
+                            started: datetime | None) -> float | None:
+    """Seconds until that refusal has lasted the unschedulable grace (<= 0: it has), or None."""
+    since = create_failure_since(revision, observed, started)
+    return None if since is None else policy.unschedulable_grace_seconds - (now - since).total_seconds()
+
+
 def find_failure(
     revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
 ) -> Failure | None:
-    """The first failure of ``revision``: pods in creation order, then the progress deadline.
+    """The first failure of ``revision``: pods in creation order, then pods it cannot create (for
+    longer than the unschedulable grace: a quota may free up as old pods go), then the progress
+    deadline.
 
     The last good revision proved that it starts and serves: its pods' restarts, OOM kills and
     readiness (a liveness restart of a wedged engine, a pod still restarting when the spec goes
@@ -139,7 +160,13 @@ def find_failure(
         failure = _pod_failure(pod, policy, now, prior, proven)
         if failure is not None:
             return failure
-    started = prior.started_at
+    started, refused = prior.started_at, observed.create_failure
+    since = create_failure_since(revision, observed, started)
+    if refused is not None and since is not None and (now - since).total_seconds() >= policy.unschedulable_grace_seconds:
+        return Failure(
+            REASON_FAILED_CREATE,
+            f"the Deployment cannot create pods of revision {revision} for {(now - since).total_seconds():.0f}s: {refused[0]}",
+        )
     if (
         observed.progress_deadline_exceeded
         and observed.deployment_revision == revision
@@ -234,9 +261,13 @@ def summarize(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, 
     meta = deployment.get("metadata") or {}
     spec = deployment.get("spec") or {}
     status = deployment.get("status") or {}
-    progressing = next(
-        (c for c in status.get("conditions") or [] if c.get("type") == "Progressing"), {}
-    )
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    progressing = conditions.get("Progressing") or {}
+    refused = conditions.get("ReplicaFailure") or {}
+    since = parse_time(refused.get("lastTransitionTime"))
+    create_failure = None
+    if refused.get("status") == "True" and refused.get("reason") == REASON_FAILED_CREATE and since is not None:
+        create_failure = (refused.get("message") or "", since)
     replicas = spec.get("replicas")
     return Observed(
         deployment_revision=(meta.get("annotations") or {}).get(REVISION_LABEL),
@@ -245,4 +276,5 @@ def summarize(deployment: Mapping[str, Any] | None, pods: Iterable[Mapping[str, 
         and progressing.get("reason") == "ProgressDeadlineExceeded",
         pods=tuple(pod_view(p) for p in pods),
         deployment_ready_replicas=int(status.get("readyReplicas") or 0) if deployment else None,
+        create_failure=create_failure,
     )
