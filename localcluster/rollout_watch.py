@@ -198,10 +198,12 @@ class RolloutWatch:
 
     def min_ready(self, revision: str | None, since: float | None = None) -> int:
         """Fewest Ready (not terminating) pods of ``revision`` (None: of any revision) seen at
-        any moment since ``since``."""
+        any moment since ``since``: the samples after it, and the one in force at it (the last
+        before it), so a rollout that makes no pod at all still has its old pods counted."""
         with self.lock:
-            samples = [c.get(revision, 0) if revision is not None else sum(c.values())
-                       for t, c in self.ready_samples if since is None or t >= since]
+            before = [c for t, c in self.ready_samples if since is not None and t < since][-1:]
+            counts = before + [c for t, c in self.ready_samples if since is None or t >= since]
+        samples = [c.get(revision, 0) if revision is not None else sum(c.values()) for c in counts]
         return min(samples) if samples else 0
 
     def pod_count(self, revision: str) -> int:

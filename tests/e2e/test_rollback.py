@@ -265,6 +265,22 @@ def test_a_failing_upgrade_is_rolled_back_without_downtime_and_not_retried(svc, 
         assert watch.min_ready(good, since=since) >= REPLICAS
 
 
+def test_an_upgrade_the_namespaces_quota_has_no_room_for_is_rolled_back_quoting_the_quota(svc, kube):
+    """2 pods of 1 GPU under a ResourceQuota of 3 GPUs: room for a surge pod of 1 GPU, not of 2.
+    The API server refuses the new pod, and the failure quotes its refusal."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}}
+    svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
+    wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
+             timeout=30, message="the quota controller to take the quota up")
+    good = start_good(svc)
+    with RolloutWatch(kube, svc.ns, NAME) as watch:
+        since = time.monotonic()
+        svc.patch({"resources": {"gpus": 2}})
+        status = assert_rolled_back(svc, watch, good, "FailedCreate", since, FAST)
+        assert "exceeded quota: gpus" in status["failedMessage"], status["failedMessage"]
+
+
 # --------------------------------------------------------------------------- 3. a new attempt
 
 
