@@ -3,8 +3,8 @@
 Every failure is injected the way it happens in a real cluster, through the pod template: the
 spec's podLabels select one of the harness' kwok failure stages for the new pods
 (never-ready, flap, crashloop, image-pull-error), resources.gpus asks for more GPUs than any
-node has (Unschedulable), a runtimeClassName that does not exist makes the API server refuse the
-pods (FailedCreate), and a short progressDeadlineSeconds with never-ready pods makes
+node has (Unschedulable), a ResourceQuota with no room for the new pods makes the API server
+refuse them (FailedCreate), and a short progressDeadlineSeconds with never-ready pods makes
 the Deployment controller report ProgressDeadlineExceeded. Periods and deadlines are a few
 seconds so each test takes seconds.
 
@@ -246,8 +246,6 @@ FAILURES = [
     ("oom-killed", {"podLabels": {SIMULATE: "oom-killed"}}, "OOMKilled", FAST),
     ("create-config-error", {"podLabels": {SIMULATE: "create-config-error"}}, "CreateContainerConfigError", FAST),
     ("unschedulable", {"resources": {"gpus": 16}}, "Unschedulable", FAST),  # nodes have 8
-    # the API server refuses the pods (RuntimeClass admission): the Deployment reports ReplicaFailure
-    ("runtime-class-missing", {"runtimeClassName": "nvidia-missing"}, "FailedCreate", FAST),
     # progress deadline 4 s fires before the never-ready pods' startup budget of 3 + 3 x 2 = 9 s
     ("progress-deadline", {"podLabels": {SIMULATE: "never-ready"}}, "ProgressDeadlineExceeded",
      dict(FAST, progressDeadlineSeconds=4, healthCheck={"periodSeconds": 2, "failureThreshold": 3})),
