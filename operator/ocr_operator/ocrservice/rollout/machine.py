@@ -15,11 +15,11 @@ Rules:
   out are judged; old pods and a replica-count change (HPA) never start or fail a rollout.
 * A new revision fails when one of its pods reports, from Kubernetes: an image pull error,
   CreateContainerConfigError and friends, OOMKilled, CrashLoopBackOff or more than
-  ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds``, pods the
-  Deployment cannot create (FailedCreate: a ResourceQuota, a missing RuntimeClass, admission) for
-  as long,
-  readiness not reached within the startup budget (``model_load_timeout_seconds +
-  failure_threshold * period_seconds``, counted from the pod's creation), or readiness lost
+  ``max_restarts`` restarts, Unschedulable for longer than ``unschedulable_grace_seconds`` (or
+  pods the Deployment cannot create, FailedCreate: a ResourceQuota, a missing RuntimeClass,
+  admission, for as long), readiness not reached within the startup budget
+  (``model_load_timeout_seconds + failure_threshold * period_seconds``, counted from the pod's
+  creation), or readiness lost
   after it was reached (for a second at least: a shorter NotReady is a blip of the kubelet's
   status sync, never a probe's verdict); or when the Deployment reports
   ProgressDeadlineExceeded; or, with spec.rollout.qualityGate, when the quality gate (gate.py)
@@ -28,9 +28,9 @@ Rules:
   the same rollback follows. A gated pod is not Ready before the gate passes, so its startup
   budget also holds the gate's time (``Policy.gate_seconds``).
 * The last good revision, rolled out again (the spec went back to it), fails only for the
-  image pull, container creation, Unschedulable, FailedCreate and progress-deadline signals: its pods' restarts,
-  OOM kills and readiness are what a running pod lives through (liveness restarting a wedged
-  engine), not a fault of the revision that proved good. A settled revision (Healthy) is not
+  image pull, container creation, Unschedulable, FailedCreate and progress-deadline signals: its
+  pods' restarts, OOM kills and readiness are what a running pod lives through (liveness
+  restarting a wedged engine), not a fault of the revision that proved good. A settled revision (Healthy) is not
   judged at all.
 * It becomes the last good revision when all desired pods of it are Ready and stay Ready for
   ``settle_seconds``, or, if the spec changes before that, when it was *Ready at the change*:

@@ -3,9 +3,9 @@
 Only pods of the revision being rolled out are judged; old pods and a replica-count change (HPA)
 never start or fail a rollout. Pods the Deployment cannot create at all (its ReplicaFailure
 condition: a ResourceQuota, a missing RuntimeClass, Pod Security admission) fail the revision once
-the refusal has lasted the unschedulable grace, as pods that find no node do. The last good revision proved that it starts and serves, so its
-pods fail it only for what its template cannot do (pull its image, create its container, get
-scheduled); a settled revision is not judged at all.
+the refusal has lasted the unschedulable grace, as pods that find no node do. The last good
+revision proved that it starts and serves, so its pods fail it only for what its template cannot
+do (pull its image, create its container, get scheduled); a settled revision is not judged at all.
 
 Readiness lost counts once it has lasted a second (``READINESS_LOSS_HOLD_SECONDS``): a probe takes
 readiness away only after failureThreshold failed probes and gives it back no sooner than the next
@@ -145,8 +145,8 @@ def find_failure(
     revision: str, prior: RolloutStatus, observed: Observed, policy: Policy, now: datetime
 ) -> Failure | None:
     """The first failure of ``revision``: pods in creation order, then pods it cannot create (for
-    longer than the unschedulable grace: a quota may free up as old pods go), then the progress
-    deadline.
+    longer than the unschedulable grace: a quota may free up as other pods of the namespace end),
+    then the progress deadline.
 
     The last good revision proved that it starts and serves: its pods' restarts, OOM kills and
     readiness (a liveness restart of a wedged engine, a pod still restarting when the spec goes
