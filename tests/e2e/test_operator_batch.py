@@ -4,7 +4,9 @@ kwok's, so nothing is OCRed here: tests/e2e/test_realnode_batch.py runs a batch 
 One batch walks through its life: held back while its OcrService does not exist, then while its
 PVC does not exist (each time the Ready condition names the field and the object, and no Job is
 created), started once both exist (an Indexed Job owned by the batch, its workers' ConfigMap),
-then cancelled: the Job is deleted, the phase is Cancelled, an Event says so. Another batch with a
+waiting for its workers, which no node takes while their claim is unbound (the Ready condition
+quotes the scheduler), then cancelled: the Job is deleted, the phase is Cancelled, an Event says so.
+A batch whose workers the namespace's ResourceQuota refuses quotes the refusal. Another batch with a
 callback is deleted while it runs: its receiver gets a signed batch.cancelled saying so.
 """
 
@@ -79,9 +81,11 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
         config = json.loads(cm["data"]["config.json"])
         svc = ocr.get("service", "reader")
         assert config["serviceUrl"] == f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
-        started = wait_for(lambda: (c := ready(ocr)) and c["status"] == "True" and c, timeout=30,
-                           message="Ready True once the Job exists")
-        assert started["reason"] in ("JobCreated", "Running", "WorkersStarting")
+        # The claim is never bound (this cluster provisions no volumes): the batch says its workers wait for it.
+        waiting = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "WorkersUnschedulable" and c, timeout=30,
+                           message="Ready naming the workers no node takes")
+        assert waiting["status"] == "False" and "unbound immediate PersistentVolumeClaims" in waiting["message"], waiting
+        assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
 
         ocr.patch("ocrbatch", BATCH, {"spec": {"cancel": True}})
         st = wait_for(lambda: (s := (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}).get("phase")
@@ -126,5 +130,34 @@ def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_
     finally:
         op.stop()
         receiver.close()
+        if request.session.testsfailed > failed_before:
+            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+
+
+def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_the_quota(
+        cluster, namespace, ocr, ocr_crd, tmp_path, request):
+    """A ResourceQuota of no pods: the Job exists, the API server refuses every worker (only an Event
+    on the Job says so), and the batch's Ready condition quotes the refusal instead of waiting silently."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "batch-pods"},
+             "spec": {"hard": {"pods": "0"}}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
+    wait_for(lambda: (cluster.require_object("resourcequota", "batch-pods", namespace).get("status") or {}).get("hard"),
+             timeout=30, message="the quota controller to take the quota up")
+    op = batch_operator(cluster, namespace, tmp_path)
+    failed_before = request.session.testsfailed
+    try:
+        ocr.apply(ocrservice("reader"))
+        claim(cluster, namespace)
+        ocr.apply(manifest())
+        held = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "WorkersNotCreated" and c, timeout=60,
+                        message="Ready naming the refused workers")
+        assert held["status"] == "False" and "exceeded quota: batch-pods" in held["message"], held
+        assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
+        assert ocr.get("job", BATCH)["status"].get("active", 0) == 0
+        wait_for(lambda: any(e["reason"] == "WorkersNotCreated" and e["type"] == "Warning" for e in ocr.list("events")
+                             if e["involvedObject"].get("kind") == "OcrBatch"),
+                 timeout=15, message="the WorkersNotCreated event")
+    finally:
+        op.stop()
         if request.session.testsfailed > failed_before:
             print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")

@@ -98,10 +98,12 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
   resources: [persistentvolumeclaims]
   verbs: [get]
 # Events on status transitions (kopf's own event posting is off); a repeat of the same event
-# bumps the count of the one already posted (patch).
+# bumps the count of the one already posted (patch). An OcrBatch's Job's Events are listed (by
+# the Job's uid) while it lacks pods: a pod the API server refuses (a ResourceQuota, a webhook) is
+# only the Job controller's FailedCreate Event, which the batch's status then quotes.
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [create, patch, list]
 {{- end }}
 
 {{/*

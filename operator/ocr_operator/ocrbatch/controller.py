@@ -12,7 +12,8 @@ after the preflight found everything the batch needs), a Job deletion (cancel), 
 merge patch when the status changed. Progress is coalesced: a running worker's log is read at
 most once per PROGRESS_SECONDS (its last `{"progress": ...}` line), a finished one's termination
 message from the pod cache, so the status is written at most once per interval plus once per
-transition, never per page. The callback's outcome is written to status.callback by the
+transition, never per page. So are the Job's Events, and only while it lacks pods: a pod the API
+server refuses is only an Event there, which the status quotes (waiting.py). The callback's outcome is written to status.callback by the
 reconcile that finds it, so it is sent once.
 """
 
@@ -36,7 +37,7 @@ from ocr_operator.runtime.controller import Context, Controller, Key, Result, Ru
 from ocr_operator.runtime.jobs import Jobs
 from ocr_operator.runtime.kube import ApiError
 
-from . import callback, decide, render, stall, storagewait
+from . import callback, decide, render, stall, storagewait, waiting
 from .kinds import OCRBATCH
 from .preflight import preflight
 
@@ -84,6 +85,8 @@ class OcrBatches:
         self.progress_read: dict[Key, float] = {}
         self.watches: dict[Key, dict[int, stall.Watch]] = {}  # each running index's stall clock
         self.restarted: dict[Key, dict[int, stall.Restart]] = {}  # indices restarted for a stall
+        self.refused: dict[Key, str | None] = {}  # the Job's current refusal to create pods (waiting.py)
+        self.waiting_said: dict[Key, str] = {}  # the reason of the last waiting event posted
         self.clock = time.monotonic  # the stall clocks' time
 
     # ------------------------------------------------------------------ the runtime's questions
@@ -96,7 +99,8 @@ class OcrBatches:
         """The batch is gone: the Job and its pods go with it (owner reference): deleting cancels,
         and the callback says so (best effort: a deletion while the operator is down sends nothing)."""
         ns, name = key
-        for memo in (self.reports, self.progress_read, self.watches, self.restarted):
+        for memo in (self.reports, self.progress_read, self.watches, self.restarted, self.refused,
+                     self.waiting_said):
             memo.pop(key, None)
         self.runtime.store.forget(ns, [("Job", render.job_name(name)), ("ConfigMap", render.configmap_name(name))],
                                   (render.LABEL_BATCH, name))
@@ -138,14 +142,18 @@ class OcrBatches:
             return await self._start(key, batch, st, ctx, result)
         if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:
             await self._read_logs(key, job)
+            await self._read_refusal(key, job)
         summary = self._summary(key, batch, job)
-        ph = decide.phase_of(job, summary)
+        missing = waiting.waiting(self.refused.get(key), decide.latest_per_index(self._pods(key, job)).values())
+        ph = decide.phase_of(job, summary, missing)
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
+        self._say_waiting(key, missing, result)
         new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
         stalls = await self._stalls(key, batch, st, job, result)
         stalls = [*stalls, *self._storage(key, batch, st, result)]  # StorageAvailable (storagewait.py)
-        new["conditions"] = _conditions(batch, st, [C.Condition(READY, C.TRUE, ph.reason, ph.message), *stalls], now)
+        ready = C.Condition(READY, C.TRUE if ph.ready else C.FALSE, ph.reason, ph.message)
+        new["conditions"] = _conditions(batch, st, [ready, *stalls], now)
         await self._write(key, batch, st, new, result)
         result.requeue_after = self.progress_seconds
         return result
@@ -261,6 +269,30 @@ class OcrBatches:
             else:
                 watches[index] = stall.observe(watches.get(index), md.get("uid") or md["name"], md["name"], mark,
                                                self.clock())
+
+    async def _read_refusal(self, key: Key, job: Mapping[str, Any]) -> None:
+        """While the Job has fewer pods than it should, its Events: whether the API server refuses to
+        create them (waiting.refusal). An Event list that fails (e.g. a Role without it) is no news."""
+        uid = (job.get("metadata") or {}).get("uid")
+        if not uid or not waiting.short_of_workers(job):
+            self.refused.pop(key, None)
+            return
+        try:
+            events = await self.runtime.kube.list("Event", key[0], field_selector=f"involvedObject.uid={uid}")
+        except ApiError as exc:
+            log.debug("no Events of Job %s/%s: %s", key[0], render.job_name(key[1]), exc)
+            return
+        self.refused[key] = waiting.refusal(events)
+
+    def _say_waiting(self, key: Key, missing: waiting.Waiting | None, result: Result) -> None:
+        """A Warning event when the workers start to wait for something else (or again)."""
+        if missing is not None and self.waiting_said.get(key) != missing.reason:
+            log.warning("OcrBatch %s/%s: %s", *key, missing.message)
+            result.events.append(("Warning", missing.reason, missing.message))
+        if missing is None:
+            self.waiting_said.pop(key, None)
+        else:
+            self.waiting_said[key] = missing.reason
 
     async def _stalls(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], job: Mapping[str, Any],
                       result: Result) -> list[C.Condition]:

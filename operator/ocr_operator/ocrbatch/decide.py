@@ -17,6 +17,8 @@ from ocr_batch_worker.progress import Summary, duration
 from ocr_operator.runtime.plan import controlled_by
 from ocr_operator.spec import Auth
 
+from .waiting import Waiting
+
 TLS_CERT_KEY, CA_KEY = "tls.crt", "ca.crt"
 CALLBACK_FIELD = "spec.callback.secretRef"
 MIN_KEY_BYTES = 32  # HMAC-SHA256's own output size: a shorter callback key is a guessable one
@@ -182,12 +184,15 @@ class Phase:
     phase: str
     reason: str
     message: str
+    ready: bool = True  # the Ready condition's status while the batch has not ended
 
 
-def phase_of(job: Mapping[str, Any] | None, summary: Summary | None) -> Phase:
+def phase_of(job: Mapping[str, Any] | None, summary: Summary | None, missing: Waiting | None = None) -> Phase:
     """Where a started batch is, from its Job's conditions (the Job controller's verdict) and, for a
     failure, the workers' first fatal error, with its reason when the worker gave one (e.g.
-    InputNotFound: contract.FATAL_REASONS) in place of the Job's."""
+    InputNotFound: contract.FATAL_REASONS) in place of the Job's. `missing`: why workers are not
+    all there (waiting.py): the batch is Pending for it (Ready False) until a worker is ready or one
+    has finished, and Running says it beside its counts."""
     if job is None:
         return Phase(PENDING, "JobCreating", "the workers' Job is being created")
     fatal = summary.fatal if summary else None
@@ -199,8 +204,11 @@ def phase_of(job: Mapping[str, Any] | None, summary: Summary | None) -> Phase:
         said = failed.get("message") or reason
         return Phase(FAILED, reason, f"{said}: {fatal}" if fatal else said)
     st = job.get("status") or {}
-    if st.get("active") or st.get("succeeded") or st.get("failed") or st.get("ready"):
-        return Phase(RUNNING, "Running", _counts(summary) or f"{st.get('active', 0)} worker(s) running")
+    if st.get("succeeded") or st.get("failed") or st.get("ready") or (st.get("active") and missing is None):
+        said = _counts(summary) or f"{st.get('active', 0)} worker(s) running"
+        return Phase(RUNNING, "Running", f"{said}; {missing.message}" if missing else said)
+    if missing is not None:
+        return Phase(PENDING, missing.reason, missing.message, ready=False)
     return Phase(PENDING, "WorkersStarting", "the workers' pods are starting")
 
 

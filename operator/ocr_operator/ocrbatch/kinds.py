@@ -14,6 +14,8 @@ The REST paths (the runtime's client), the watches (handlers.py) and the chart's
 - PersistentVolumeClaims: only looked up, so a batch naming a missing claim does not start.
 - Secrets: only `get`, by name, for the S3 credentials' presence and the callback's HMAC key;
   never listed or watched.
+- Events: the Job's, listed (by the Job's uid) while it has fewer pods than it should: the Job
+  controller's refusals to create them are only Events (waiting.py). The runtime posts its own.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ KINDS: dict[str, ApiKind] = {k.kind: k for k in (OCRBATCH, JOB, CLAIM, SECRET)}
 # What the cache holds of the batches beside the OcrService's kinds (its ConfigMaps and pods).
 CHILD_KINDS: tuple[ApiKind, ...] = (JOB,)
 
-# Subresources: the status (one merge patch when it changed), the workers' logs, and the
+# Beyond the kinds' own verbs: the status (one merge patch when it changed), the workers' logs, and the
 # finalizers right that blockOwnerDeletion on the Job and ConfigMap needs where the
 # OwnerReferencesPermissionEnforcement admission plugin is on.
 SUBRESOURCE_RULES: dict[tuple[str, str], frozenset[str]] = {
@@ -38,6 +40,7 @@ SUBRESOURCE_RULES: dict[tuple[str, str], frozenset[str]] = {
     ("", "pods/log"): frozenset({"get"}),
     ("", "pods"): frozenset({"delete"}),  # a stalled worker's
     ("", "pods/status"): frozenset({"patch"}),  # a stalled worker's on a lost node: phase Failed
+    ("", "events"): frozenset({"list"}),  # the Job's FailedCreate (waiting.py)
 }
 
 

@@ -200,14 +200,16 @@ class Kube:
                 return None
             raise
 
-    async def list(self, kind: str, namespace: str | None, label_selector: str | None = None) -> list[dict[str, Any]]:
-        """Every object of `kind` (in `namespace`, None: all), LIST_CHUNK at a time: an unfiltered list
-        of a cluster's ConfigMaps is never one response held whole."""
+    async def list(self, kind: str, namespace: str | None, label_selector: str | None = None, *,
+                   field_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every object of `kind` (in `namespace`, None: all; the selectors filter on the server),
+        LIST_CHUNK at a time: an unfiltered list of a cluster's ConfigMaps is never one response held whole."""
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
             out = await self._request("GET", self.types[kind].path(namespace), params={
-                "labelSelector": label_selector, "limit": LIST_CHUNK, "continue": token})
+                "labelSelector": label_selector, "fieldSelector": field_selector, "limit": LIST_CHUNK,
+                "continue": token})
             items += out.get("items") or []
             token = (out.get("metadata") or {}).get("continue") or None
             if token is None:

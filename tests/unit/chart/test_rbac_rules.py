@@ -41,9 +41,10 @@ def granted(rule_list: list[dict]) -> dict[tuple[str, str], frozenset[str]]:
 
 
 def needed() -> dict[tuple[str, str], frozenset[str]]:
-    """What both controllers' tables need, a resource both use (pods) with the verbs of both."""
+    """What both controllers' tables and the runtime's Events need, a resource two use (pods,
+    events) with the verbs of both."""
     out: dict[tuple[str, str], frozenset[str]] = {}
-    for table in (children.rbac_rules(), batch_kinds.rbac_rules()):
+    for table in (children.rbac_rules(), batch_kinds.rbac_rules(), rbac_rules([EVENT])):
         for key, verbs in table.items():
             out[key] = out.get(key, frozenset()) | verbs
     return out
@@ -63,9 +64,10 @@ def test_every_ocrbatch_kind_and_subresource_gets_exactly_the_verbs_the_batch_ta
         assert chart.get((group, resource)) == need[(group, resource)], f"{group or 'core'}/{resource}: chart {sorted(chart.get((group, resource), ()))}, tables {sorted(need[(group, resource)])}"
 
 
-def test_the_events_the_runtime_posts_get_exactly_the_verbs_it_needs():
+def test_the_events_the_runtime_posts_and_the_batches_read_get_exactly_the_verbs_they_need():
     chart = granted(rules("causalflow-ocr.namespacedRules"))
-    assert chart[(EVENT.group, EVENT.plural)] == frozenset(EVENT.verbs)
+    assert chart[(EVENT.group, EVENT.plural)] == frozenset(EVENT.verbs) | batch_kinds.rbac_rules()[("", "events")]
+    assert "list" in chart[(EVENT.group, EVENT.plural)] and "watch" not in chart[(EVENT.group, EVENT.plural)]
 
 
 def test_the_chart_grants_nothing_beyond_the_tables_but_the_ocrservice_s_subresources():

@@ -90,11 +90,20 @@ class ClusterKube:
         self.calls.append(("get", kind, name))
         return copy.deepcopy(self.objects.get((kind, name)))
 
-    async def list(self, kind, namespace, label_selector=None):
-        self.calls.append(("list", kind, label_selector or ""))
+    async def list(self, kind, namespace, label_selector=None, *, field_selector=None):
+        self.calls.append(("list", kind, label_selector or field_selector or ""))
         want = dict(part.split("=", 1) for part in (label_selector or "").split(",") if part)
+        fields = dict(part.split("=", 1) for part in (field_selector or "").split(",") if part)
         return [copy.deepcopy(o) for (k, _), o in self.objects.items()
-                if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())]
+                if k == kind and want.items() <= ((o["metadata"].get("labels") or {}).items())
+                and all(_field(o, path) == value for path, value in fields.items())]
+
+
+def _field(obj: dict, path: str) -> Any:
+    """A field selector's dotted path in an object (`involvedObject.uid`)."""
+    for part in path.split("."):
+        obj = (obj or {}).get(part) if isinstance(obj, dict) else None
+    return obj
 
 
 class GateKube(ClusterKube):
