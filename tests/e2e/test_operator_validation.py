@@ -42,6 +42,13 @@ INVALID = [
                                                                    "progressDeadlineSeconds": 300}},
      "spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds"),
     ("unknown pull policy", {"imagePullPolicy": "Sometimes"}, "spec.imagePullPolicy"),
+    ("a rollout that can neither add nor stop a pod", {"rollout": {"maxSurge": "0%", "maxUnavailable": 0}},
+     "spec.rollout.maxSurge and spec.rollout.maxUnavailable cannot both be 0"),
+    ("a surge that is no count", {"rollout": {"maxSurge": "two"}}, "spec.rollout.maxSurge"),
+    ("a negative surge", {"rollout": {"maxSurge": -1}}, "spec.rollout.maxSurge"),
+    ("more unavailable than all", {"rollout": {"maxUnavailable": "150%"}}, "spec.rollout.maxUnavailable"),
+    ("a disruption budget that is no count", {"podDisruptionBudget": {"maxUnavailable": "1 pod"}},
+     "spec.podDisruptionBudget.maxUnavailable"),
     ("reserved pod label", {"podLabels": {"app.kubernetes.io/instance": "other"}}, "spec.podLabels"),
     ("reserved servicemonitor label", {"monitoring": {"serviceMonitor": {"labels": {
         "app.kubernetes.io/managed-by": "someone"}}}}, "spec.monitoring.serviceMonitor.labels"),
@@ -121,6 +128,7 @@ def test_a_valid_manifest_is_accepted_and_defaulted_by_the_api_server(cluster, v
     assert "maxVisualTokens" not in spec["inference"]  # it follows the engine: the operator fills it in
     assert spec["model"]["name"] == "deepseek-ai/DeepSeek-OCR-2"
     assert spec["rollout"]["healthCheck"]["failureThreshold"] == 5
+    assert (spec["rollout"]["maxSurge"], spec["rollout"]["maxUnavailable"]) == (1, 0)  # old pods serve throughout
     assert spec["resources"]["gpus"] == 1
     assert spec["replicas"] == 1 and "autoscaling" not in spec  # one pod, no HPA, unless asked
 

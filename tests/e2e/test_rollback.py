@@ -279,6 +279,31 @@ def test_an_upgrade_the_namespaces_quota_has_no_room_for_is_rolled_back_quoting_
         assert "exceeded quota: gpus" in status["failedMessage"], status["failedMessage"]
 
 
+def test_an_upgrade_with_max_unavailable_goes_through_a_quota_with_no_room_for_one_more_pod(svc, kube):
+    """2 pods of 1 GPU under a quota of exactly 2 GPUs: no surge pod fits. With maxSurge 0 and
+    maxUnavailable 1 each old pod stops first and frees its GPU for its replacement: the upgrade
+    becomes the last good revision, one pod down at most meanwhile. (The grace is long enough for
+    the ReplicaSet to retry a create that races the old pod's release of the quota.)"""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": str(REPLICAS)}}}
+    svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
+    wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
+             timeout=30, message="the quota controller to take the quota up")
+    rollout = {**FAST, "maxSurge": 0, "maxUnavailable": 1, "unschedulableGraceSeconds": 60}
+    good = start_good(svc, rollout)
+    with RolloutWatch(kube, svc.ns, NAME) as watch:
+        since = time.monotonic()
+        svc.patch({"image": IMAGE.replace("1.0.0", "1.1.0")})
+        upgraded = svc.wait_healthy(timeout=90)
+        assert upgraded != good and svc.template_revision() == upgraded
+        wait_for(lambda: svc.deployment()["status"].get("updatedReplicas") == REPLICAS
+                 and svc.deployment()["status"].get("readyReplicas") == REPLICAS, timeout=30,
+                 message="all pods on the new revision")
+        assert svc.status().get("failedRevision") is None and svc.events("RolledBack") == []
+        assert svc.deployment()["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+        assert watch.min_ready(None, since=since) >= REPLICAS - 1, watch.ready_samples[-20:]
+
+
 # --------------------------------------------------------------------------- 3. a new attempt
 
 

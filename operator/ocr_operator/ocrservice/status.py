@@ -297,7 +297,7 @@ def transition_events(changed: list[tuple[C.Condition, str | None]], *,
                 if not rollout_tells:
                     events.append(("Normal", "Ready", cond.message))
             elif cond.reason == "RolloutInProgress" and previous == C.TRUE:
-                # An upgrade starting is routine: the old pods keep serving (maxUnavailable 0).
+                # An upgrade starting is routine: the old pods keep serving (spec.rollout.maxUnavailable).
                 if not rollout_tells:
                     events.append(("Normal", cond.reason, cond.message))
             elif cond.reason == CHILD_CONFLICT:

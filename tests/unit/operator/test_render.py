@@ -158,6 +158,11 @@ def test_rollouts_never_take_a_serving_pod_down_first():
     assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 60
 
 
+def test_a_rollout_without_room_for_a_surge_pod_stops_an_old_pod_first_when_asked():
+    dep = children({"rollout": {"maxSurge": 0, "maxUnavailable": 1}}).objects["Deployment"]
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+
+
 def test_the_deployment_runs_spec_replicas_which_with_autoscaling_is_the_hpas_within_its_bounds():
     assert children({"replicas": 3}).objects["Deployment"]["spec"]["replicas"] == 3
     assert children().objects["Deployment"]["spec"]["replicas"] == 1

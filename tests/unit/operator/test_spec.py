@@ -54,6 +54,7 @@ def default_of(*path: str):
     (("rollout", "progressDeadlineSeconds"), lambda s: s.rollout.progress_deadline_seconds),
     (("rollout", "autoRollback"), lambda s: s.rollout.auto_rollback),
     (("rollout", "maxSurge"), lambda s: s.rollout.max_surge),
+    (("rollout", "maxUnavailable"), lambda s: s.rollout.max_unavailable),
     (("rollout", "settleSeconds"), lambda s: s.rollout.settle_seconds),
     (("rollout", "maxRestarts"), lambda s: s.rollout.max_restarts),
     (("rollout", "unschedulableGraceSeconds"), lambda s: s.rollout.unschedulable_grace_seconds),
@@ -295,3 +296,20 @@ def test_the_pvc_path_rules_match_the_crd_schema():
     top = [r["message"] for r in schema()["x-kubernetes-validations"]]
     assert S.GOLDEN_SOURCE_ERROR in rules and S.GOLDEN_PVC_ERROR in top
     assert "required" not in node
+
+
+@pytest.mark.parametrize("rollout, message", [
+    ({"maxSurge": 0}, "spec.rollout.maxSurge and spec.rollout.maxUnavailable cannot both be 0"),
+    ({"maxSurge": "00%", "maxUnavailable": "0%"}, "cannot both be 0"),
+    ({"maxSurge": -1}, "spec.rollout.maxSurge must be >= 0"),
+    ({"maxSurge": "a third"}, "spec.rollout.maxSurge 'a third' does not match"),
+    ({"maxUnavailable": "101%"}, "spec.rollout.maxUnavailable '101%' does not match"),
+])
+def test_a_rolling_update_that_kubernetes_would_refuse_is_rejected_naming_the_field(rollout, message):
+    with pytest.raises(S.SpecError, match=message):
+        S.parse({"image": "img", "rollout": rollout})
+
+
+def test_a_rollout_may_stop_an_old_pod_first_or_surge_by_a_percentage():
+    assert S.parse({"image": "img", "rollout": {"maxSurge": 0, "maxUnavailable": "25%"}}).rollout.max_unavailable == "25%"
+    assert S.parse({"image": "img", "rollout": {"maxSurge": "150%"}}).rollout.max_surge == "150%"

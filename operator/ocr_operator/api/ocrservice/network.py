@@ -57,8 +57,9 @@ class NetworkPolicySpec:
 @model
 class PdbSpec:
     enabled: bool = api("Create the PodDisruptionBudget.", default=True)
-    max_unavailable: IntOrString = api("Pods that voluntary disruptions (node drains) may take down at once.",
-                                       default=1)
+    max_unavailable: IntOrString = api("Pods that voluntary disruptions (node drains) may take down at once (a count, "
+                                       "or a percentage up to '100%').", default=1, minimum=0,
+                                       pattern=r"^(100|[1-9]?[0-9])%$")
 
 
 def _extra_labels(kind: str, selector: str, field: str) -> Any:

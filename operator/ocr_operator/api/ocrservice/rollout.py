@@ -120,9 +120,23 @@ class QualityGate:
     shadow: Shadow | None = api()
 
 
+PERCENT = r"^[0-9]+%$"  # the string form of a rolling update's count (an int is the other)
+PERCENT_UP_TO_100 = r"^(100|[1-9]?[0-9])%$"
+
+
+def _zero(value: int | str) -> bool:
+    return value == 0 or (isinstance(value, str) and value.rstrip("%").strip("0") == "" and value.endswith("%"))
+
+
 @model
 class Rollout:
-    __rules__ = (Rule("!has(self.progressDeadlineSeconds) || !has(self.modelLoadTimeoutSeconds) || "
+    __rules__ = (Rule("!has(self.maxSurge) || !has(self.maxUnavailable) || !((type(self.maxSurge) == int ? self.maxSurge == 0 : self.maxSurge.matches('^0+%$')) && "
+                      "(type(self.maxUnavailable) == int ? self.maxUnavailable == 0 : "
+                      "self.maxUnavailable.matches('^0+%$')))",
+                      "spec.rollout.maxSurge and spec.rollout.maxUnavailable cannot both be 0: a rollout could then "
+                      "neither start a new pod nor stop an old one", ".maxUnavailable",
+                      lambda r: not (_zero(r.max_surge) and _zero(r.max_unavailable))),
+                 Rule("!has(self.progressDeadlineSeconds) || !has(self.modelLoadTimeoutSeconds) || "
                       "self.progressDeadlineSeconds > self.modelLoadTimeoutSeconds",
                       "spec.rollout.progressDeadlineSeconds must be greater than spec.rollout.modelLoadTimeoutSeconds, "
                       "or every slow model load fails the rollout", ".progressDeadlineSeconds",
@@ -134,8 +148,17 @@ class Rollout:
     progress_deadline_seconds: int = api("The Deployment's progress deadline; exceeding it fails the revision.",
                                          minimum=2, maximum=172800, default=1800)
     auto_rollback: bool = api("Restore the last good pod template when a new revision fails.", default=True)
-    max_surge: IntOrString = api("Extra pods during a rollout (count or percent); maxUnavailable stays 0 so old pods "
-                                 "keep serving.", default=1)
+    max_surge: IntOrString = api("Extra pods during a rollout (a count, or a percentage of the replicas such as "
+                                 "'25%'), each with its GPUs: the new pods start beside the old ones.", default=1,
+                                 minimum=0, pattern=PERCENT)
+    max_unavailable: IntOrString = api(
+        "Old pods a rollout may stop before their replacements are Ready (a count, or a percentage up to '100%'). "
+        "0 (the default) keeps every old pod serving until a new one is Ready, which needs room for maxSurge more "
+        "pods; where the GPUs or the namespace's quota have no room for one more pod, set maxSurge 0 and "
+        "maxUnavailable 1: each old pod then stops first and frees its GPUs for its replacement (capacity dips by "
+        "one pod meanwhile). A quality gate comparing with the last good revision, and shadow pages, need a Ready "
+        "pod of it while the new revision is gated: keep maxUnavailable below the replicas.", default=0, minimum=0,
+        pattern=PERCENT_UP_TO_100)
     settle_seconds: int = api(
         "Seconds all new pods must stay Ready (in their own reports and in the Deployment's count; Ready turns True "
         "when this period starts) before the revision counts as good. A spec change inside this period still keeps "

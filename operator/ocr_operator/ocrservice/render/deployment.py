@@ -240,7 +240,7 @@ def render(owner: Mapping[str, Any], spec: OcrServiceSpec, template: dict[str, A
         "minReadySeconds": min(spec.rollout.settle_seconds, spec.rollout.progress_deadline_seconds - 1),
         "strategy": {
             "type": "RollingUpdate",
-            "rollingUpdate": {"maxSurge": spec.rollout.max_surge, "maxUnavailable": 0},
+            "rollingUpdate": {"maxSurge": spec.rollout.max_surge, "maxUnavailable": spec.rollout.max_unavailable},
         },
         "replicas": replicas,
         "template": template,

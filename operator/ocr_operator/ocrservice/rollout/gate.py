@@ -4,8 +4,8 @@ serve". Pure; decide.py runs them around the revisions' state machine, gaterun.p
 Mechanism (spec.rollout.qualityGate; docs/concepts/quality-gate.md): the pods of a gated
 OcrService carry the readiness gate ``GATE_CONDITION``. A pod of a new revision whose containers
 are Ready stays out of the Service (the kubelet reports Ready False, reason
-ReadinessGatesNotReady) and, with maxUnavailable 0, the Deployment makes no more progress, so the
-old pods keep all the traffic. The gate then goes through its phases (status.qualityGate.phase):
+ReadinessGatesNotReady) and the Deployment makes no more progress (with spec.rollout.maxUnavailable
+above 0, once that many old pods have stopped), so the old pods keep all the traffic. The gate then goes through its phases (status.qualityGate.phase):
 
 - Waiting: for a pod of the revision to load its model, for usable golden pages, or for a Ready
   pod of the last good revision to record the baseline from;
