@@ -18,7 +18,7 @@ EXPECTED_ALERTS = {
     "OcrPageLoopRateHigh", "OcrPageTruncatedRateDoubled", "OcrPageEmptyRateHigh",
     "OcrServiceDegraded", "OcrServiceRolledBack", "OcrServiceQualityRegression", "OcrServiceRolloutStuck",
     "OcrServiceAtMaxReplicas",
-    "OcrOperatorReconcileErrors",
+    "OcrBatchWorkersWaiting", "OcrBatchStorageUnavailable", "OcrOperatorReconcileErrors",
 }
 
 
@@ -71,8 +71,14 @@ MUTATIONS = [
     ("OcrServiceAtMaxReplicas", "for: 30m", "for: 10m"),
     ("OcrServiceAtMaxReplicas", "kube_customresource_ocrservice_status_condition),",
      "kube_horizontalpodautoscaler_spec_max_replicas),"),
+    ("OcrBatchWorkersWaiting", 'WorkersUnschedulable"} == 0) > 0\n        for: 15m',
+     'WorkersUnschedulable"} == 0) > 0\n        for: 10m'),
+    ("OcrBatchWorkersWaiting", 'reason=~"WorkersNotCreated|WorkersUnschedulable"',
+     'reason=~"WorkersNotCreated|WorkersUnschedulable|ServiceNotFound"'),
+    ("OcrBatchStorageUnavailable", 'type="StorageAvailable"} == 0) > 0\n        for: 5m',
+     'type="StorageAvailable"} == 0) > 0\n        for: 2m'),
     ("OcrOperatorReconcileErrors", "[5m])) > 0.1", "[5m])) > 0.4"),
-    ("OcrOperatorReconcileErrors", "for: 15m", "for: 30m"),
+    ("OcrOperatorReconcileErrors", "> 0.1\n        for: 15m", "> 0.1\n        for: 30m"),
 ]
 
 

@@ -1,6 +1,7 @@
 """spec.monitoring.prometheusRule: the operator renders the chart's alerts for one OcrService, every
-selector narrowed to it. promtool checks the rendered rules and shows they fire for this
-OcrService and stay silent for another one with the same values."""
+selector narrowed to it (its batches' alerts to the batches sending to it). promtool checks the
+rendered rules and shows they fire for this OcrService and stay silent for another one with the
+same values."""
 
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def test_the_rendered_alerts_fire_for_their_ocrservice_and_stay_silent_for_anoth
              "values": "0+95x20"},
             {"series": f'kube_customresource_ocrservice_status_condition{{namespace="ns1",ocrservice="{svc}",type="Degraded",reason="RolledBack"}}',
              "values": "1x20"},
+            # a batch sending to it whose workers the quota refuses (its series name the OcrService as `service`)
+            {"series": f'kube_customresource_ocrbatch_status_condition{{namespace="ns1",ocrbatch="{svc}-archive",service="{svc}",'
+                       f'type="Ready",reason="WorkersNotCreated"}}', "values": "0x20"},
         ]
     test = {"rule_files": [str(rules)], "evaluation_interval": "1m", "tests": [{
         "interval": "1m", "input_series": series,
@@ -106,6 +110,11 @@ def test_the_rendered_alerts_fire_for_their_ocrservice_and_stay_silent_for_anoth
             {"eval_time": "10m", "alertname": "OcrServiceRolledBack", "exp_alerts": [{
                 "exp_labels": {"severity": "warning", "namespace": "ns1", "ocrservice": "web"},
                 "exp_annotations": chart_annotations("OcrServiceRolledBack", namespace="ns1", ocrservice="web")}]},
+            {"eval_time": "20m", "alertname": "OcrBatchWorkersWaiting", "exp_alerts": [{
+                "exp_labels": {"severity": "warning", "namespace": "ns1", "ocrbatch": "web-archive", "service": "web",
+                               "reason": "WorkersNotCreated"},
+                "exp_annotations": chart_annotations("OcrBatchWorkersWaiting", namespace="ns1", ocrbatch="web-archive",
+                                                     service="web", reason="WorkersNotCreated")}]},
         ]}]}
     path = tmp_path / "test.yaml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))

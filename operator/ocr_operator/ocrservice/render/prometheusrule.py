@@ -12,6 +12,7 @@ thresholds, durations and runbooks, and every series selector narrowed to this O
   DCGM_FI_* (dcgm-exporter)              exported_namespace="NS", exported_pod=~"<pods of NAME>"
   prober_probe_total (the kubelet)       namespace="NS", pod=~"<pods of NAME>"
   kube_customresource_ocrservice_*       namespace="NS", ocrservice="NAME"
+  kube_customresource_ocrbatch_*         namespace="NS", service="NAME" (the batches sending to it)
   kube_horizontalpodautoscaler_*         namespace="NS", horizontalpodautoscaler="NAME"
 
 Groups about the operator itself (ocr_operator_*) are cluster-wide and left to the chart.
@@ -70,6 +71,8 @@ def matchers(metric: str, namespace: str, name: str) -> str:
         return f'{ns},pod=~"{_pods(name)}"'
     if metric.startswith("kube_customresource_ocrservice_"):
         return f'{ns},ocrservice="{name}"'
+    if metric.startswith("kube_customresource_ocrbatch_"):
+        return f'{ns},service="{name}"'
     if metric.startswith("kube_horizontalpodautoscaler_"):
         return f'{ns},horizontalpodautoscaler="{naming.hpa_name(name)}"'
     raise ValueError(f"no OcrService scope known for {metric}")
