@@ -55,9 +55,8 @@ def ready(ocr) -> dict | None:
 
 
 def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_indexed_job_and_cancels(
-        cluster, namespace, ocr, ocr_crd, tmp_path, request):
+        cluster, namespace, ocr, ocr_crd, tmp_path):
     op = batch_operator(cluster, namespace, tmp_path)
-    failed_before = request.session.testsfailed
     try:
         ocr.apply(manifest())
         held = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "ServiceNotFound" and c, timeout=30,
@@ -98,19 +97,19 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
             return {e["reason"] for e in ocr.list("events") if e["involvedObject"].get("kind") == "OcrBatch"}
 
         wait_for(lambda: {"Started", "Cancelled"} <= reasons(), timeout=15, message="the Started and Cancelled events")
+    except BaseException:  # in the body the session has not counted this failure yet: print it here
+        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        raise
     finally:
         op.stop()
-        if request.session.testsfailed > failed_before:
-            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
 
 
 def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_so(cluster, namespace, ocr, ocr_crd,
-                                                                                    tmp_path, request):
+                                                                                    tmp_path):
     key = b"deleted-batch-hmac-key-of-32-bytes-01"  # at least 32 bytes, or the batch is held
     cluster.kubectl("create", "secret", "generic", "hook", "-n", namespace, f"--from-literal=secret={key.decode()}")
     receiver = Receiver()  # answers 500 first: the callback of a deleted batch is retried too
     op = batch_operator(cluster, namespace, tmp_path)
-    failed_before = request.session.testsfailed
     try:
         ocr.apply(ocrservice("reader"))
         claim(cluster, namespace)
@@ -127,15 +126,16 @@ def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_
         assert receiver.requests[0][1] == body or json.loads(receiver.requests[0][1])["id"] == doc["id"]
         time.sleep(2)
         assert len(receiver.requests) == 2  # delivered once: no further POST
+    except BaseException:  # in the body the session has not counted this failure yet: print it here
+        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        raise
     finally:
         op.stop()
         receiver.close()
-        if request.session.testsfailed > failed_before:
-            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
 
 
 def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_the_quota(
-        cluster, namespace, ocr, ocr_crd, tmp_path, request):
+        cluster, namespace, ocr, ocr_crd, tmp_path):
     """A ResourceQuota of no pods: the Job exists, the API server refuses every worker (only an Event
     on the Job says so), and the batch's Ready condition quotes the refusal instead of waiting silently."""
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "batch-pods"},
@@ -144,7 +144,6 @@ def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_t
     wait_for(lambda: (cluster.require_object("resourcequota", "batch-pods", namespace).get("status") or {}).get("hard"),
              timeout=30, message="the quota controller to take the quota up")
     op = batch_operator(cluster, namespace, tmp_path)
-    failed_before = request.session.testsfailed
     try:
         ocr.apply(ocrservice("reader"))
         claim(cluster, namespace)
@@ -154,10 +153,13 @@ def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_t
         assert held["status"] == "False" and "exceeded quota: batch-pods" in held["message"], held
         assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
         assert ocr.get("job", BATCH)["status"].get("active", 0) == 0
+        wide = cluster.kubectl("get", "ocrbatch", BATCH, "-n", namespace, "-o", "wide").stdout
+        assert "REASON" in wide and "WorkersNotCreated" in wide, wide  # kubectl's printer column
         wait_for(lambda: any(e["reason"] == "WorkersNotCreated" and e["type"] == "Warning" for e in ocr.list("events")
                              if e["involvedObject"].get("kind") == "OcrBatch"),
                  timeout=15, message="the WorkersNotCreated event")
+    except BaseException:  # in the body the session has not counted this failure yet: print it here
+        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        raise
     finally:
         op.stop()
-        if request.session.testsfailed > failed_before:
-            print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")

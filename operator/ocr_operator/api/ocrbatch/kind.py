@@ -31,5 +31,8 @@ OCRBATCH = Kind(
         Column("Pages/s", "string", ".status.pagesPerSecond", "Pages per second over the last progress reports.",
                priority=1),
         Column("ETA", "string", ".status.eta", "Estimated time to completion.", priority=1),
+        Column("Reason", "string", '.status.conditions[?(@.type=="Ready")].reason',
+               "Why the batch is where it is (its Ready condition's reason: WorkersNotCreated, ServiceNotFound, ...).",
+               priority=1),
     ),
 )
