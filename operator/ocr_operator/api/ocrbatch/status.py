@@ -52,7 +52,10 @@ class OcrBatchStatus:
     completion_time: str | None = api("When the batch ended.", format="date-time")
     callback: CallbackStatus | None = api("The completion callback's delivery (sent once; a receiver drops a repeat "
                                           "by its id).")
-    conditions: tuple[Condition, ...] = api("Ready, Complete, Failed and Cancelled conditions, Callback once the "
+    conditions: tuple[Condition, ...] = api("Ready (False while the batch waits: ServiceNotFound, ClaimNotFound, "
+                                            "SecretNotFound, WorkersNotCreated quoting the API server's refusal of "
+                                            "the workers, WorkersUnschedulable quoting the scheduler), Complete, "
+                                            "Failed and Cancelled conditions, Callback once the "
                                             "completion callback's delivery ended (Delivered, CallbackGaveUp or "
                                             "CallbackRefused), Stalled once a worker was restarted for making no "
                                             "progress for spec.stallSeconds (True: Stalled; False: Recovered), and "
