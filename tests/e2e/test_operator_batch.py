@@ -83,7 +83,8 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
         # The claim is never bound (this cluster provisions no volumes): the batch says its workers wait for it.
         waiting = wait_for(lambda: (c := ready(ocr)) and c["reason"] == "WorkersUnschedulable" and c, timeout=30,
                            message="Ready naming the workers no node takes")
-        assert waiting["status"] == "False" and "unbound immediate PersistentVolumeClaims" in waiting["message"], waiting
+        assert waiting["status"] == "False", waiting
+        assert "unbound immediate PersistentVolumeClaims" in waiting["message"], waiting
         assert ocr.get("ocrbatch", BATCH)["status"]["phase"] == "Pending"
 
         ocr.patch("ocrbatch", BATCH, {"spec": {"cancel": True}})

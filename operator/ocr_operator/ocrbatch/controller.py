@@ -13,8 +13,8 @@ merge patch when the status changed. Progress is coalesced: a running worker's l
 most once per PROGRESS_SECONDS (its last `{"progress": ...}` line), a finished one's termination
 message from the pod cache, so the status is written at most once per interval plus once per
 transition, never per page. So are the Job's Events, and only while it lacks pods: a pod the API
-server refuses is only an Event there, which the status quotes (waiting.py). The callback's outcome is written to status.callback by the
-reconcile that finds it, so it is sent once.
+server refuses is only an Event there, which the status quotes (waiting.py). The callback's
+outcome is written to status.callback by the reconcile that finds it, so it is sent once.
 """
 
 from __future__ import annotations

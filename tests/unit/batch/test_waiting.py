@@ -58,7 +58,8 @@ def test_an_events_series_counts_at_its_last_observation():
 
 def test_other_events_and_no_events_are_no_refusal():
     assert waiting.refusal([]) is None
-    assert waiting.refusal([event("SuccessfulCreate", "2026-12-07T10:00:00Z"), event("Completed", "2026-12-07T10:09:00Z")]) is None
+    assert waiting.refusal([event("SuccessfulCreate", "2026-12-07T10:00:00Z"),
+                            event("Completed", "2026-12-07T10:09:00Z")]) is None
 
 
 def test_a_long_refusal_is_cut_for_the_condition():

@@ -130,7 +130,8 @@ def _zero(value: int | str) -> bool:
 
 @model
 class Rollout:
-    __rules__ = (Rule("!has(self.maxSurge) || !has(self.maxUnavailable) || !((type(self.maxSurge) == int ? self.maxSurge == 0 : self.maxSurge.matches('^0+%$')) && "
+    __rules__ = (Rule("!has(self.maxSurge) || !has(self.maxUnavailable) || "
+                      "!((type(self.maxSurge) == int ? self.maxSurge == 0 : self.maxSurge.matches('^0+%$')) && "
                       "(type(self.maxUnavailable) == int ? self.maxUnavailable == 0 : "
                       "self.maxUnavailable.matches('^0+%$')))",
                       "spec.rollout.maxSurge and spec.rollout.maxUnavailable cannot both be 0: a rollout could then "
