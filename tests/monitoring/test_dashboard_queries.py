@@ -125,7 +125,9 @@ def test_every_server_panel_query_returns_series(stack):
                                                  "Operator: reconciles and errors", "Operator: reconcile duration p95",
                                                  "Operator: OcrServices by phase and rollbacks by reason",
                                                  # the operator's, per OcrService (the quality gate's verdict)
-                                                 "Quality gate: distance of the last verdict"}
+                                                 "Quality gate: distance of the last verdict",
+                                                 # kube-state-metrics' OcrBatch series: checked by name
+                                                 "OcrBatches: pages done and failed, batches waiting for workers"}
 
     # the figures are the requests just sent, not merely present
     assert float(query(url, substitute('sum(ocr_cache_hits_total{namespace=~"$namespace", service=~"$service"})'))[0]["value"][1]) == 1
