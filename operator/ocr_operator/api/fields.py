@@ -33,6 +33,10 @@ from ocr_limits import setting as limits_setting
 
 Quantity = NewType("Quantity", str)
 IntOrString = Union[int, str]
+# The string forms of a rolling update's or disruption budget's count (IntOrString's `pattern`; an int is
+# the other form): any percentage, or one of at most 100 %.
+PERCENT = r"^[0-9]+%$"
+PERCENT_UP_TO_100 = r"^(100|[1-9]?[0-9])%$"
 
 
 class _NoDefault:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from ..fields import Constraints, IntOrString, Rule, api, model
+from ..fields import PERCENT_UP_TO_100, Constraints, IntOrString, Rule, api, model
 from .pods import RESERVED_LABEL_PREFIXES, reserved_labels_rule
 
 
@@ -59,7 +59,7 @@ class PdbSpec:
     enabled: bool = api("Create the PodDisruptionBudget.", default=True)
     max_unavailable: IntOrString = api("Pods that voluntary disruptions (node drains) may take down at once (a count, "
                                        "or a percentage up to '100%').", default=1, minimum=0,
-                                       pattern=r"^(100|[1-9]?[0-9])%$")
+                                       pattern=PERCENT_UP_TO_100)
 
 
 def _extra_labels(kind: str, selector: str, field: str) -> Any:

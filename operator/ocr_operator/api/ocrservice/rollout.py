@@ -6,7 +6,7 @@ from __future__ import annotations
 from ocr_limits import quality as gate
 from ocr_limits.quality import GOLDEN_DIR_ENV
 
-from ..fields import IntOrString, Rule, api, model
+from ..fields import PERCENT, PERCENT_UP_TO_100, IntOrString, Rule, api, model
 
 GOLDEN_SOURCE_ERROR = ("spec.rollout.qualityGate.goldenPages: set exactly one of configMapName (a ConfigMap's "
                        "binaryData) and pvcPath (a folder on the model PVC)")
@@ -118,10 +118,6 @@ class QualityGate:
         " The gate's budget is maxNewTokens: set it above the golden pages' longest text.")
     max_empty_rate: float | None = _rate("empty", "answered with no text")
     shadow: Shadow | None = api()
-
-
-PERCENT = r"^[0-9]+%$"  # the string form of a rolling update's count (an int is the other)
-PERCENT_UP_TO_100 = r"^(100|[1-9]?[0-9])%$"
 
 
 def _zero(value: int | str) -> bool:
