@@ -28,7 +28,7 @@ name as instance) can ever match the operator pod, whatever the release is calle
 */}}
 {{- define "causalflow-ocr.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "causalflow-ocr.name" . }}-operator
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/component: operator
 {{- end }}
 
