@@ -27,6 +27,21 @@ from localcluster.operator_process import CRD_FILE, CRDS, FIELD_MANAGER, OPERATO
 from localcluster.waiting import wait_for
 
 
+def print_operator_log(op: OperatorProcess, lines: int = 150) -> None:
+    """The operator log's tail, where pytest shows a failing test's output."""
+    print(f"\n----- operator log ({op.log_path}) -----\n{op.log_tail(lines)}\n----- end of operator log -----")
+
+
+@contextlib.contextmanager
+def operator_log_if_the_test_fails(request, op: OperatorProcess, lines: int = 150) -> Iterator[None]:
+    """Around a test (an autouse fixture's yield): the operator log when the test failed. In the
+    test's own body its failure is not counted yet: there an `except` prints it (print_operator_log)."""
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        print_operator_log(op, lines)
+
+
 @pytest.fixture(scope="session")
 def ocr_crd(cluster):
     """The OcrService CRD, installed (or updated) on the cluster and Established, with the
@@ -83,14 +98,13 @@ def private_operator(cluster, prefix: str, log: Path,
         try:
             yield OcrHelpers(cluster, namespace), op
         except BaseException:
-            print(op.log_tail(150))
+            print_operator_log(op)
             raise
 
 
 @pytest.fixture
 def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
     """The operator, watching only this test's namespace; log printed if the test fails."""
-    failed_before = request.session.testsfailed
     op = OperatorProcess(operator_kubeconfig(cluster), [namespace], tmp_path / "operator.log")
     op.start()
     target = f"ocr-operator-{namespace}"
@@ -98,13 +112,12 @@ def ocr_operator(cluster, namespace, ocr_crd, tmp_path, request):
         metrics_chain.add_scrape_target(cluster, target, f"127.0.0.1:{op.metrics_port}",
                                         {"job": "ocr-operator", "namespace": namespace})
     try:
-        yield op
+        with operator_log_if_the_test_fails(request, op, lines=200):
+            yield op
     finally:
         if not cluster.external:
             metrics_chain.remove_scrape_target(cluster, target)
         op.stop()
-        if request.session.testsfailed > failed_before:
-            print(f"\n----- operator log ({op.log_path}) -----\n{op.log_tail(200)}\n----- end of operator log -----")
 
 
 class OcrHelpers:

@@ -22,7 +22,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback
 from tests.e2e.callback_receiver import Receiver
-from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig
+from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig, print_operator_log
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +99,7 @@ def test_a_batch_waits_for_its_service_and_claim_naming_them_then_runs_as_an_ind
 
         wait_for(lambda: {"Started", "Cancelled"} <= reasons(), timeout=15, message="the Started and Cancelled events")
     except BaseException:  # in the body the session has not counted this failure yet: print it here
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()
@@ -128,7 +128,7 @@ def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_
         time.sleep(2)
         assert len(receiver.requests) == 2  # delivered once: no further POST
     except BaseException:  # in the body the session has not counted this failure yet: print it here
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()
@@ -160,7 +160,7 @@ def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_t
                              if e["involvedObject"].get("kind") == "OcrBatch"),
                  timeout=15, message="the WorkersNotCreated event")
     except BaseException:  # in the body the session has not counted this failure yet: print it here
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()

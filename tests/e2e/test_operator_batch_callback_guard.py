@@ -15,7 +15,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, egress
 from tests.e2e.callback_receiver import Receiver
-from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig
+from tests.e2e.operator_fixtures import ocrservice, operator_kubeconfig, print_operator_log
 from tests.e2e.test_operator_batch import claim, manifest
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +60,7 @@ def test_a_loopback_callback_is_refused_with_a_condition_while_the_allowlisted_r
         assert callback.verify(KEY, headers[callback.SIGNATURE_HEADER], body)
         assert json.loads(body)["type"] == "batch.cancelled"
     except BaseException:  # in the body the session has not counted this failure yet: print it here
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()

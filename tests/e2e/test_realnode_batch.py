@@ -38,7 +38,7 @@ from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import callback, render
 from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client
 from tests.e2e.callback_receiver import Receiver
-from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.operator_fixtures import OcrHelpers, print_operator_log
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, server_pods, tiny_model_claim, tls_secret
 from tests.server import samples
 
@@ -177,7 +177,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                    "out": data / "out", "receiver": receiver, "job": ocr.get("job", BATCH), "ocr": ocr,
                    "data": data, "cluster": cluster, "namespace": namespace, "s3": bucket}
     except Exception:
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         receiver.close()

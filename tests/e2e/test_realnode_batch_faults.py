@@ -36,7 +36,7 @@ from localcluster.s3server import LOOPBACK, S3Server
 from localcluster.waiting import wait_for
 from ocr_operator.ocrbatch import render
 from tests.e2e.batch_support import batch_operator, pod_batch_requests, s3_client, wait_server_pod_ready, worker_pods
-from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.operator_fixtures import OcrHelpers, print_operator_log
 from tests.e2e.realnode_fixtures import real_ocrservice, server_pods, tiny_model_claim
 from tests.server import samples
 from tests.unit.batch.test_patience import restart_same_port
@@ -160,7 +160,7 @@ def bed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
             wait_server_pod_ready(cluster, namespace, NAME)
             yield Bed(cluster, namespace, ocr, op, s3)
     except Exception:
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()

@@ -25,7 +25,7 @@ from PIL import Image
 
 from localcluster.waiting import wait_for
 from tests.e2e.batch_support import batch_operator, wait_server_pod_ready, worker_pods
-from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.operator_fixtures import OcrHelpers, print_operator_log
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
 from tests.unit.batch.corpus import deep_line, png_header_only, tiff_header_only
@@ -106,7 +106,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
                   f"{[(e.get('reason'), e.get('exitCode')) for e in exits]}")
             yield {"status": final, "out": data / "out", "exits": exits}
     except Exception:
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         op.stop()

@@ -31,7 +31,7 @@ import pytest
 
 from localcluster.waiting import wait_for
 from tests.e2e.batch_support import batch_operator, wait_server_pod_ready, worker_pods
-from tests.e2e.operator_fixtures import OcrHelpers
+from tests.e2e.operator_fixtures import OcrHelpers, print_operator_log
 from tests.e2e.realnode_fixtures import hostpath_claim, real_ocrservice, tiny_model_claim
 from tests.server import samples
 
@@ -217,7 +217,7 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
             yield {"status": final, "out": data / "out", "events": events, "seen": seen,
                    "timeline": timeline, "took": took}
     except Exception:
-        print(f"\n----- operator log -----\n{op.log_tail(150)}\n----- end of operator log -----")
+        print_operator_log(op)
         raise
     finally:
         freezer.stop.set()

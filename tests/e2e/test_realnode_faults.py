@@ -36,7 +36,7 @@ from localcluster.operator_process import OperatorProcess
 from localcluster.nodeconfig import NODE_NAME
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice.render.deployment import CONTAINER, PRESTOP_SLEEP_SECONDS
-from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig
+from tests.e2e.operator_fixtures import OcrHelpers, operator_kubeconfig, operator_log_if_the_test_fails
 from tests.e2e.realnode_fixtures import (OcrClient, paced_steps_env, pod_ready, real_ocrservice, server_pods,
                                          service_client, tiny_model_claim)
 from tests.server import samples
@@ -286,10 +286,8 @@ def faulty(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_p
 
 @pytest.fixture(autouse=True)
 def _operator_log_on_failure(request, faulty):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(f"\n----- operator log -----\n{faulty.operator.log_tail(150)}\n----- end of operator log -----")
+    with operator_log_if_the_test_fails(request, faulty.operator):
+        yield
 
 
 def _mid_request(long: Outcome, deleting_at: float, past_sigterm: float = 1) -> None:

@@ -38,7 +38,7 @@ from ocr_server_testing import tiny_cache
 from ocr_operator.ocrservice import naming
 from ocr_operator.ocrservice.render.deployment import PRESTOP_SLEEP_SECONDS
 from ocr_operator.ocrservice.rollout.verdict import parse_records
-from tests.e2e.operator_fixtures import OcrHelpers, operator_namespace
+from tests.e2e.operator_fixtures import OcrHelpers, operator_log_if_the_test_fails, operator_namespace
 from tests.e2e.realnode_fixtures import (DEFAULT_MODEL_NAME, SteadyClient, pod_ready, real_ocrservice,
                                          server_pods, service_client, tiny_model_claim)
 from tests.server import samples
@@ -195,10 +195,8 @@ def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
 
 @pytest.fixture(autouse=True)
 def _operator_log_on_failure(request, gated):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(f"\n----- operator log -----\n{gated.operator.log_tail(150)}\n----- end of operator log -----")
+    with operator_log_if_the_test_fails(request, gated.operator):
+        yield
 
 
 def test_model_b_reads_worse_and_is_rolled_back_before_serving_while_clients_see_no_failure(gated):

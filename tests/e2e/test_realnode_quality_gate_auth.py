@@ -24,7 +24,7 @@ import pytest
 
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice import naming
-from tests.e2e.operator_fixtures import OcrHelpers, operator_namespace
+from tests.e2e.operator_fixtures import OcrHelpers, operator_log_if_the_test_fails, operator_namespace
 from tests.e2e.realnode_fixtures import pod_ready, real_ocrservice, server_pods, service_client, tiny_model_claim, tls_secret
 from tests.e2e.test_realnode_quality_gate import PAGES, model_b
 from tests.server import samples
@@ -130,10 +130,8 @@ def keyed(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
 
 @pytest.fixture(autouse=True)
 def _operator_log_on_failure(request, keyed):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(f"\n----- operator log -----\n{keyed.operator.log_tail(150)}\n----- end of operator log -----")
+    with operator_log_if_the_test_fails(request, keyed.operator):
+        yield
 
 
 def test_the_first_revision_passes_the_gate_with_the_gate_key_of_a_secret_the_operator_owns(keyed):

@@ -25,7 +25,7 @@ import pytest
 
 from localcluster.waiting import wait_for
 from ocr_operator.ocrservice import naming
-from tests.e2e.operator_fixtures import operator_namespace
+from tests.e2e.operator_fixtures import operator_log_if_the_test_fails, operator_namespace
 from tests.e2e.realnode_fixtures import SteadyClient, pod_ready, server_pods, service_client, tiny_model_claim
 from tests.e2e.test_realnode_quality_gate import (GATE_TOKENS, NAME, PAGES, Gated, ReadyWatch, golden_configmap,
                                                   manifest, model_b)
@@ -72,10 +72,8 @@ def gated(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_pa
 
 @pytest.fixture(autouse=True)
 def _operator_log_on_failure(request, gated):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before:
-        print(f"\n----- operator log -----\n{gated.operator.log_tail(150)}\n----- end of operator log -----")
+    with operator_log_if_the_test_fails(request, gated.operator):
+        yield
 
 
 def _client(gated: Shadowed, first_seed: int) -> SteadyClient:
