@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..runtime import podstatus
+
 FAILED_CREATE, SUCCESSFUL_CREATE = "FailedCreate", "SuccessfulCreate"  # the Job controller's Event reasons
 NOT_CREATED, UNSCHEDULABLE = "WorkersNotCreated", "WorkersUnschedulable"  # the batch's reasons
 MESSAGE_CHARS = 500  # a webhook's refusal can be long; a condition message stays readable
@@ -71,11 +73,10 @@ def unschedulable(pods: Iterable[Mapping[str, Any]]) -> str | None:
     """The scheduler's words on the first worker no node takes (its PodScheduled condition False,
     reason Unschedulable), with the pod's name; None when every worker was placed."""
     for pod in sorted(pods, key=lambda p: (p.get("metadata") or {}).get("name") or ""):
-        for cond in (pod.get("status") or {}).get("conditions") or ():
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                    and cond.get("reason") == "Unschedulable":
-                name = (pod.get("metadata") or {}).get("name")
-                return f"pod {name}: {str(cond.get('message') or 'no node fits it')[:MESSAGE_CHARS]}"
+        cond = podstatus.unschedulable(pod)
+        if cond is not None:
+            name = (pod.get("metadata") or {}).get("name")
+            return f"pod {name}: {str(cond.get('message') or 'no node fits it')[:MESSAGE_CHARS]}"
     return None
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ...runtime import podstatus
 from ..naming import GATE_CONDITION
 from .fetching import fetch_state
 from ..naming import REVISION_KEY as REVISION_LABEL
@@ -195,7 +196,6 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
     status = pod.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     ready_cond = conditions.get("Ready") or {}
-    sched = conditions.get("PodScheduled") or {}
     statuses = list(status.get("containerStatuses") or [])
     if container is not None:
         statuses = [s for s in statuses if s.get("name") == container] or statuses
@@ -221,14 +221,15 @@ def pod_view(pod: Mapping[str, Any], container: str | None = None) -> PodView:
             started = when
     if started is None:
         started = parse_time(status.get("startTime"))
-    unschedulable = sched.get("status") == "False" and sched.get("reason") == "Unschedulable"
+    sched = podstatus.unschedulable(pod)
+    unschedulable = sched is not None
     containers_ready = (conditions.get("ContainersReady") or {}).get("status") == "True"
     gate = (conditions.get(GATE_CONDITION) or {}).get("status")
     awaiting_gate = (containers_ready and ready_cond.get("status") == "False"
                      and ready_cond.get("reason") == "ReadinessGatesNotReady" and gate != "True")
     if waiting_message:
         message = waiting_message
-    elif unschedulable:
+    elif sched is not None:
         message = sched.get("message") or ""
     else:
         message = ready_cond.get("message") or ""
