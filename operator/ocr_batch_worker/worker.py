@@ -78,6 +78,7 @@ class Worker:
         self.budget = ByteBudget(DOCUMENT_BUDGET * cfg.max_document_bytes)
         self.solo = attempts.Solo()
         self.held: dict[str, attempts.Marker] = {}  # the markers of the documents in flight
+        self.marking: dict[str, asyncio.Future[None]] = {}  # their writes not yet done (begin)
         self.write_lock = asyncio.Lock()
         self.last_report: float | None = None
 
@@ -234,14 +235,24 @@ class Worker:
         return plan
 
     async def begin(self, key: str, sha: str, plan: attempts.Plan) -> None:
-        """The marker written before the document is split: a worker killed from now on leaves it."""
+        """The marker written before the document is split: a worker killed from now on leaves it.
+        Held before the write, which a SIGTERM does not interrupt (its thread would go on anyway):
+        one landing during the write still releases the document, after the write (release)."""
         marker = attempts.Marker(key, sha, plan.attempts, plan.action == "alone", pod=self.pod, started_at=self.clock())
-        await asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key), marker.to_json())
         self.held[key] = marker
+        write = self.marking[key] = asyncio.ensure_future(
+            asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key), marker.to_json()))
+        try:
+            await asyncio.shield(write)
+        finally:
+            if write.done():  # else cancelled mid-write: release() waits for it
+                self.marking.pop(key, None)
 
     async def release(self) -> None:
         """Stopped gracefully (SIGTERM, a fatal error): the documents held were not at fault."""
         for key, marker in list(self.held.items()):
+            if (write := self.marking.pop(key, None)) is not None:
+                await asyncio.wait([write])  # its held marker first: the released one must land last
             with contextlib.suppress(StoreError, StorageUnavailable):
                 await asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key),
                                         replace(marker, released=True).to_json())

@@ -4,12 +4,14 @@ is killed for real (SIGKILL, as the kernel's OOM killer does) while it holds the
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,8 +20,11 @@ from PIL import Image, PngImagePlugin
 
 from ocr_batch_worker import contract, results
 from ocr_batch_worker.attempts import MAX_ATTEMPTS, POISON, Marker, plan
+from ocr_batch_worker.storage import FileStore
+from ocr_batch_worker.worker import Worker
 
 from .pageserver import PageServer
+from .workerrun import worker_config
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -72,10 +77,12 @@ def start(tmp: Path, url: str, concurrency: int) -> subprocess.Popen:
 
 
 def wait_for_marker(proc: subprocess.Popen, path: Path, alone: bool, timeout: float = 60) -> Marker:
+    """The document's marker as a running worker holds it (not released: not an earlier worker's)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stderr.read().decode()
-        if path.exists() and (m := Marker.parse(path.read_bytes())) is not None and m.alone == alone:
+        if path.exists() and (m := Marker.parse(path.read_bytes())) is not None and m.alone == alone \
+                and not m.released:
             return m
         time.sleep(0.05)
     raise AssertionError(f"no marker {path} with alone={alone}")
@@ -125,3 +132,44 @@ def test_a_worker_stopped_gracefully_does_not_count_against_the_documents_it_hel
         assert wait_for_marker(second, path, alone=False).attempts == 1  # with the others, not suspect
         second.kill()
         second.wait()
+
+
+class FirstWriteHeld(FileStore):
+    """A real folder whose first write waits until let go: a marker's write still in flight (slow
+    storage) when the SIGTERM comes."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writing, self.go = threading.Event(), threading.Event()
+
+    def put(self, key: str, data: bytes) -> None:
+        if not self.writing.is_set():
+            self.writing.set()
+            assert self.go.wait(30)
+        super().put(key, data)
+
+
+def test_a_sigterm_during_the_markers_write_still_releases_the_document_after_that_write(tmp_path):
+    for folder in ("in", "out"):
+        (tmp_path / folder).mkdir()
+    cfg = worker_config(tmp_path, "http://127.0.0.1:9")
+    sink = FirstWriteHeld(tmp_path / "out")
+
+    async def sigterm_mid_write() -> None:
+        worker = Worker(cfg, FileStore(tmp_path / "in"), sink, send=None, emit=lambda report: None)
+        begun = asyncio.create_task(worker.begin("a.png", "s", plan(None, "s", 2)))
+        assert await asyncio.to_thread(sink.writing.wait, 30)
+        begun.cancel()  # what SIGTERM does to the task the document runs in (program.serve)
+        with pytest.raises(asyncio.CancelledError):
+            await begun
+        releasing = asyncio.create_task(worker.release())
+        try:
+            await asyncio.sleep(0.3)
+            assert not releasing.done()  # it waits for the held marker's write, which would land after it
+        finally:
+            sink.go.set()
+        await releasing
+
+    asyncio.run(sigterm_mid_write())
+    marker = Marker.parse((tmp_path / "out" / results.attempt_key(0, "a.png")).read_bytes())
+    assert marker.released and marker.attempts == 1
