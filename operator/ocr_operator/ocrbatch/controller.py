@@ -128,7 +128,7 @@ class OcrBatches:
                 await self.runtime.kube.delete("Job", ns, render.job_name(name), uid=job["metadata"].get("uid"))
                 self.runtime.store.wrote("Job", ns, render.job_name(name), None)
                 result.writes += 1
-            summary = self._summary(key, batch, job) if job is not None else None
+            summary = self._summary(key, batch, self._workers(key, job)) if job is not None else None
             return await self._end(key, batch, st, decide.Phase(decide.CANCELLED, "Cancelled",
                                                                 "spec.cancel: the workers were stopped; the results "
                                                                 "written so far are kept"), summary, ctx, result)
@@ -140,17 +140,18 @@ class OcrBatches:
                                                                     f"Job {st['jobName']} was deleted"), None, ctx,
                                        result)
             return await self._start(key, batch, st, ctx, result)
+        workers = self._workers(key, job)  # one view of the pods for the whole reconcile
         if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:
-            await self._read_logs(key, job)
+            await self._read_logs(key, workers)
             await self._read_refusal(key, job)
-        summary = self._summary(key, batch, job)
-        missing = waiting.waiting(self.refused.get(key), decide.latest_per_index(self._pods(key, job)).values())
+        summary = self._summary(key, batch, workers)
+        missing = waiting.waiting(self.refused.get(key), workers.values())
         ph = decide.phase_of(job, summary, missing)
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
         self._say_waiting(key, missing, result)
         new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
-        stalls = await self._stalls(key, batch, st, job, result)
+        stalls = await self._stalls(key, batch, st, workers, result)
         stalls = [*stalls, *self._storage(key, batch, st, result)]  # StorageAvailable (storagewait.py)
         ready = C.Condition(READY, C.TRUE if ph.ready else C.FALSE, ph.reason, ph.message)
         new["conditions"] = _conditions(batch, st, [ready, *stalls], now)
@@ -163,10 +164,12 @@ class OcrBatches:
         """Whatever holds the Job name (decide.batch_job tells whether it is the batch's)."""
         return await self.runtime.read("Job", ns, render.job_name(name))
 
-    def _pods(self, key: Key, job: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        """The batch's workers: pods with the batch's label (the cache's grouping) that the
-        batch's own Job controls (decide.job_pods), never a pod by its label alone."""
-        return decide.job_pods(self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1]), job)
+    def _workers(self, key: Key, job: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+        """The batch's workers, the latest pod of each index: pods with the batch's label (the
+        cache's grouping) that the batch's own Job controls (decide.job_pods), never a pod by its
+        label alone."""
+        pods = decide.job_pods(self.runtime.store.pods_of(key[0], render.LABEL_BATCH, key[1]), job)
+        return decide.latest_per_index(pods)
 
     async def _start(self, key: Key, batch: Mapping[str, Any], st: dict[str, Any], ctx: Context,
                      result: Result) -> Result:
@@ -242,13 +245,13 @@ class OcrBatches:
         result.requeue_after = PREFLIGHT_RETRY_SECONDS
         return result
 
-    async def _read_logs(self, key: Key, job: Mapping[str, Any]) -> None:
+    async def _read_logs(self, key: Key, workers: Mapping[int, Mapping[str, Any]]) -> None:
         """The last progress line of each running worker (one log read per worker per interval),
         and what it says of the worker's progress to the index's stall clock (stall.py)."""
         self.progress_read[key] = time.monotonic()
         ns = key[0]
         watches = self.watches.setdefault(key, {})
-        for index, pod in decide.latest_per_index(self._pods(key, job)).items():
+        for index, pod in workers.items():
             md = pod["metadata"]
             if not decide.running(pod):
                 watches.pop(index, None)
@@ -294,8 +297,8 @@ class OcrBatches:
         else:
             self.waiting_said[key] = missing.reason
 
-    async def _stalls(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], job: Mapping[str, Any],
-                      result: Result) -> list[C.Condition]:
+    async def _stalls(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any],
+                      pods: Mapping[int, Mapping[str, Any]], result: Result) -> list[C.Condition]:
         """Restart each index whose pod has made no progress for spec.stallSeconds (stall.py): its pod
         is deleted (the Job runs the index again), with a Warning event. A pod so deleted that is
         still there stallSeconds later (a lost node) is marked Failed, so that the Job replaces it.
@@ -304,7 +307,6 @@ class OcrBatches:
         limit = float(parse_spec(batch["spec"]).stall_seconds)
         now = self.clock()
         watches, restarted = self.watches.setdefault(key, {}), self.restarted.setdefault(key, {})
-        pods = decide.latest_per_index(self._pods(key, job))
         said = []
         for index, pod in pods.items():
             md = pod["metadata"]
@@ -346,10 +348,10 @@ class OcrBatches:
             result.events.append(("Warning", storagewait.UNAVAILABLE, said.event))
         return [C.Condition(storagewait.CONDITION, said.status, said.reason, said.message)]
 
-    def _summary(self, key: Key, batch: Mapping[str, Any], job: Mapping[str, Any]) -> Summary:
+    def _summary(self, key: Key, batch: Mapping[str, Any], workers: Mapping[int, Mapping[str, Any]]) -> Summary:
         """The batch's progress from its finished workers' termination messages and the reports read."""
         reports = self.reports.setdefault(key, {})
-        for index, pod in decide.latest_per_index(self._pods(key, job)).items():
+        for index, pod in workers.items():
             done = decide.terminated(pod)
             report = decide.report_from_message((done or {}).get("message"))
             if report is not None:
