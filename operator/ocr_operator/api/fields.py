@@ -26,7 +26,7 @@ import types
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable, Mapping, NewType, Union
+from typing import Any, Callable, NewType, Union
 
 from ocr_limits import Setting
 from ocr_limits import setting as limits_setting
