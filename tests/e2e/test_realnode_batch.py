@@ -18,8 +18,11 @@ the workers are gone within 30 s, the phase is Cancelled, the results written so
 back over S3) and the batch.cancelled callback is delivered. A third batch of 100 pages loses a
 worker pod and a server pod mid-way while the OcrService is upgraded to a revision whose pod exits
 at start-up; the operator rolls it back while the batch runs, and the batch still ends Succeeded
-with every document's result once, the restarted index skipping what its first pod finished. The
-preflight is covered on the kwok cluster (tests/e2e/test_operator_batch.py).
+with every document's result once, the restarted index skipping what its first pod finished. A
+fourth batch of 60 pages is suspended mid-way (spec.suspend): its workers stop within 30 s releasing
+the documents they held, nothing more is written while it is Suspended, and resumed it ends
+Succeeded with each page once, its new workers skipping the finished documents, no index's retry
+spent. The preflight is covered on the kwok cluster (tests/e2e/test_operator_batch.py).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ GOOD_PAGES = {"scans/report.pdf": 4, "photo.png": 1, "photo.jpg": 1, "scan.webp"
               **{f"letters/l{i}.pdf": 2 for i in range(4)}, **{f"pages/p{i:02d}.png": 1 for i in range(16)}}
 CANCEL_PAGES = 120
 FAULT_PAGES = 100
+SUSPEND_PAGES = 60
 MAX_DOCUMENT_BYTES = 1024 * 1024
 BAD = {"corrupt.pdf": "the PDF could not be opened", "empty.pdf": "the PDF could not be opened",
        "zero.pdf": "the file is empty", "notes.docx": "unsupported type", "huge.png": f"the limit is {MAX_DOCUMENT_BYTES}"}
@@ -113,10 +117,14 @@ def ran(cluster, real_node, product_images, ocr_crd, tiny_model_volume, tmp_path
     for i in range(FAULT_PAGES):
         (data / "faults" / f"f{i:03d}.png").write_bytes(samples.png(180 + i, 140, seed=400 + i))
     (data / "out-faults").mkdir()
+    (data / "paused").mkdir()  # the batch suspended mid-way and resumed
+    for i in range(SUSPEND_PAGES):
+        (data / "paused" / f"s{i:03d}.png").write_bytes(samples.png(170 + i, 130, seed=700 + i))
+    (data / "out-paused").mkdir()
     for path in [data, *data.rglob("*")]:  # the workers run as uid 65532; hostPath keeps the modes
         path.chmod(0o755 if path.is_dir() else 0o644)
-    (data / "out").chmod(0o777)
-    (data / "out-faults").chmod(0o777)
+    for out in ("out", "out-faults", "out-paused"):
+        (data / out).chmod(0o777)
     # The callback receiver is on this machine's loopback, which the egress guard refuses unless allowed.
     op = batch_operator(cluster, namespace, workdir / "operator.log", product_images, 2,
                         OCR_OPERATOR_CALLBACK_ALLOW_CIDRS="127.0.0.1/32")
@@ -326,3 +334,57 @@ def test_a_worker_pod_and_a_server_pod_deleted_and_a_rollback_mid_batch_lose_no_
     assert all(len(p.read_text().splitlines()) == 1 for p in (out / "results").glob("*.jsonl"))
     # Index 0 ran again in a new pod, which skipped every document its first pod had finished.
     assert restarted["documents_skipped"] > 0 and restarted["documents_done"] == restarted["documents_total"], restarted
+
+
+def test_a_batch_suspended_mid_way_stops_keeps_its_results_and_resumed_finishes_each_page_once(ran):
+    ocr, out = ran["ocr"], ran["data"] / "out-paused"
+    ocr.apply(ocrbatch("paused", "batch-data", paths=("/paused", "/out-paused")))
+
+    def status() -> dict:
+        return (ocr.get("ocrbatch", "paused") or {}).get("status") or {}
+
+    def results() -> list[str]:
+        return sorted(p.name.split(".")[0] for p in (out / "results").glob("*.jsonl")) if (out / "results").exists() \
+            else []
+
+    wait_for(lambda: (status().get("pages") or {}).get("done", 0) >= 8, timeout=180, interval=0.5,
+             message="8 pages done")
+    first_pods = {p["metadata"]["name"] for p in ocr.list("pods", "ocr.causalflow.dev/batch=paused")}
+    t0 = time.monotonic()
+    ocr.patch("ocrbatch", "paused", {"spec": {"suspend": True}})
+    wait_for(lambda: status().get("phase") == "Suspended", timeout=30, interval=0.5, message="phase Suspended")
+    wait_for(lambda: ocr.list("pods", "ocr.causalflow.dev/batch=paused") == [], timeout=30, interval=0.5,
+             message="the workers gone")
+    stopped = time.monotonic() - t0
+    kept = results()
+    time.sleep(3)
+    assert results() == kept  # nothing runs while suspended
+    markers = [json.loads(p.read_text()) for p in (out / "attempts").glob("*.json")]
+    held = [m for m in markers if f"{m['document'].split('.')[0]}" not in kept]
+    cond = next(c for c in status()["conditions"] if c["type"] == "Ready")
+    print(f"\nsuspended at {len(kept)} of {SUSPEND_PAGES} results: workers gone {stopped:.1f}s after the patch; "
+          f"{len(held)} documents held then; Ready: {cond['reason']}: {cond['message']}")
+    assert stopped < 30 and 0 < len(kept) < SUSPEND_PAGES
+    assert (cond["status"], cond["reason"]) == ("False", "Suspended")
+    assert all(m["released"] for m in held), held  # stopped, not killed: no attempt counted against them
+    job = ocr.get("job", "paused")
+    assert job["spec"]["suspend"] is True and not job["status"].get("failed"), job["status"]
+
+    t1 = time.monotonic()
+    ocr.patch("ocrbatch", "paused", {"spec": {"suspend": False}})
+    st = wait_for(lambda: (s := status()).get("phase") in ("Succeeded", "Failed") and s, timeout=300, interval=0.5,
+                  message="the resumed batch ended")
+    print(f"resumed: {st['phase']} {time.monotonic() - t1:.1f}s later ({st.get('pageSummary')})")
+    assert st["phase"] == "Succeeded", st
+    assert results() == [f"s{i:03d}" for i in range(SUSPEND_PAGES)]
+    assert all(len(p.read_text().splitlines()) == 1 for p in (out / "results").glob("*.jsonl"))
+    assert not (out / "errors").exists() or not any((out / "errors").iterdir())
+    job = ocr.get("job", "paused")
+    assert not job["status"].get("failed") and not job["status"].get("failedIndexes"), job["status"]
+    # The workers that ran after the resume (new pods) skipped what the first ones had finished.
+    after = [json.loads(p.read_text()) for p in (out / "progress").glob("index-*.json")
+             if p.name.split(".", 1)[1].removesuffix(".json") not in first_pods]
+    assert after and sum(r["documents_skipped"] for r in after) == len(kept), after
+    reasons = [e["reason"] for e in ocr.list("events") if e["involvedObject"].get("name") == "paused"
+               and e["involvedObject"].get("kind") == "OcrBatch"]
+    assert {"Suspended", "Resumed"} <= set(reasons), reasons

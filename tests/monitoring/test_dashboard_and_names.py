@@ -143,6 +143,19 @@ def test_kube_state_metrics_config_defines_what_the_rules_read():
         "group": crd["spec"]["group"], "version": crd["spec"]["versions"][0]["name"], "kind": crd["spec"]["names"]["kind"]}
 
 
+
+def test_each_state_set_lists_every_phase_the_api_has():
+    """A phase missing from a StateSet's list is never 1: a batch Suspended would match no series."""
+    import yaml
+
+    from ocr_operator.api.ocrbatch import PHASES as BATCH_PHASES
+    from ocr_operator.ocrservice.rollout.model import PHASES as ROLLOUT_PHASES
+
+    config = yaml.safe_load(KSM_CONFIG.read_text())["kube-state-metrics"]["customResourceState"]["config"]
+    lists = {(r["groupVersionKind"]["kind"], m["name"]): m["each"]["stateSet"]["list"]
+             for r in config["spec"]["resources"] for m in r["metrics"] if "stateSet" in m["each"]}
+    assert lists == {("OcrService", "rollout_phase"): list(ROLLOUT_PHASES), ("OcrBatch", "phase"): list(BATCH_PHASES)}
+
 def test_the_chart_ships_the_dashboard_in_a_sidecar_configmap():
     assert by_kind(template(), "ConfigMap") == []
     [cm] = by_kind(template(extra=("-f", str(CHART / "ci" / "monitoring-values.yaml"))), "ConfigMap")

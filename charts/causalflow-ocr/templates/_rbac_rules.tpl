@@ -90,7 +90,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
   verbs: [update]
 - apiGroups: [batch]
   resources: [jobs]
-  verbs: [get, list, watch, create, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]

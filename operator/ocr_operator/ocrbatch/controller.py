@@ -140,18 +140,23 @@ class OcrBatches:
                                                                     f"Job {st['jobName']} was deleted"), None, ctx,
                                        result)
             return await self._start(key, batch, st, ctx, result)
+        suspended = parse_spec(batch["spec"]).suspend
+        if (want := decide.suspend_change(batch, job)) is not None:
+            job = await self._suspend(key, job, want, result)
         workers = self._workers(key, job)  # one view of the pods for the whole reconcile
         if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:
             await self._read_logs(key, workers)
-            await self._read_refusal(key, job)
+            if not suspended:  # no pod is wanted: none is missing
+                await self._read_refusal(key, job)
         summary = self._summary(key, batch, workers)
-        missing = waiting.waiting(self.refused.get(key), workers.values())
-        ph = decide.phase_of(job, summary, missing)
+        missing = None if suspended else waiting.waiting(self.refused.get(key), workers.values())
+        ph = decide.phase_of(job, summary, missing, suspended=suspended)
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
         self._say_waiting(key, missing, result)
         new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
-        stalls = await self._stalls(key, batch, st, workers, result)
+        # Suspended, the workers stopping are not stalled (the Stalled condition stays as it was).
+        stalls = [] if suspended else await self._stalls(key, batch, st, workers, result)
         stalls = [*stalls, *self._storage(key, batch, st, result)]  # StorageAvailable (storagewait.py)
         ready = C.Condition(READY, C.TRUE if ph.ready else C.FALSE, ph.reason, ph.message)
         new["conditions"] = _conditions(batch, st, [ready, *stalls], now)
@@ -163,6 +168,22 @@ class OcrBatches:
     async def _job(self, ns: str, name: str) -> dict[str, Any] | None:
         """Whatever holds the Job name (decide.batch_job tells whether it is the batch's)."""
         return await self.runtime.read("Job", ns, render.job_name(name))
+
+    async def _suspend(self, key: Key, job: Mapping[str, Any], suspend: bool, result: Result) -> dict[str, Any]:
+        """Set the Job's spec.suspend to the batch's: the Job controller then deletes the workers'
+        pods (SIGTERM: each releases its documents and writes its progress; no index's retry is
+        used), or makes them again, and each skips the documents already finished."""
+        ns, name = key
+        job_name = render.job_name(name)
+        patch = {"metadata": {"uid": job["metadata"]["uid"]}, "spec": {"suspend": suspend}}  # uid: this Job only
+        patched = await self.runtime.kube.merge_patch("Job", ns, job_name, patch)
+        self.runtime.store.wrote("Job", ns, job_name, patched)
+        result.writes += 1
+        said = ("spec.suspend: the workers stop; the results written so far are kept" if suspend else
+                "spec.suspend false: the workers run again and skip every finished document")
+        log.info("OcrBatch %s/%s: %s", ns, name, said)
+        result.events.append(("Normal", "Suspended" if suspend else "Resumed", said))
+        return patched
 
     def _workers(self, key: Key, job: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
         """The batch's workers, the latest pod of each index: pods with the batch's label (the

@@ -24,6 +24,7 @@ CALLBACK_FIELD = "spec.callback.secretRef"
 MIN_KEY_BYTES = 32  # HMAC-SHA256's own output size: a shorter callback key is a guessable one
 
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = "Pending", "Running", "Succeeded", "Failed", "Cancelled"
+SUSPENDED = "Suspended"  # spec.suspend: the Job suspended, no worker running; not an end
 TERMINAL = frozenset({SUCCEEDED, FAILED, CANCELLED})
 EVENTS = {SUCCEEDED: "batch.completed", FAILED: "batch.failed", CANCELLED: "batch.cancelled"}
 # The terminal condition of each end (the CRD's Complete, Failed and Cancelled conditions).
@@ -187,12 +188,14 @@ class Phase:
     ready: bool = True  # the Ready condition's status while the batch has not ended
 
 
-def phase_of(job: Mapping[str, Any] | None, summary: Summary | None, missing: Waiting | None = None) -> Phase:
+def phase_of(job: Mapping[str, Any] | None, summary: Summary | None, missing: Waiting | None = None,
+             suspended: bool = False) -> Phase:
     """Where a started batch is, from its Job's conditions (the Job controller's verdict) and, for a
     failure, the workers' first fatal error, with its reason when the worker gave one (e.g.
     InputNotFound: contract.FATAL_REASONS) in place of the Job's. `missing`: why workers are not
     all there (waiting.py): the batch is Pending for it (Ready False) until a worker is ready or one
-    has finished, and Running says it beside its counts."""
+    has finished, and Running says it beside its counts. `suspended`: spec.suspend, which holds an
+    unfinished batch Suspended (Ready False) whatever its workers are doing as they stop."""
     if job is None:
         return Phase(PENDING, "JobCreating", "the workers' Job is being created")
     fatal = summary.fatal if summary else None
@@ -204,12 +207,24 @@ def phase_of(job: Mapping[str, Any] | None, summary: Summary | None, missing: Wa
         said = failed.get("message") or reason
         return Phase(FAILED, reason, f"{said}: {fatal}" if fatal else said)
     st = job.get("status") or {}
+    if suspended:
+        stopping = int(st.get("active") or 0) + int(st.get("terminating") or 0)
+        said = f"spec.suspend: {f'{stopping} worker(s) stopping' if stopping else 'no worker running'}"
+        counts = _counts(summary)
+        return Phase(SUSPENDED, SUSPENDED, f"{said}; {counts}" if counts else said, ready=False)
     if st.get("succeeded") or st.get("failed") or st.get("ready") or (st.get("active") and missing is None):
         said = _counts(summary) or f"{st.get('active', 0)} worker(s) running"
         return Phase(RUNNING, "Running", f"{said}; {missing.message}" if missing else said)
     if missing is not None:
         return Phase(PENDING, missing.reason, missing.message, ready=False)
     return Phase(PENDING, "WorkersStarting", "the workers' pods are starting")
+
+
+def suspend_change(batch: Mapping[str, Any], job: Mapping[str, Any]) -> bool | None:
+    """The Job's spec.suspend to write for the batch's (True or False), or None when they agree.
+    Level-triggered, as JobSet suspends its Jobs: a Job's suspend changed by hand is set back."""
+    want = bool((batch.get("spec") or {}).get("suspend"))
+    return None if bool((job.get("spec") or {}).get("suspend")) == want else want
 
 
 def _counts(summary: Summary | None) -> str:

@@ -4,8 +4,9 @@ children.py, for batches).
 The REST paths (the runtime's client), the watches (handlers.py) and the chart's RBAC rules
 (checked by tests/unit/chart/test_rbac_rules.py) follow from it.
 
-- Jobs: created once per batch (a create, which fails on a taken name), deleted on cancel, watched
-  (label-filtered) to follow their end.
+- Jobs: created once per batch (a create, which fails on a taken name), deleted on cancel, patched
+  for spec.suspend (their own spec.suspend follows the batch's), watched (label-filtered) to follow
+  their end.
 - Pods: the workers, watched (the same label-filtered pod watch as the OcrService's); a running
   worker's last progress line is read from its log (pods/log), a finished one's from its status.
   A stalled worker's pod is deleted (spec.stallSeconds, stall.py), and one whose node never
@@ -24,7 +25,7 @@ from ocr_operator.runtime.kinds import READ, ApiKind
 from ocr_operator.spec import GROUP, VERSION
 
 OCRBATCH = ApiKind("OcrBatch", GROUP, VERSION, "ocrbatches", READ)
-JOB = ApiKind("Job", "batch", "v1", "jobs", READ + ("create", "delete"))
+JOB = ApiKind("Job", "batch", "v1", "jobs", READ + ("create", "patch", "delete"))
 CLAIM = ApiKind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", ("get",), watched=False)
 SECRET = ApiKind("Secret", "", "v1", "secrets", ("get",), watched=False)
 KINDS: dict[str, ApiKind] = {k.kind: k for k in (OCRBATCH, JOB, CLAIM, SECRET)}

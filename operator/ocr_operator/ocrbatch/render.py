@@ -255,4 +255,6 @@ def render_job(batch: Mapping[str, Any], settings: WorkerSettings, *,
     }
     if typed.deadline_seconds:
         job_spec["activeDeadlineSeconds"] = typed.deadline_seconds
+    if typed.suspend:  # created without pods (resumed by the controller's patch: decide.suspend_change)
+        job_spec["suspend"] = True
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(batch, job_name(name)), "spec": job_spec}

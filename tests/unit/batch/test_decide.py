@@ -111,6 +111,31 @@ def test_a_failed_batch_says_the_workers_fatal_error():
     assert ph.message == "Job has failed indexes: input.pvc.path: /batch/input/in does not exist"
 
 
+
+def test_a_suspended_batch_is_suspended_not_ready_while_its_workers_stop_and_after():
+    s = summary(documents_total=3, documents_done=1, pages_total=4, pages_done=2)
+    stopping = decide.phase_of(job(active=1, terminating=1), s, suspended=True)
+    assert (stopping.phase, stopping.reason, stopping.ready) == (decide.SUSPENDED, "Suspended", False)
+    assert stopping.message == "spec.suspend: 2 worker(s) stopping; 2 pages done, 0 failed, of 4 found in 1/3 documents"
+    assert decide.phase_of(job(), None, suspended=True).message == "spec.suspend: no worker running"
+    assert decide.SUSPENDED not in decide.TERMINAL
+
+
+def test_a_batch_that_finished_as_it_was_suspended_has_finished():
+    s = summary(documents_total=1, documents_done=1, pages_total=1, pages_done=1)
+    assert decide.phase_of(job([("Complete", "", "")]), s, suspended=True).phase == decide.SUCCEEDED
+    assert decide.phase_of(job([("Failed", "DeadlineExceeded", "late")]), s, suspended=True).phase == decide.FAILED
+
+
+def test_the_jobs_suspend_follows_the_batchs_both_ways():
+    def batch(**spec):
+        return {"spec": {"service": "s", **spec}}
+
+    assert decide.suspend_change(batch(suspend=True), {"spec": {}}) is True
+    assert decide.suspend_change(batch(suspend=True), {"spec": {"suspend": True}}) is None
+    assert decide.suspend_change(batch(), {"spec": {"suspend": True}}) is False  # resumed, or suspended by hand
+    assert decide.suspend_change(batch(suspend=False), {"spec": {"suspend": False}}) is None
+
 def test_the_last_progress_line_of_a_log_is_the_report():
     text = ('{"progress": {"index": 0, "pages_done": 1}}\n2026 INFO something\n'
             '{"progress": {"index": 0, "pages_done": 5}}\n{"progress": {"index": 0, "pag')  # cut mid-line

@@ -53,6 +53,11 @@ def test_the_job_is_indexed_one_index_per_shard_with_per_index_retries():
     assert "activeDeadlineSeconds" not in render.render_job(batch(), SETTINGS)["spec"]
 
 
+
+def test_a_batch_created_suspended_makes_its_job_suspended_and_otherwise_leaves_it_to_the_default():
+    assert render.render_job(batch(suspend=True), SETTINGS)["spec"]["suspend"] is True
+    assert "suspend" not in render.render_job(batch(), SETTINGS)["spec"]
+
 def test_the_worker_runs_the_operator_image_restricted_with_memory_for_two_documents():
     pod = render.render_job(batch(), SETTINGS)["spec"]["template"]["spec"]
     [c] = pod["containers"]

@@ -82,6 +82,14 @@ class ClusterKube:
 
     async def merge_patch(self, kind, namespace, name, patch, *, subresource=None):
         self.calls.append(("patch", kind, name))
+        if "status" not in patch:  # a change of the object itself (a Job's spec.suspend), not a status write
+            obj = self.objects[(kind, name)]
+            if (patch.get("metadata") or {}).get("uid") not in (None, obj["metadata"].get("uid")):
+                raise ApiError(409, "Conflict", f"{kind} {name}: the patch's uid precondition failed")
+            _merge(obj, patch)
+            obj["metadata"]["resourceVersion"] = f"rv-{next(_RV)}"
+            obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
+            return copy.deepcopy(obj)
         self.status = patch["status"]
         return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": f"rv-{next(_RV)}"},
                 "status": patch["status"]}
@@ -117,3 +125,14 @@ class GateKube(ClusterKube):
         self.calls.append(("strategic_patch", kind, name))
         self.pod_patches.append((name, patch))
         return {}
+
+
+def _merge(target: dict, patch: dict) -> None:
+    """RFC 7386 JSON merge patch, in place: null deletes, a mapping merges, anything else replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)

@@ -168,6 +168,12 @@ class OcrBatchSpec:
         "with HMAC-SHA256, retried with backoff on 408, 429 and 5xx.")
     cancel: bool = api("true stops the workers and ends the batch as Cancelled, keeping the results written so far. "
                        "Deleting the OcrBatch cancels it too.", default=False)
+    suspend: bool = api(
+        "true stops the workers (each releases the documents it holds and writes its progress; a stop counts against "
+        "no index's retries) and holds the batch Suspended with the results written so far; false runs them again, "
+        "skipping every finished document. An OcrBatch created suspended makes its Job without pods: a batch queued "
+        "for later. spec.deadlineSeconds counts running time from the last resume (the Job's activeDeadlineSeconds). "
+        "spec.cancel ends a suspended batch like a running one.", default=False)
     deadline_seconds: int | None = api("The batch fails when it runs longer than this (the Job's "
                                        "activeDeadlineSeconds); unset, no deadline.", limit=bounds("deadlineSeconds"))
     stall_seconds: int = api(

@@ -24,7 +24,7 @@ OCRBATCH = Kind(
                 "after it"),),
     columns=(
         Column("Service", "string", ".spec.service", "The OcrService the pages are sent to."),
-        Column("Phase", "string", ".status.phase", "Pending, Running, Succeeded, Failed or Cancelled."),
+        Column("Phase", "string", ".status.phase", "Pending, Running, Suspended, Succeeded, Failed or Cancelled."),
         Column("Pages", "string", ".status.pageSummary", "Pages done/total (the total grows while documents are opened)."),
         Column("Failed", "integer", ".status.pages.failed", "Pages that failed (listed in the errors files)."),
         Column("Age", "date", ".metadata.creationTimestamp"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..conditions import Condition
 from ..fields import api, model
 
-PHASES = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
+PHASES = ("Pending", "Running", "Suspended", "Succeeded", "Failed", "Cancelled")
 
 
 @model
@@ -54,7 +54,8 @@ class OcrBatchStatus:
                                           "by its id).")
     conditions: tuple[Condition, ...] = api("Ready (False while the batch waits: ServiceNotFound, ClaimNotFound, "
                                             "SecretNotFound, WorkersNotCreated quoting the API server's refusal of "
-                                            "the workers, WorkersUnschedulable quoting the scheduler), Complete, "
+                                            "the workers, WorkersUnschedulable quoting the scheduler; and while "
+                                            "spec.suspend holds it: Suspended), Complete, "
                                             "Failed and Cancelled conditions, Callback once the "
                                             "completion callback's delivery ended (Delivered, CallbackGaveUp or "
                                             "CallbackRefused), Stalled once a worker was restarted for making no "
