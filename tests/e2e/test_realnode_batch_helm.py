@@ -17,6 +17,10 @@ real check, the chart's `callbacks.allowCidrs` names the S3 server's address: an
 still listed S3 inputs itself (before this change its egress guard applied to S3 endpoints too,
 and skipped a private one unless allowlisted) would have connected from its pod. The policy is
 still checked as rendered: it exists, selects the operator pod, and opens no egress to S3.
+
+The batch is created suspended (spec.suspend: a queued batch): its Job exists without pods, the
+batch is Suspended; the test then resumes it, which the operator does by patching the Job under the
+chart's RBAC (a missing `patch` on jobs would leave it Suspended).
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def ocrbatch() -> dict:
     spec = {"service": NAME,
             "input": {"s3": {"url": f"s3://{BUCKET}/in/", "credentialsSecret": "s3"}},
             "output": {"s3": {"url": f"s3://{BUCKET}/out/", "credentialsSecret": "s3"}},
-            "options": {"mode": "free", "maxNewTokens": 2}, "parallelism": 2, "concurrencyPerWorker": 2}
+            "options": {"mode": "free", "maxNewTokens": 2}, "parallelism": 2, "concurrencyPerWorker": 2,
+            "suspend": True}  # queued: resumed by the test, a Job patch under the chart's RBAC
     return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch", "metadata": {"name": BATCH}, "spec": spec}
 
 
@@ -111,8 +116,13 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
             wait_server_pod_ready(cluster, namespace, NAME)
             [server] = server_pods(cluster, namespace, NAME)
             before = pod_batch_requests(server)
-            ready = time.monotonic()
             ocr.apply(ocrbatch())
+            queued = wait_for(lambda: (s := (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}).get("phase")
+                              == "Suspended" and s, timeout=60, interval=0.5, message="the batch queued, Suspended")
+            assert (ocr.get("job", BATCH) or {})["spec"]["suspend"] is True
+            assert worker_pods(ocr.cluster, ocr.ns, BATCH) == [], "a batch created suspended started workers"
+            ready = time.monotonic()
+            ocr.patch("ocrbatch", BATCH, {"spec": {"suspend": False}})  # the operator patches its Job: RBAC
             st = wait_for(lambda: (s := (ocr.get("ocrbatch", BATCH) or {}).get("status") or {}).get("phase")
                           in ("Succeeded", "Failed") and s, timeout=300, interval=0.5, message="the batch ended")
             took = time.monotonic() - ready
@@ -135,7 +145,8 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
     by_client = Counter(address for address, _ in clients)
     print(f"\nhelm-installed operator ({operator_ip}): OcrBatch {BATCH} {st['phase']} in {took:.1f}s "
           f"({st.get('pageSummary')} pages, {sent:.0f} batch requests answered), {time.monotonic() - t0:.1f}s in all; "
-          f"S3 requests by client: {dict(by_client)}; worker pods {sorted(worker_ips)}")
+          f"S3 requests by client: {dict(by_client)}; worker pods {sorted(worker_ips)}; queued first: "
+          f"{next(c['message'] for c in queued['conditions'] if c['type'] == 'Ready')}")
     assert st["phase"] == "Succeeded", st
     assert st["pages"] == {"total": PAGES, "done": PAGES, "failed": 0}, st
     # Every page's result exactly once: one result object per document, one line per page, and the
