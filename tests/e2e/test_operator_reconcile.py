@@ -88,6 +88,21 @@ def test_an_ocrservice_with_default_autoscaling_gets_its_children_and_becomes_re
     assert "Ready" not in reasons, reasons
 
 
+
+def test_a_spread_by_node_puts_each_replica_on_its_own_gpu_node_counting_only_this_services_pods(ocr, ocr_operator):
+    """spec.topologySpreadConstraints without a labelSelector: the API server accepts the pods as rendered
+    (the OcrService's selector, matchLabelKeys pod-template-hash) and the scheduler spreads them."""
+    by_node = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}
+    ocr.apply(ocrservice("spread", replicas=2, autoscaling={"enabled": False}, topologySpreadConstraints=[by_node]))
+    pods = wait_for(lambda: found if len(found := ready_pods(ocr, "spread")) == 2 else None, timeout=60,
+                    message="2 Ready pods")
+    nodes = sorted(p["spec"]["nodeName"] for p in pods)
+    assert len(set(nodes)) == 2 and all(n.startswith("gpu-node-") for n in nodes), nodes
+    [constraint] = pods[0]["spec"]["topologySpreadConstraints"]
+    assert constraint["labelSelector"]["matchLabels"] == {"app.kubernetes.io/name": "causalflow-ocr",
+                                                         "app.kubernetes.io/instance": "spread"}
+    assert constraint["matchLabelKeys"] == ["pod-template-hash"]
+
 def test_a_spec_change_rolls_out_a_new_revision(ocr, ocr_operator):
     ocr.apply(ocrservice("web", replicas=2))
     first = ocr.wait_ready("web")["status"]["currentRevision"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..fields import Quantity, Rule, api, model
+from ..fields import Constraints, Quantity, Rule, api, model
 
 # A Kubernetes quantity ("4", "3500m", "24Gi"): the API server's own pattern for one.
 QUANTITY = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)"
@@ -61,6 +61,49 @@ class Toleration:
                              enum=("", "NoSchedule", "PreferNoSchedule", "NoExecute"))
     toleration_seconds: int | None = api("For NoExecute, how long the pod stays bound after the taint appears.",
                                          format="int64")
+
+
+@model
+class LabelSelectorRequirement:
+    """A core/v1 LabelSelectorRequirement."""
+
+    key: str = api("The label key.", min_length=1, max_length=316, required=True)
+    operator: str = api("How the key relates to the values.", enum=("In", "NotIn", "Exists", "DoesNotExist"),
+                        required=True)
+    values: tuple[str, ...] = api("The values, for In and NotIn.", max_items=64, item=Constraints(max_length=63))
+
+
+@model
+class LabelSelector:
+    """A core/v1 LabelSelector: every matchLabels pair and every matchExpressions requirement must hold."""
+
+    match_labels: tuple[tuple[str, str], ...] = api("Labels the pods must have.", max_properties=32,
+                                                     item=Constraints(max_length=63))
+    match_expressions: tuple[Mapping[str, Any], ...] = api("Requirements on the pods' labels.", max_items=16,
+                                                           shape=LabelSelectorRequirement)
+
+
+@model
+class TopologySpreadConstraint:
+    """A core/v1 TopologySpreadConstraint. Without labelSelector it counts this OcrService's own pods,
+    each revision apart (matchLabelKeys pod-template-hash, unless given): during a rollout the new
+    pods spread among themselves instead of being held by where the old ones run."""
+
+    max_skew: int = api("The most the number of pods may differ between two domains.", minimum=1, required=True)
+    topology_key: str = api("The node label whose values are the domains: kubernetes.io/hostname (one node each) or "
+                            "topology.kubernetes.io/zone.", min_length=1, max_length=316, required=True)
+    when_unsatisfiable: str = api("DoNotSchedule: a pod that would break maxSkew waits (Pending); ScheduleAnyway: "
+                                  "the scheduler only prefers the spread.", enum=("DoNotSchedule", "ScheduleAnyway"),
+                                  required=True)
+    label_selector: Mapping[str, Any] | None = api("The pods counted; default: this OcrService's pods.",
+                                                   shape=LabelSelector)
+    match_label_keys: tuple[str, ...] = api("Pod label keys whose values narrow the pods counted to the new pod's; "
+                                            "default (with the default labelSelector): pod-template-hash.",
+                                            max_items=8, item=Constraints(max_length=316))
+    min_domains: int | None = api("With DoNotSchedule: fewer domains than this count as having 0 pods.", minimum=1)
+    node_affinity_policy: str | None = api("Honor or Ignore the pod's node affinity and selector when counting.",
+                                           enum=("Honor", "Ignore"))
+    node_taints_policy: str | None = api("Honor or Ignore node taints when counting.", enum=("Honor", "Ignore"))
 
 
 def _env_rules() -> tuple[Rule, ...]:

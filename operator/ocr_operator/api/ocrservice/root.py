@@ -9,7 +9,8 @@ from ocr_limits import default_max_visual_tokens
 
 from ..fields import Constraints, Rule, api, model
 from .network import Auth, Monitoring, NetworkPolicySpec, PdbSpec, PrometheusRuleSpec, ServiceMonitorSpec, ServiceSpec, TlsSpec
-from .pods import ANNOTATION_PREFIX, EnvVar, LocalObjectReference, Resources, Toleration, reserved_labels_rule
+from .pods import (ANNOTATION_PREFIX, EnvVar, LocalObjectReference, Resources, Toleration, TopologySpreadConstraint,
+                   reserved_labels_rule)
 from .rollout import Rollout
 from .scaling import DEFAULT_METRIC, Autoscaling
 from .server import Inference, Model
@@ -65,6 +66,11 @@ class OcrServiceSpec:
     tolerations: tuple[Mapping[str, Any], ...] = api(
         "Tolerations of the pods (GPU nodes are often tainted nvidia.com/gpu=present:NoSchedule).", max_items=32,
         shape=Toleration)
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = api(
+        "How the pods spread over nodes or zones, e.g. {maxSkew: 1, topologyKey: kubernetes.io/hostname, "
+        "whenUnsatisfiable: ScheduleAnyway}: replicas on different GPU nodes where there is room, so one node's loss "
+        "takes one replica. A constraint without labelSelector counts this OcrService's pods, each revision apart.",
+        max_items=8, shape=TopologySpreadConstraint)
     affinity: Mapping[str, Any] | None = api(
         "A core/v1 Affinity copied to the pods as is (kept free-form because its schema is the Kubernetes one; the "
         "API server validates it when the Deployment is applied).")

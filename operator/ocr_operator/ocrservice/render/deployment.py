@@ -123,6 +123,20 @@ def _tolerations(spec: OcrServiceSpec) -> list[dict[str, Any]]:
     return out
 
 
+def topology_spread(spec: OcrServiceSpec, name: str) -> list[dict[str, Any]]:
+    """spec.topologySpreadConstraints as the pods get them: one without labelSelector counts this
+    OcrService's pods (its selector labels), each revision apart (matchLabelKeys
+    pod-template-hash, which the Deployment controller sets per ReplicaSet) unless it says otherwise."""
+    out = []
+    for given in spec.topology_spread_constraints:
+        constraint = dict(given)
+        if not constraint.get("labelSelector"):
+            constraint["labelSelector"] = {"matchLabels": naming.selector_labels(name)}
+            constraint.setdefault("matchLabelKeys", ["pod-template-hash"])
+        out.append(constraint)
+    return out
+
+
 def has_prestop_sleep(spec: OcrServiceSpec) -> bool:
     """A preStop sleep only when the user's grace period leaves room for it (a grace period of
     PRESTOP_SLEEP_SECONDS or less asks for a quick stop)."""
@@ -197,6 +211,8 @@ def render_pod_template(owner: Mapping[str, Any], spec: OcrServiceSpec, *, confi
     tolerations = _tolerations(spec)
     if tolerations:
         pod_spec["tolerations"] = tolerations
+    if spec.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = topology_spread(spec, name)
     if spec.affinity:
         pod_spec["affinity"] = dict(spec.affinity)
     if spec.priority_class_name:
