@@ -154,7 +154,7 @@ class OcrBatches:
         if ph.phase in decide.TERMINAL:
             return await self._end(key, batch, st, ph, summary, ctx, result)
         self._say_waiting(key, missing, result)
-        new = {**st, "phase": ph.phase, **decide.progress_status(summary)}
+        new = {**st, "phase": ph.phase, **decide.progress_status(summary, moving=not suspended)}
         # Suspended, the workers stopping are not stalled (the Stalled condition stays as it was).
         stalls = [] if suspended else await self._stalls(key, batch, st, workers, result)
         stalls = [*stalls, *self._storage(key, batch, st, result)]  # StorageAvailable (storagewait.py)

@@ -317,15 +317,16 @@ def callback_on_delete(batch: Mapping[str, Any]) -> tuple[str, dict[str, Any]] |
     return EVENTS[CANCELLED], {**st, "phase": CANCELLED, "conditions": conditions}
 
 
-def progress_status(summary: Summary) -> dict[str, Any]:
-    """The status fields of the progress (written at most once per progress interval)."""
+def progress_status(summary: Summary, moving: bool = True) -> dict[str, Any]:
+    """The status fields of the progress (written at most once per progress interval). Not
+    `moving` (suspended): no rate and no ETA, whatever the stopped workers' last reports said."""
     return {
         "pageSummary": summary.page_summary,
         "pages": {"total": summary.pages_total, "done": summary.pages_done, "failed": summary.pages_failed},
         "documents": {"total": summary.documents_total, "done": summary.documents_done,
                       "failed": summary.documents_failed},
-        "pagesPerSecond": f"{summary.pages_per_second:.2f}",
-        "eta": duration(summary.eta_seconds),
+        "pagesPerSecond": f"{summary.pages_per_second if moving else 0:.2f}",
+        "eta": duration(summary.eta_seconds if moving else None),
     }
 
 

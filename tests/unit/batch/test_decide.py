@@ -127,6 +127,15 @@ def test_a_batch_that_finished_as_it_was_suspended_has_finished():
     assert decide.phase_of(job([("Failed", "DeadlineExceeded", "late")]), s, suspended=True).phase == decide.FAILED
 
 
+
+def test_a_suspended_batch_shows_no_rate_and_no_eta_from_its_stopped_workers_last_reports():
+    report = json.loads(Progress(index=0, shards=1, documents_total=4, documents_done=2, pages_total=2,
+                                 pages_done=2).to_json())
+    s = summarize([{**report, "pages_per_second": 1.5}], 1)
+    assert (decide.progress_status(s)["pagesPerSecond"], decide.progress_status(s)["eta"]) == ("1.50", "1s")
+    stopped = decide.progress_status(s, moving=False)
+    assert (stopped["pagesPerSecond"], stopped["eta"], stopped["pageSummary"]) == ("0.00", "", s.page_summary)
+
 def test_the_jobs_suspend_follows_the_batchs_both_ways():
     def batch(**spec):
         return {"spec": {"service": "s", **spec}}
