@@ -52,6 +52,10 @@ MAX_MARKER_BYTES = 64 * 1024
 PROGRESS_LINE = PROGRESS_PREFIX.encode()  # each report on stdout: {"progress": {...}}
 # What stops the worker rather than one document (failures.py).
 WORKER_ENDING = (FatalError, StorageUnavailable)
+# How long a graceful stop waits for a marker write still in flight before it writes the released
+# one: well inside the pod's 30 s grace. Past it the late write may land last, and the document is
+# counted as held by a killed worker: the conservative reading.
+MARKER_WRITE_WAIT_SECONDS = 10.0
 STORAGE_LINE_SECONDS = 1.0  # the most often a storage wait's progress line is written (storage_news)
 
 Send = Callable[[Part, dict[str, str]], Awaitable[Answer]]
@@ -252,7 +256,7 @@ class Worker:
         """Stopped gracefully (SIGTERM, a fatal error): the documents held were not at fault."""
         for key, marker in list(self.held.items()):
             if (write := self.marking.pop(key, None)) is not None:
-                await asyncio.wait([write])  # its held marker first: the released one must land last
+                await asyncio.wait([write], timeout=MARKER_WRITE_WAIT_SECONDS)  # the released one lands last
             with contextlib.suppress(StoreError, StorageUnavailable):
                 await asyncio.to_thread(self.sink.put, results.attempt_key(self.cfg.index, key),
                                         replace(marker, released=True).to_json())

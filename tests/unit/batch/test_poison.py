@@ -21,6 +21,7 @@ from PIL import Image, PngImagePlugin
 from ocr_batch_worker import contract, results
 from ocr_batch_worker.attempts import MAX_ATTEMPTS, POISON, Marker, plan
 from ocr_batch_worker.storage import FileStore
+from ocr_batch_worker import worker as worker_module
 from ocr_batch_worker.worker import Worker
 
 from .pageserver import PageServer
@@ -173,3 +174,33 @@ def test_a_sigterm_during_the_markers_write_still_releases_the_document_after_th
     asyncio.run(sigterm_mid_write())
     marker = Marker.parse((tmp_path / "out" / results.attempt_key(0, "a.png")).read_bytes())
     assert marker.released and marker.attempts == 1
+
+
+def test_a_marker_write_stuck_past_the_bound_does_not_hold_the_stop(tmp_path, monkeypatch):
+    """A write stuck in slow storage holds the graceful stop MARKER_WRITE_WAIT_SECONDS at most;
+    landing later, it leaves the document counted as held by a killed worker (the safe side)."""
+    monkeypatch.setattr(worker_module, "MARKER_WRITE_WAIT_SECONDS", 0.3)
+    for folder in ("in", "out"):
+        (tmp_path / folder).mkdir()
+    sink = FirstWriteHeld(tmp_path / "out")
+    path = tmp_path / "out" / results.attempt_key(0, "a.png")
+
+    async def sigterm_mid_stuck_write() -> float:
+        worker = Worker(worker_config(tmp_path, "http://127.0.0.1:9"), FileStore(tmp_path / "in"), sink, send=None,
+                        emit=lambda report: None)
+        begun = asyncio.create_task(worker.begin("a.png", "s", plan(None, "s", 2)))
+        assert await asyncio.to_thread(sink.writing.wait, 30)
+        begun.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await begun
+        t0 = time.monotonic()
+        try:
+            await worker.release()
+            assert Marker.parse(path.read_bytes()).released  # the stop went on and wrote its marker
+        finally:
+            sink.go.set()  # the stuck write lands now, after it
+        return time.monotonic() - t0
+
+    took = asyncio.run(sigterm_mid_stuck_write())
+    assert took < 5
+    assert not Marker.parse(path.read_bytes()).released
