@@ -35,6 +35,7 @@ MAX_STORAGE_RETRY_SECONDS = 24 * 3600
 DEFAULT_STALL_SECONDS = 600
 MIN_STALL_SECONDS = 10
 MAX_STALL_SECONDS = 24 * 3600
+MAX_TTL_SECONDS = 365 * 24 * 3600  # an ended batch deleted at most a year after its end
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ BATCH_SETTINGS: tuple[BatchSetting, ...] = (
     BatchSetting("concurrencyPerWorker", 4, 1, MAX_CONCURRENCY),
     BatchSetting("deadlineSeconds", None, MIN_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS),
     BatchSetting("stallSeconds", DEFAULT_STALL_SECONDS, MIN_STALL_SECONDS, MAX_STALL_SECONDS),
+    BatchSetting("ttlSecondsAfterFinished", None, 0, MAX_TTL_SECONDS),
     BatchSetting("limits.maxDocumentBytes", DEFAULT_DOCUMENT_BYTES, 1, MAX_DOCUMENT_BYTES),
     BatchSetting("limits.maxPagesPerDocument", DEFAULT_PAGES_PER_DOCUMENT, 1, MAX_PAGES_PER_DOCUMENT),
     BatchSetting("limits.maxDocuments", DEFAULT_DOCUMENTS, 1, MAX_DOCUMENTS),

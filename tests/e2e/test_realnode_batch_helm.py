@@ -20,7 +20,9 @@ still checked as rendered: it exists, selects the operator pod, and opens no egr
 
 The batch is created suspended (spec.suspend: a queued batch): its Job exists without pods, the
 batch is Suspended; the test then resumes it, which the operator does by patching the Job under the
-chart's RBAC (a missing `patch` on jobs would leave it Suspended).
+chart's RBAC (a missing `patch` on jobs would leave it Suspended). Ended, the batch is deleted by the
+operator after its spec.ttlSecondsAfterFinished (a `delete` of ocrbatches under the same RBAC), and
+the garbage collector takes its Job and workers' pods with it.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ RELEASE = "ocr-batch"
 PNG_PAGES = 8
 PDF_PAGES = 3
 PAGES = PNG_PAGES + PDF_PAGES
+TTL_SECONDS = 10
 
 
 def documents() -> dict[str, tuple[bytes, int]]:
@@ -67,7 +70,8 @@ def ocrbatch() -> dict:
             "input": {"s3": {"url": f"s3://{BUCKET}/in/", "credentialsSecret": "s3"}},
             "output": {"s3": {"url": f"s3://{BUCKET}/out/", "credentialsSecret": "s3"}},
             "options": {"mode": "free", "maxNewTokens": 2}, "parallelism": 2, "concurrencyPerWorker": 2,
-            "suspend": True}  # queued: resumed by the test, a Job patch under the chart's RBAC
+            "suspend": True,  # queued: resumed by the test, a Job patch under the chart's RBAC
+            "ttlSecondsAfterFinished": TTL_SECONDS}  # then deleted by the operator: a delete under the chart's RBAC
     return {"apiVersion": "ocr.causalflow.dev/v1alpha1", "kind": "OcrBatch", "metadata": {"name": BATCH}, "spec": spec}
 
 
@@ -131,6 +135,12 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
             results = [o["Key"] for page in bucket.get_paginator("list_objects_v2").paginate(
                 Bucket=BUCKET, Prefix="out/results/") for o in page.get("Contents", []) if o["Key"].endswith(".jsonl")]
             lines = {k: bucket.get_object(Bucket=BUCKET, Key=k)["Body"].read().decode().splitlines() for k in results}
+            ended = time.monotonic()
+            wait_for(lambda: ocr.get("ocrbatch", BATCH) is None, timeout=TTL_SECONDS + 60, interval=0.5,
+                     message="the ended batch deleted (spec.ttlSecondsAfterFinished)")
+            expired = time.monotonic() - ended
+            wait_for(lambda: ocr.get("job", BATCH) is None and not worker_pods(ocr.cluster, ocr.ns, BATCH),
+                     timeout=60, interval=0.5, message="its Job and workers' pods collected")
         clients = s3.clients()
     except Exception:
         logs = cluster.kubectl("logs", "-n", namespace, "-l", f"app.kubernetes.io/instance={RELEASE}",
@@ -146,7 +156,8 @@ def test_an_s3_batch_succeeds_under_the_helm_installed_operator_and_its_networkp
     print(f"\nhelm-installed operator ({operator_ip}): OcrBatch {BATCH} {st['phase']} in {took:.1f}s "
           f"({st.get('pageSummary')} pages, {sent:.0f} batch requests answered), {time.monotonic() - t0:.1f}s in all; "
           f"S3 requests by client: {dict(by_client)}; worker pods {sorted(worker_ips)}; queued first: "
-          f"{next(c['message'] for c in queued['conditions'] if c['type'] == 'Ready')}")
+          f"{next(c['message'] for c in queued['conditions'] if c['type'] == 'Ready')}; deleted {expired:.1f}s after "
+          f"the test saw its end (ttl {TTL_SECONDS}s)")
     assert st["phase"] == "Succeeded", st
     assert st["pages"] == {"total": PAGES, "done": PAGES, "failed": 0}, st
     # Every page's result exactly once: one result object per document, one line per page, and the

@@ -81,7 +81,7 @@ tests/unit/chart/test_rbac_rules.py checks these rules against it.
 # Secrets read by name only (the S3 credentials' presence, the callback's HMAC key), never listed.
 - apiGroups: [ocr.causalflow.dev]
   resources: [ocrbatches]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, delete]
 - apiGroups: [ocr.causalflow.dev]
   resources: [ocrbatches/status]
   verbs: [patch]

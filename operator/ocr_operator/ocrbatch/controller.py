@@ -396,7 +396,7 @@ class OcrBatches:
         log.info("OcrBatch %s/%s %s: %s", *key, ph.phase, ph.message)
         result.events.append(("Normal" if ph.phase == decide.SUCCEEDED else "Warning", ph.phase, ph.message))
         self._callback(key, {**batch, "status": new}, ph.phase, ctx)
-        return result
+        return await self._expire(key, {**batch, "status": new}, ctx, result)  # its own status writes wake no reconcile
 
     async def _write(self, key: Key, batch: Mapping[str, Any], st: Mapping[str, Any], new: dict[str, Any],
                      result: Result) -> None:
@@ -426,14 +426,30 @@ class OcrBatches:
                      outcome.attempts, outcome.error)
             cond = C.Condition(decide.CALLBACK, *decide.callback_condition(
                 outcome.state, outcome.attempts, outcome.status, outcome.error, outcome.refused))
-            await self._write(key, batch, st, {**st, "callback": record,
-                                               "conditions": _conditions(batch, st, [cond], ctx.now)}, result)
+            recorded = {**st, "callback": record, "conditions": _conditions(batch, st, [cond], ctx.now)}
+            await self._write(key, batch, st, recorded, result)
             jobs.forget(key, done)
             result.events.append(("Normal" if outcome.state == "Delivered" else "Warning", f"Callback{outcome.state}",
                                   f"{event} to {batch['spec']['callback']['url']}: {outcome.state.lower()} after "
                                   f"{outcome.attempts} attempt(s)" + (f" ({outcome.error})" if outcome.error else "")))
-            return result
+            return await self._expire(key, {**batch, "status": recorded}, ctx, result)
         self._callback(key, {**batch, "status": st}, phase, ctx)
+        return await self._expire(key, {**batch, "status": st}, ctx, result)
+
+    async def _expire(self, key: Key, batch: Mapping[str, Any], ctx: Context, result: Result) -> Result:
+        """spec.ttlSecondsAfterFinished: delete the ended batch once its time is up (the garbage
+        collector then deletes its Job, pods and ConfigMap), or look again when it will be."""
+        left = decide.expires_in(batch, ctx.now)
+        if left is None:
+            return result
+        if left > 0:
+            result.requeue_after = left
+            return result
+        ns, name = key
+        log.info("OcrBatch %s/%s: deleted %ss after it ended (spec.ttlSecondsAfterFinished)", ns, name,
+                 batch["spec"]["ttlSecondsAfterFinished"])
+        await self.runtime.kube.delete(OCRBATCH.kind, ns, name, uid=batch["metadata"].get("uid"))
+        result.writes += 1
         return result
 
     def _callback(self, key: Key, batch: Mapping[str, Any], phase: str, ctx: Context) -> None:

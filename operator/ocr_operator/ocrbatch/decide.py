@@ -8,10 +8,12 @@ rule is tested alone (tests/unit/batch/test_decide.py).
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ocr_limits.timestamps import parse as parse_time
 from ocr_batch_worker.contract import FATAL_REASONS, PROGRESS_PREFIX
 from ocr_batch_worker.progress import Summary, duration
 from ocr_operator.runtime.plan import controlled_by
@@ -297,6 +299,17 @@ def callback_due(batch: Mapping[str, Any], phase: str) -> str | None:
     if sent.get("event") == EVENTS[phase] and sent.get("state") in ("Delivered", "GaveUp"):
         return None
     return EVENTS[phase]
+
+
+def expires_in(batch: Mapping[str, Any], now: dt.datetime) -> float | None:
+    """Seconds until an ended batch is to be deleted (<= 0: now) by spec.ttlSecondsAfterFinished, or
+    None: no TTL, not ended, or a callback still to deliver (the batch's status records it)."""
+    ttl = (batch.get("spec") or {}).get("ttlSecondsAfterFinished")
+    st = batch.get("status") or {}
+    ended = parse_time(st.get("completionTime"))
+    if ttl is None or ended is None or st.get("phase") not in TERMINAL or callback_due(batch, st["phase"]):
+        return None
+    return ttl - (now - ended).total_seconds()
 
 
 DELETED_MESSAGE = "the OcrBatch was deleted: its workers were stopped; the results written so far are kept"

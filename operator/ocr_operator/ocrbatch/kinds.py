@@ -4,6 +4,7 @@ children.py, for batches).
 The REST paths (the runtime's client), the watches (handlers.py) and the chart's RBAC rules
 (checked by tests/unit/chart/test_rbac_rules.py) follow from it.
 
+- OcrBatches: watched; an ended one is deleted once its spec.ttlSecondsAfterFinished has passed.
 - Jobs: created once per batch (a create, which fails on a taken name), deleted on cancel, patched
   for spec.suspend (their own spec.suspend follows the batch's), watched (label-filtered) to follow
   their end.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from ocr_operator.runtime.kinds import READ, ApiKind
 from ocr_operator.spec import GROUP, VERSION
 
-OCRBATCH = ApiKind("OcrBatch", GROUP, VERSION, "ocrbatches", READ)
+OCRBATCH = ApiKind("OcrBatch", GROUP, VERSION, "ocrbatches", READ + ("delete",))  # spec.ttlSecondsAfterFinished
 JOB = ApiKind("Job", "batch", "v1", "jobs", READ + ("create", "patch", "delete"))
 CLAIM = ApiKind("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", ("get",), watched=False)
 SECRET = ApiKind("Secret", "", "v1", "secrets", ("get",), watched=False)

@@ -176,6 +176,11 @@ class OcrBatchSpec:
         "spec.cancel ends a suspended batch like a running one.", default=False)
     deadline_seconds: int | None = api("The batch fails when it runs longer than this (the Job's "
                                        "activeDeadlineSeconds); unset, no deadline.", limit=bounds("deadlineSeconds"))
+    ttl_seconds_after_finished: int | None = api(
+        "The OcrBatch is deleted this many seconds after it ended (Succeeded, Failed or Cancelled) and its callback's "
+        "delivery ended, and with it its Job, workers' pods and ConfigMap (the results stay in the output), as a Job's "
+        "ttlSecondsAfterFinished does; 0: as soon as it ended. Unset: kept until deleted.",
+        limit=bounds("ttlSecondsAfterFinished"))
     stall_seconds: int = api(
         "A running worker whose progress (pages and documents finished, retries, the failed tries of a storage "
         "outage it waits out) has not moved for this long is stalled: a frozen process, a lost node, a hung volume. "

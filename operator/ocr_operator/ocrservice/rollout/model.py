@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from ocr_limits import timestamps
@@ -114,17 +114,7 @@ def iso_micro(value: datetime | None) -> str | None:
     return None if value is None else timestamps.iso_micro(value)
 
 
-def parse_time(value: Any) -> datetime | None:
-    """Kubernetes timestamp ('2026-01-02T03:04:05Z', with or without fraction) -> aware datetime."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    text = str(value)
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    parsed = datetime.fromisoformat(text)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+parse_time = timestamps.parse  # Kubernetes timestamp -> aware datetime (None stays None)
 
 
 @dataclass(frozen=True)
