@@ -26,6 +26,7 @@ bounded); any other answer ends the delivery: 2xx Delivered, else GaveUp with th
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime as dt
 import hashlib
 import hmac
@@ -39,8 +40,9 @@ import aiohttp
 from ocr_limits.timestamps import iso
 
 from ocr_operator.runtime.bounded import Busy, TooLarge, read_limited
+from ocr_operator.runtime.kube import ApiError
 
-from . import egress
+from . import decide, egress
 
 SIGNATURE_HEADER = "X-OcrBatch-Signature"
 EVENT_HEADER = "X-OcrBatch-Event"
@@ -170,3 +172,25 @@ async def deliver(url: str, doc: Mapping[str, Any], key: bytes | None, *, post: 
         if attempt < max_attempts:
             await sleep(delay(attempt, retry_after))
     return Outcome("GaveUp", max_attempts, status, error or f"answered {status} {max_attempts} times")
+
+
+async def send(kube: Any, ns: str, batch: Mapping[str, Any], event: str) -> Outcome:
+    """POST the event to spec.callback.url, signed with the key of spec.callback.secretRef (read by
+    name through `kube`), retried (deliver). Never raises: a missing or short key gives up at once."""
+    cb = batch["spec"]["callback"]
+    hmac_key = None
+    try:
+        if cb.get("secretRef"):
+            ref = cb["secretRef"]
+            secret = await kube.get("Secret", ns, ref["name"])
+            value = ((secret or {}).get("data") or {}).get(ref.get("key") or "secret")
+            if value is None:  # the same words whether the Secret or its key is gone (decide.preflight)
+                raise ValueError(f"spec.callback.secretRef: Secret {ref['name']} does not exist or lacks the key "
+                                 f"{ref.get('key') or 'secret'}")
+            hmac_key = base64.b64decode(value)[:MAX_KEY_BYTES]
+            if (problem := decide.key_problem(hmac_key)) is not None:
+                raise ValueError(f"spec.callback.secretRef: {problem}")
+        now = dt.datetime.now(dt.timezone.utc)
+        return await deliver(cb["url"], payload(batch, event, now), hmac_key)
+    except (ApiError, ValueError) as exc:
+        return Outcome("GaveUp", 0, None, str(exc)[:300])

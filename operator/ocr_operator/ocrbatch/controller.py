@@ -19,7 +19,6 @@ outcome is written to status.callback by the reconcile that finds it, so it is s
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import logging
 import os
@@ -458,34 +457,14 @@ class OcrBatches:
             return
 
         async def deliver() -> tuple[str, callback.Outcome]:
-            return event, await self._send(key[0], batch, event)
+            return event, await callback.send(self.runtime.kube, key[0], batch, event)
 
         ctx.jobs.ensure(key, (event, batch["metadata"].get("uid")), deliver,
                         on_error=lambda exc: (event, callback.Outcome("GaveUp", 0, None, str(exc)[:300])))
 
-    async def _send(self, ns: str, batch: Mapping[str, Any], event: str) -> callback.Outcome:
-        """POST the event to spec.callback.url, signed with the Secret's key, retried (callback.deliver)."""
-        cb = batch["spec"]["callback"]
-        hmac_key = None
-        try:
-            if cb.get("secretRef"):
-                ref = cb["secretRef"]
-                secret = await self.runtime.kube.get("Secret", ns, ref["name"])
-                value = ((secret or {}).get("data") or {}).get(ref.get("key") or "secret")
-                if value is None:  # the same words whether the Secret or its key is gone (decide.preflight)
-                    raise ValueError(f"spec.callback.secretRef: Secret {ref['name']} does not exist or lacks the key "
-                                     f"{ref.get('key') or 'secret'}")
-                hmac_key = base64.b64decode(value)[:callback.MAX_KEY_BYTES]
-                if (problem := decide.key_problem(hmac_key)) is not None:
-                    raise ValueError(f"spec.callback.secretRef: {problem}")
-            now = dt.datetime.now(dt.timezone.utc)
-            return await callback.deliver(cb["url"], callback.payload(batch, event, now), hmac_key)
-        except (ApiError, ValueError) as exc:
-            return callback.Outcome("GaveUp", 0, None, str(exc)[:300])
-
     async def _deliver_deleted(self, key: Key, batch: Mapping[str, Any], event: str) -> None:
         """A deleted batch's callback: there is no status left to record it in, so it is logged."""
-        outcome = await self._send(key[0], batch, event)
+        outcome = await callback.send(self.runtime.kube, key[0], batch, event)
         log.info("OcrBatch %s/%s (deleted) callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
                  outcome.attempts, outcome.error)
 
