@@ -127,7 +127,8 @@ def test_every_server_panel_query_returns_series(stack):
                                                  # the operator's, per OcrService (the quality gate's verdict)
                                                  "Quality gate: distance of the last verdict",
                                                  # kube-state-metrics' OcrBatch series: checked by name
-                                                 "OcrBatches: pages done and failed, batches waiting for workers"}
+                                                 "OcrBatches: pages done and failed, batches waiting for workers "
+                                                 "or suspended"}
 
     # the figures are the requests just sent, not merely present
     assert float(query(url, substitute('sum(ocr_cache_hits_total{namespace=~"$namespace", service=~"$service"})'))[0]["value"][1]) == 1
