@@ -257,8 +257,10 @@ def test_the_callback_arrives_signed_once_delivered_after_a_500(ran):
 
 def test_a_cancel_mid_batch_stops_the_workers_within_30s_and_keeps_the_results_written(ran):
     ocr = ran["ocr"]
-    ocr.apply(ocrbatch("cancelled", "batch-data", ran["receiver"].url,
-                       paths=(f"s3://{BUCKET}/many/", f"s3://{BUCKET}/out-cancelled/")))
+    cancelled = ocrbatch("cancelled", "batch-data", ran["receiver"].url,
+                         paths=(f"s3://{BUCKET}/many/", f"s3://{BUCKET}/out-cancelled/"))
+    cancelled["spec"]["concurrencyPerWorker"] = 1  # a page at a time per worker: cancelled well before its end
+    ocr.apply(cancelled)
 
     def pages_done() -> int:
         return (((ocr.get("ocrbatch", "cancelled") or {}).get("status") or {}).get("pages") or {}).get("done", 0)
