@@ -385,8 +385,7 @@ class OcrBatches:
                    summary: Summary | None, ctx: Context, result: Result) -> Result:
         new = {**st, "phase": ph.phase, "completionTime": iso(ctx.now)}
         if summary is not None:
-            new.update(decide.progress_status(summary))
-            new["pagesPerSecond"], new["eta"] = "0.00", ""
+            new.update(decide.progress_status(summary, moving=False))
         conds = [C.Condition(READY, C.FALSE, ph.reason, ph.message),
                  C.Condition(decide.END_CONDITION[ph.phase], C.TRUE, ph.reason, ph.message),
                  *self._storage(key, batch, st, result)]
