@@ -140,7 +140,7 @@ class OcrBatches:
                                        result)
             return await self._start(key, batch, st, ctx, result)
         suspended = parse_spec(batch["spec"]).suspend
-        if (want := decide.suspend_change(batch, job)) is not None:
+        if (want := decide.suspend_change(suspended, job)) is not None:
             job = await self._suspend(key, job, want, result)
         workers = self._workers(key, job)  # one view of the pods for the whole reconcile
         if key not in self.progress_read or time.monotonic() - self.progress_read[key] >= self.progress_seconds:

@@ -222,10 +222,9 @@ def phase_of(job: Mapping[str, Any] | None, summary: Summary | None, missing: Wa
     return Phase(PENDING, "WorkersStarting", "the workers' pods are starting")
 
 
-def suspend_change(batch: Mapping[str, Any], job: Mapping[str, Any]) -> bool | None:
-    """The Job's spec.suspend to write for the batch's (True or False), or None when they agree.
-    Level-triggered, as JobSet suspends its Jobs: a Job's suspend changed by hand is set back."""
-    want = bool((batch.get("spec") or {}).get("suspend"))
+def suspend_change(want: bool, job: Mapping[str, Any]) -> bool | None:
+    """The Job's spec.suspend to write for the batch's `want` (its spec.suspend), or None when they
+    agree. Level-triggered, as JobSet suspends its Jobs: a Job's suspend changed by hand is set back."""
     return None if bool((job.get("spec") or {}).get("suspend")) == want else want
 
 
@@ -332,7 +331,7 @@ def callback_on_delete(batch: Mapping[str, Any]) -> tuple[str, dict[str, Any]] |
 
 def progress_status(summary: Summary, moving: bool = True) -> dict[str, Any]:
     """The status fields of the progress (written at most once per progress interval). Not
-    `moving` (suspended): no rate and no ETA, whatever the stopped workers' last reports said."""
+    `moving` (suspended, or ended): no rate and no ETA, whatever the workers' last reports said."""
     return {
         "pageSummary": summary.page_summary,
         "pages": {"total": summary.pages_total, "done": summary.pages_done, "failed": summary.pages_failed},

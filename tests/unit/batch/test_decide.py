@@ -137,13 +137,11 @@ def test_a_suspended_batch_shows_no_rate_and_no_eta_from_its_stopped_workers_las
     assert (stopped["pagesPerSecond"], stopped["eta"], stopped["pageSummary"]) == ("0.00", "", s.page_summary)
 
 def test_the_jobs_suspend_follows_the_batchs_both_ways():
-    def batch(**spec):
-        return {"spec": {"service": "s", **spec}}
-
-    assert decide.suspend_change(batch(suspend=True), {"spec": {}}) is True
-    assert decide.suspend_change(batch(suspend=True), {"spec": {"suspend": True}}) is None
-    assert decide.suspend_change(batch(), {"spec": {"suspend": True}}) is False  # resumed, or suspended by hand
-    assert decide.suspend_change(batch(suspend=False), {"spec": {"suspend": False}}) is None
+    assert decide.suspend_change(True, {"spec": {}}) is True
+    assert decide.suspend_change(True, {"spec": {"suspend": True}}) is None
+    assert decide.suspend_change(False, {"spec": {"suspend": True}}) is False  # resumed, or suspended by hand
+    assert decide.suspend_change(False, {"spec": {"suspend": False}}) is None
+    assert decide.suspend_change(False, {"spec": {}}) is None
 
 def test_the_last_progress_line_of_a_log_is_the_report():
     text = ('{"progress": {"index": 0, "pages_done": 1}}\n2026 INFO something\n'
