@@ -11,21 +11,9 @@ from ocr_limits import quality as gate_limits
 from ocr_operator import spec as ocr_spec
 from hack import demo_objects
 from tests import hack_scripts
+from tests.unit.operator.helpers import merge_patch
 
 demo = hack_scripts.load("demo.py")
-
-
-def merge_patch(target, patch):
-    """RFC 7386 JSON merge patch, what `kubectl patch --type=merge` applies."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def ocrservice(image: str | None) -> dict:

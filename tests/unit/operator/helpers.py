@@ -86,7 +86,7 @@ class ClusterKube:
             obj = self.objects[(kind, name)]
             if (patch.get("metadata") or {}).get("uid") not in (None, obj["metadata"].get("uid")):
                 raise ApiError(409, "Conflict", f"{kind} {name}: the patch's uid precondition failed")
-            _merge(obj, patch)
+            obj = self.objects[(kind, name)] = copy.deepcopy(merge_patch(obj, patch))
             obj["metadata"]["resourceVersion"] = f"rv-{next(_RV)}"
             obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
             return copy.deepcopy(obj)
@@ -127,12 +127,15 @@ class GateKube(ClusterKube):
         return {}
 
 
-def _merge(target: dict, patch: dict) -> None:
-    """RFC 7386 JSON merge patch, in place: null deletes, a mapping merges, anything else replaces."""
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, what the API server and `kubectl patch --type=merge` apply: null
+    deletes, a mapping merges, anything else replaces. `target` is left as it was."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+            out.pop(key, None)
         else:
-            target[key] = copy.deepcopy(value)
+            out[key] = merge_patch(out.get(key), value)
+    return out
