@@ -150,19 +150,31 @@ class FirstWriteHeld(FileStore):
         super().put(key, data)
 
 
-def test_a_sigterm_during_the_markers_write_still_releases_the_document_after_that_write(tmp_path):
+async def sigterm_mid_write(tmp_path: Path, sink: FirstWriteHeld) -> Worker:
+    """A worker whose first document's marker write is in flight (held by `sink`) when SIGTERM
+    cancels the task the document runs in, as program.serve does: what release() then meets."""
+    worker = Worker(worker_config(tmp_path, "http://127.0.0.1:9"), FileStore(tmp_path / "in"), sink, send=None,
+                    emit=lambda report: None)
+    begun = asyncio.create_task(worker.begin("a.png", "s", plan(None, "s", 2)))
+    assert await asyncio.to_thread(sink.writing.wait, 30)
+    begun.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await begun
+    return worker
+
+
+def held_first_write(tmp_path: Path) -> tuple[FirstWriteHeld, Path]:
+    """The batch's folders, a sink whose first write waits, and where a.png's marker lands."""
     for folder in ("in", "out"):
         (tmp_path / folder).mkdir()
-    cfg = worker_config(tmp_path, "http://127.0.0.1:9")
-    sink = FirstWriteHeld(tmp_path / "out")
+    return FirstWriteHeld(tmp_path / "out"), tmp_path / "out" / results.attempt_key(0, "a.png")
 
-    async def sigterm_mid_write() -> None:
-        worker = Worker(cfg, FileStore(tmp_path / "in"), sink, send=None, emit=lambda report: None)
-        begun = asyncio.create_task(worker.begin("a.png", "s", plan(None, "s", 2)))
-        assert await asyncio.to_thread(sink.writing.wait, 30)
-        begun.cancel()  # what SIGTERM does to the task the document runs in (program.serve)
-        with pytest.raises(asyncio.CancelledError):
-            await begun
+
+def test_a_sigterm_during_the_markers_write_still_releases_the_document_after_that_write(tmp_path):
+    sink, path = held_first_write(tmp_path)
+
+    async def release_after_sigterm() -> None:
+        worker = await sigterm_mid_write(tmp_path, sink)
         releasing = asyncio.create_task(worker.release())
         try:
             await asyncio.sleep(0.3)
@@ -171,8 +183,8 @@ def test_a_sigterm_during_the_markers_write_still_releases_the_document_after_th
             sink.go.set()
         await releasing
 
-    asyncio.run(sigterm_mid_write())
-    marker = Marker.parse((tmp_path / "out" / results.attempt_key(0, "a.png")).read_bytes())
+    asyncio.run(release_after_sigterm())
+    marker = Marker.parse(path.read_bytes())
     assert marker.released and marker.attempts == 1
 
 
@@ -180,19 +192,10 @@ def test_a_marker_write_stuck_past_the_bound_does_not_hold_the_stop(tmp_path, mo
     """A write stuck in slow storage holds the graceful stop MARKER_WRITE_WAIT_SECONDS at most;
     landing later, it leaves the document counted as held by a killed worker (the safe side)."""
     monkeypatch.setattr(worker_module, "MARKER_WRITE_WAIT_SECONDS", 0.3)
-    for folder in ("in", "out"):
-        (tmp_path / folder).mkdir()
-    sink = FirstWriteHeld(tmp_path / "out")
-    path = tmp_path / "out" / results.attempt_key(0, "a.png")
+    sink, path = held_first_write(tmp_path)
 
-    async def sigterm_mid_stuck_write() -> float:
-        worker = Worker(worker_config(tmp_path, "http://127.0.0.1:9"), FileStore(tmp_path / "in"), sink, send=None,
-                        emit=lambda report: None)
-        begun = asyncio.create_task(worker.begin("a.png", "s", plan(None, "s", 2)))
-        assert await asyncio.to_thread(sink.writing.wait, 30)
-        begun.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await begun
+    async def release_after_sigterm() -> float:
+        worker = await sigterm_mid_write(tmp_path, sink)
         t0 = time.monotonic()
         try:
             await worker.release()
@@ -201,6 +204,6 @@ def test_a_marker_write_stuck_past_the_bound_does_not_hold_the_stop(tmp_path, mo
             sink.go.set()  # the stuck write lands now, after it
         return time.monotonic() - t0
 
-    took = asyncio.run(sigterm_mid_stuck_write())
+    took = asyncio.run(release_after_sigterm())
     assert took < 5
     assert not Marker.parse(path.read_bytes()).released
