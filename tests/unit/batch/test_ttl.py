@@ -4,8 +4,12 @@ delivery ended, as a Job's TTL does (decide.expires_in; the controller's delete 
 from __future__ import annotations
 
 import datetime as dt
+import logging
+
+import pytest
 
 from ocr_operator.ocrbatch import decide
+from ocr_operator.runtime.kube import ApiError
 
 from tests.unit.batch.test_controller import NOW, batch, reconcile, world
 from tests.unit.batch.test_controller_waiting import STARTED, job, world as job_world
@@ -33,6 +37,17 @@ def test_an_ended_batch_past_its_ttl_is_deleted():
     result = reconcile(batches, batch(ENDED_10S_AGO, ttlSecondsAfterFinished=5))
     assert ("delete", "OcrBatch", "archive") in kube.calls and ("OcrBatch", "archive") not in kube.objects
     assert result.writes == 1
+
+
+def test_a_refused_delete_is_an_error_of_the_reconcile_and_is_not_logged_as_done(caplog):
+    kube, batches = world(batch(ENDED_10S_AGO, ttlSecondsAfterFinished=5))
+
+    async def forbidden(kind, namespace, name, *, uid=None):
+        raise ApiError(403, "Forbidden", f'{kind} "{name}" is forbidden: cannot delete resource')
+    kube.delete = forbidden
+    with caplog.at_level(logging.INFO), pytest.raises(ApiError):  # the runtime retries it with backoff
+        reconcile(batches, batch(ENDED_10S_AGO, ttlSecondsAfterFinished=5))
+    assert not [r for r in caplog.records if "deleted" in r.getMessage()]
 
 
 def test_an_ended_batch_within_its_ttl_is_looked_at_again_when_it_runs_out():
