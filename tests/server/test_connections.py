@@ -66,6 +66,45 @@ def test_headers_at_one_byte_a_second_are_a_408_after_the_header_timeout_while_o
     assert good and good[0].status_code == 200, good
 
 
+def test_clients_still_sending_their_heads_at_the_timeout_read_the_408_and_an_orderly_end(server):
+    """Sixteen connections opened together, each sending a head byte every 5 ms and reading between
+    them until its stream ends: their 408s come while bytes are on their way. Closed at once, a
+    connection with a byte the server has not read yet is reset: the client reads an error, the 408
+    is lost (seen once in a suite run, from a client sending a byte a second). The server lingers
+    instead: it reads and drops what follows its answer, so each client reads the 408, then the end."""
+    limit = float(MAIN_ENV["HEADER_TIMEOUT_SEC"])
+    head = b"POST /v1/ocr HTTP/1.1\r\nHost: t\r\nX-Padding: " + b"a" * 4000
+    conns = [socket.create_connection(server.address, timeout=5) for _ in range(16)]
+    answers = {s: b"" for s in conns}
+    ends: dict[socket.socket, str] = {}
+    t0 = time.monotonic()
+    try:
+        for byte in range(len(head)):
+            live = [s for s in conns if s not in ends]
+            if not live or time.monotonic() - t0 > limit + 6:
+                break
+            for s in live:
+                try:
+                    s.sendall(head[byte:byte + 1])  # like an upload: it sends on until it reads the end
+                except (ConnectionResetError, BrokenPipeError) as exc:
+                    ends[s] = repr(exc)
+            for s in select.select([s for s in live if s not in ends], [], [], 0.005)[0]:
+                try:
+                    chunk = s.recv(65536)
+                except ConnectionResetError as exc:
+                    ends[s] = repr(exc)
+                    continue
+                if chunk:
+                    answers[s] += chunk
+                else:
+                    ends[s] = "end"
+    finally:
+        for s in conns:
+            s.close()
+    assert [ends.get(s) for s in conns] == ["end"] * len(conns), [(ends.get(s), answers[s][:40]) for s in conns]
+    assert all(answers[s].startswith(b"HTTP/1.1 408 ") for s in conns), [answers[s][:60] for s in conns]
+
+
 def test_on_a_kept_alive_connection_the_header_timeout_runs_from_the_next_requests_first_byte(server):
     """Idle after a response for 3 s (within uvicorn's 5 s keep-alive), then a head sent in two
     halves 2.5 s apart: 5.5 s after the response, but 2.5 s after the head's first byte (the limit
