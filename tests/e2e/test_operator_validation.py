@@ -35,6 +35,8 @@ INVALID = [
     ("autoscaling min above max", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}},
      "spec.autoscaling.minReplicas must be <= spec.autoscaling.maxReplicas"),
     ("negative GPU count", {"resources": {"gpus": -1}}, "spec.resources.gpus"),
+    ("two GPUs for a server that drives one", {"resources": {"gpus": 2}},
+     "spec.resources.gpus must be 0 or 1: the server drives one GPU per pod"),
     ("negative replicas", {"replicas": -1}, "spec.replicas"),
     ("unknown field", {"replica": 2}, 'unknown field "spec.replica"'),
     ("wrong type", {"inference": {"batchSize": "eight"}}, "spec.inference.batchSize"),

@@ -2,8 +2,8 @@
 
 Every failure is injected the way it happens in a real cluster, through the pod template: the
 spec's podLabels select one of the harness' kwok failure stages for the new pods
-(never-ready, flap, crashloop, image-pull-error), resources.gpus asks for more GPUs than any
-node has (Unschedulable), a ResourceQuota with no room for the new pods makes the API server
+(never-ready, flap, crashloop, image-pull-error), resources.gpuResourceName asks for a kind of GPU
+(a MIG profile) no node has (Unschedulable), a ResourceQuota with no room for the new pods makes the API server
 refuse them (FailedCreate), and a short progressDeadlineSeconds with never-ready pods makes
 the Deployment controller report ProgressDeadlineExceeded. Periods and deadlines are a few
 seconds so each test takes seconds.
@@ -245,7 +245,8 @@ FAILURES = [
     ("image-pull-error", {"podLabels": {SIMULATE: "image-pull-error"}}, "ImagePullBackOff", FAST),
     ("oom-killed", {"podLabels": {SIMULATE: "oom-killed"}}, "OOMKilled", FAST),
     ("create-config-error", {"podLabels": {SIMULATE: "create-config-error"}}, "CreateContainerConfigError", FAST),
-    ("unschedulable", {"resources": {"gpus": 16}}, "Unschedulable", FAST),  # nodes have 8
+    # a GPU kind (a MIG profile) no node offers: the new pods never schedule
+    ("unschedulable", {"resources": {"gpuResourceName": "nvidia.com/mig-3g.40gb"}}, "Unschedulable", FAST),
     # progress deadline 4 s fires before the never-ready pods' startup budget of 3 + 3 x 2 = 9 s
     ("progress-deadline", {"podLabels": {SIMULATE: "never-ready"}}, "ProgressDeadlineExceeded",
      dict(FAST, progressDeadlineSeconds=4, healthCheck={"periodSeconds": 2, "failureThreshold": 3})),
@@ -264,17 +265,18 @@ def test_a_failing_upgrade_is_rolled_back_without_downtime_and_not_retried(svc, 
 
 
 def test_an_upgrade_the_namespaces_quota_has_no_room_for_is_rolled_back_quoting_the_quota(svc, kube):
-    """2 pods of 1 GPU under a ResourceQuota of 3 GPUs: room for a surge pod of 1 GPU, not of 2.
-    The API server refuses the new pod, and the failure quotes its refusal."""
+    """2 pods of 1 GPU under a ResourceQuota of exactly 2 GPUs: the default rollout (maxSurge 1,
+    maxUnavailable 0) needs a third GPU for its surge pod. The API server refuses that pod, and the
+    failure quotes its refusal (the next test is the way through: maxSurge 0, maxUnavailable 1)."""
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
-             "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}}
+             "spec": {"hard": {"requests.nvidia.com/gpu": str(REPLICAS)}}}
     svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
     wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
              timeout=30, message="the quota controller to take the quota up")
     good = start_good(svc)
     with RolloutWatch(kube, svc.ns, NAME) as watch:
         since = time.monotonic()
-        svc.patch({"resources": {"gpus": 2}})
+        svc.patch({"image": IMAGE.replace("1.0.0", "1.1.0")})
         status = assert_rolled_back(svc, watch, good, "FailedCreate", since, FAST)
         assert "exceeded quota: gpus" in status["failedMessage"], status["failedMessage"]
 

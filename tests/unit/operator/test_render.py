@@ -46,10 +46,10 @@ def test_every_child_is_owned_by_the_ocrservice_and_labelled():
 
 
 def test_the_deployment_requests_and_limits_the_gpus():
-    dep = children({"resources": {"gpus": 2, "cpu": "8", "memory": "40Gi"}}).objects["Deployment"]
+    dep = children({"resources": {"gpus": 1, "cpu": "8", "memory": "40Gi"}}).objects["Deployment"]
     res = container(dep)["resources"]
-    assert res["requests"] == {"cpu": "8", "memory": "40Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "1536Mi"}
-    assert res["limits"] == {"memory": "40Gi", "nvidia.com/gpu": "2", "ephemeral-storage": "1536Mi"}
+    assert res["requests"] == {"cpu": "8", "memory": "40Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1536Mi"}
+    assert res["limits"] == {"memory": "40Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1536Mi"}
 
 
 def test_a_cpu_only_pod_requests_no_gpu_and_gets_no_gpu_toleration():

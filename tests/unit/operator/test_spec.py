@@ -122,6 +122,7 @@ def test_with_autoscaling_replicas_is_the_hpas_choice_kept_within_min_and_max():
     ({"replicas": -1}, "spec.replicas"),
     ({"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.autoscaling.minReplicas"),
     ({"resources": {"gpus": -1}}, "spec.resources.gpus"),
+    ({"resources": {"gpus": 2}}, "spec.resources.gpus must be 0 or 1"),
     ({"rollout": {"healthCheck": {"periodSeconds": 0}}}, "spec.rollout.healthCheck.periodSeconds"),
     ({"rollout": {"modelLoadTimeoutSeconds": 600, "progressDeadlineSeconds": 300}}, "spec.rollout.progressDeadlineSeconds"),
     ({"inference": {"batchSize": "eight"}}, "spec.inference.batchSize"),

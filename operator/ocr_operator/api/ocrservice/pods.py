@@ -29,9 +29,16 @@ def reserved_labels_rule(field: str) -> Rule:
                 holds=lambda labels: not any(k.startswith(RESERVED_LABEL_PREFIXES) for k, _ in labels))
 
 
+# Both engines run one model on one GPU (GPU_ID; vLLM without tensor parallelism): a second GPU
+# requested for the pod would be reserved, paid for and idle.
+GPUS_ERROR = ("spec.resources.gpus must be 0 or 1: the server drives one GPU per pod (one model per GPU), so a "
+              "second one would sit idle; add replicas for more throughput")
+
+
 @model
 class Resources:
-    gpus: int = api("GPUs per pod (requests = limits); 0 runs on CPU.", minimum=0, maximum=16, default=1)
+    gpus: int = api("GPUs per pod (requests = limits): 1, or 0 to run on CPU.", minimum=0, default=1,
+                    rules=(Rule("self <= 1", GPUS_ERROR, holds=lambda gpus: gpus <= 1),))
     gpu_resource_name: str = api(
         "Extended resource name of the GPU (e.g. nvidia.com/gpu, or a MIG profile such as nvidia.com/mig-3g.40gb).",
         max_length=253, default="nvidia.com/gpu",
