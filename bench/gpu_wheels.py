@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -33,6 +34,11 @@ EXTRA_ROOTS = ["httpx"]  # the bench's HTTP client (server_bench.py)
 # the check runs; botocore alone is 16 MiB of the 64 MiB a device call may carry.
 FETCH_ONLY = {"boto3"}
 REQUIREMENTS = "requirements.txt"  # in the wheel folder: what the machine's pip resolves at run time
+# Pauses before the second and third download. The project's venv is not locked, so a release on
+# the index changes its freeze and a fresh set-up packs anew; a release still being published (its
+# metadata served, some wheels not yet) made the resolution impossible for a few minutes once
+# (huggingface_hub 2.5.0 and its new dependencies, 2026-12-07 14:38): waited out, within a bound.
+DOWNLOAD_RETRY_PAUSES = (30.0, 90.0)
 
 
 def canonical(name: str) -> str:
@@ -84,6 +90,20 @@ def download_command(python: str, pyver: str, dest: Path, roots: list[str], cons
             "--python-version", pyver, *platform_args, "-d", str(dest), "-c", str(constraint_file), *roots]
 
 
+def download(command: list[str], pauses: tuple[float, ...] = DOWNLOAD_RETRY_PAUSES,
+             run=subprocess.run, sleep=time.sleep) -> None:
+    """Run pip's download, again after each pause while it fails; the last failure is raised."""
+    for pause in (*pauses, None):
+        try:
+            run(command, check=True)
+            return
+        except subprocess.CalledProcessError as exc:
+            if pause is None:
+                raise
+            print(f"pip download failed (exit {exc.returncode}); trying again in {pause:g} s", file=sys.stderr)
+            sleep(pause)
+
+
 def prepare(wheels: Path, reference_python: str, python_versions: list[str]) -> list[Path]:
     """Fill `wheels` (emptied first: one version of each package) and write its requirements.txt."""
     freeze = subprocess.run([reference_python, "-m", "pip", "freeze", "--exclude-editable"], check=True,
@@ -96,7 +116,7 @@ def prepare(wheels: Path, reference_python: str, python_versions: list[str]) -> 
     constraint_file = wheels / "constraints.txt"
     constraint_file.write_text("\n".join(pins) + "\n")
     for pyver in dict.fromkeys(python_versions):
-        subprocess.run(download_command(reference_python, pyver, wheels, roots + EXTRA_ROOTS, constraint_file), check=True)
+        download(download_command(reference_python, pyver, wheels, roots + EXTRA_ROOTS, constraint_file))
     for whl in wheels.glob("*.whl"):
         if wheel_name(whl.name) in IMAGE_HAS:
             whl.unlink()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -191,3 +192,27 @@ def test_a_server_variant_is_settings_as_key_value_pairs():
     for bad in ("", "PREPROCESS_MODE", "=1"):
         with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
             variant_env(bad)
+
+
+def scripted_runs(failures: int):
+    """A stand-in for subprocess.run whose first `failures` calls exit 1, and a record of pauses."""
+    calls, pauses = [], []
+
+    def run(command, check):
+        calls.append(command)
+        if len(calls) <= failures:
+            raise subprocess.CalledProcessError(1, command)
+    return run, pauses.append, calls, pauses
+
+
+def test_a_download_that_fails_is_tried_again_after_each_pause_and_succeeds():
+    run, sleep, calls, pauses = scripted_runs(failures=2)
+    gpu_wheels.download(["pip", "download"], pauses=(30.0, 90.0), run=run, sleep=sleep)
+    assert len(calls) == 3 and pauses == [30.0, 90.0]
+
+
+def test_a_download_that_keeps_failing_raises_its_last_failure_after_the_pauses():
+    run, sleep, calls, pauses = scripted_runs(failures=5)
+    with pytest.raises(subprocess.CalledProcessError):
+        gpu_wheels.download(["pip", "download"], pauses=(30.0, 90.0), run=run, sleep=sleep)
+    assert len(calls) == 3 and pauses == [30.0, 90.0]
