@@ -3,10 +3,10 @@
 Every failure is injected the way it happens in a real cluster, through the pod template: the
 spec's podLabels select one of the harness' kwok failure stages for the new pods
 (never-ready, flap, crashloop, image-pull-error), resources.gpuResourceName asks for a kind of GPU
-(a MIG profile) no node has (Unschedulable), a ResourceQuota with no room for the new pods makes the API server
-refuse them (FailedCreate), and a short progressDeadlineSeconds with never-ready pods makes
-the Deployment controller report ProgressDeadlineExceeded. Periods and deadlines are a few
-seconds so each test takes seconds.
+(a MIG profile) no node has (Unschedulable), a ResourceQuota with no room for the new pods makes
+the API server refuse them (FailedCreate), and a short progressDeadlineSeconds with never-ready
+pods makes the Deployment controller report ProgressDeadlineExceeded. Periods and deadlines are a
+few seconds so each test takes seconds.
 
 For each failure the tests check: the Deployment's pod template is back to
 the last good revision; at no moment were fewer than the desired number of old pods Ready
@@ -128,6 +128,16 @@ class Service:
 def svc(cluster, namespace, ocr_operator):
     require_local(cluster)
     return Service(cluster, namespace)
+
+
+def gpus_for_the_replicas_only(svc: Service) -> None:
+    """A ResourceQuota of exactly REPLICAS GPUs in the namespace, taken up by the quota controller:
+    room for the service's pods of 1 GPU, none for one more."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+             "spec": {"hard": {"requests.nvidia.com/gpu": str(REPLICAS)}}}
+    svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
+    wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
+             timeout=30, message="the quota controller to take the quota up")
 
 
 def start_good(svc: Service, rollout: dict | None = None) -> str:
@@ -268,11 +278,7 @@ def test_an_upgrade_the_namespaces_quota_has_no_room_for_is_rolled_back_quoting_
     """2 pods of 1 GPU under a ResourceQuota of exactly 2 GPUs: the default rollout (maxSurge 1,
     maxUnavailable 0) needs a third GPU for its surge pod. The API server refuses that pod, and the
     failure quotes its refusal (the next test is the way through: maxSurge 0, maxUnavailable 1)."""
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
-             "spec": {"hard": {"requests.nvidia.com/gpu": str(REPLICAS)}}}
-    svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
-    wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
-             timeout=30, message="the quota controller to take the quota up")
+    gpus_for_the_replicas_only(svc)
     good = start_good(svc)
     with RolloutWatch(kube, svc.ns, NAME) as watch:
         since = time.monotonic()
@@ -286,11 +292,7 @@ def test_an_upgrade_with_max_unavailable_goes_through_a_quota_with_no_room_for_o
     maxUnavailable 1 each old pod stops first and frees its GPU for its replacement: the upgrade
     becomes the last good revision, one pod down at most meanwhile. (The grace is long enough for
     the ReplicaSet to retry a create that races the old pod's release of the quota.)"""
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
-             "spec": {"hard": {"requests.nvidia.com/gpu": str(REPLICAS)}}}
-    svc.cluster.kubectl("apply", "-n", svc.ns, "-f", "-", input=json.dumps(quota))
-    wait_for(lambda: (svc.cluster.require_object("resourcequota", "gpus", svc.ns).get("status") or {}).get("hard"),
-             timeout=30, message="the quota controller to take the quota up")
+    gpus_for_the_replicas_only(svc)
     rollout = {**FAST, "maxSurge": 0, "maxUnavailable": 1, "unschedulableGraceSeconds": 60}
     good = start_good(svc, rollout)
     with RolloutWatch(kube, svc.ns, NAME) as watch:

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from ocr_limits.timestamps import iso
 from ocr_operator.ocrbatch import decide
 from ocr_operator.runtime.kube import ApiError
 
@@ -15,7 +16,7 @@ from tests.unit.batch.test_controller import NOW, batch, reconcile, world
 from tests.unit.batch.test_controller_waiting import STARTED, job, world as job_world
 
 ENDED_10S_AGO = {"phase": "Succeeded", "jobName": "archive",
-                 "completionTime": (NOW - dt.timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                 "completionTime": iso(NOW - dt.timedelta(seconds=10))}
 DELIVERED = {"event": "batch.completed", "state": "Delivered", "attempts": 1}
 HOOK = {"url": "https://hooks.example/ocr", "secretRef": {"name": "hook"}}
 
