@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -40,6 +41,19 @@ def operator_log_if_the_test_fails(request, op: OperatorProcess, lines: int = 15
     yield
     if request.session.testsfailed > failed_before:
         print_operator_log(op, lines)
+        print_pods_and_events(op)
+
+
+def print_pods_and_events(op: OperatorProcess, lines: int = 40) -> None:
+    """The pods and Events of the operator's namespaces, as its own identity lists them (the chart's
+    rules allow both): why a revision's pod never got Ready (Pending, a failed mount, a crash) is
+    there, and in no log the harness keeps after the run."""
+    for namespace in op.namespaces or ():
+        for args in (["get", "pods", "-o", "wide"], ["get", "events", "--sort-by=.lastTimestamp"]):
+            r = subprocess.run(["kubectl", "--kubeconfig", str(op.kubeconfig), "-n", namespace, *args],
+                               capture_output=True, text=True, timeout=30, check=False)
+            tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
+            print(f"----- kubectl -n {namespace} {' '.join(args)} -----\n{tail}")
 
 
 @pytest.fixture(scope="session")
