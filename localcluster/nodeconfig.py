@@ -25,8 +25,14 @@ kubelet (KubeletConfiguration):
   addresses. Anonymous auth with AlwaysAllow: the API server reaches it without client certs (the
   port is only on the harness's own bridge).
 - `resolvConf` = an empty file: pods never use the machine's resolver (no cluster DNS here), so no
-  DNS query leaves the machine. `failSwapOn: false`, low eviction thresholds, image GC off (images
-  are imported, never pulled back), `podLogsDir`, `volumePluginDir` in the work dir.
+  DNS query leaves the machine. `failSwapOn: false`, image GC off (images are imported, never
+  pulled back), `podLogsDir`, `volumePluginDir` in the work dir.
+- eviction thresholds in bytes and inodes, not percent, and `evictionPressureTransitionPeriod`
+  15 s: the node shares the machine's disk, whose free space moves with everything else on it (a
+  252 GB disk with 8 GB free to root, seen down to 287 MB). At 1 % (2.7 GB there) a test writing an
+  image or a model took the node into DiskPressure, and kubelet's default period (5 min) kept it
+  tainted `node.kubernetes.io/disk-pressure` that long: the next module's pods sat Unschedulable
+  for 4.5 minutes. Below these thresholds the machine is full anyway.
 - static token of a harness user (no TLS bootstrap), `--hostname-override`, `--node-ip`.
 
 kube-apiserver: `--kubelet-preferred-address-types=InternalIP`, or logs/exec/port-forward resolve
@@ -78,6 +84,10 @@ NODE_SELECTOR = {NODE_KIND_LABEL: "real"}
 GPU_RESOURCE = "nvidia.com/gpu"
 GPUS = 8  # two test workers run real-node tests side by side on it (tests/e2e/conftest.py)
 NODE_BRIDGE, POD_BRIDGE = "cfo-node", "cfo-pods"
+# Absolute, small: the node's share of a disk and memory that the whole machine uses (see above).
+EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "256Mi",
+                 "imagefs.available": "256Mi", "nodefs.inodesFree": "10000"}
+EVICTION_PRESSURE_PERIOD = "15s"
 NODE_IP = "172.30.0.1"
 POD_CIDR, POD_GATEWAY = "172.30.1.0/24", "172.30.1.1"
 KWOK_CIDR = "10.0.0.0/16"  # kwok's --cidr (cluster.py)
@@ -182,8 +192,7 @@ def kubelet_config(d: Path, port: int, healthz_port: int) -> dict[str, Any]:
         "containerRuntimeEndpoint": f"unix://{d / 'containerd.sock'}",
         "resolvConf": str(d / "resolv.conf"), "failSwapOn": False,
         "podLogsDir": str(d / "pod-logs"), "volumePluginDir": str(d / "volume-plugins"),
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
-                         "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+        "evictionHard": dict(EVICTION_HARD), "evictionPressureTransitionPeriod": EVICTION_PRESSURE_PERIOD,
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False, "maxPods": 50,
         "registerWithTaints": [{"key": TAINT_KEY, "value": "true", "effect": "NoSchedule"}],

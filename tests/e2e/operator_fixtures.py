@@ -42,6 +42,7 @@ def operator_log_if_the_test_fails(request, op: OperatorProcess, lines: int = 15
     if request.session.testsfailed > failed_before:
         print_operator_log(op, lines)
         print_pods_and_events(op)
+        print_nodes(request.getfixturevalue("cluster"))
 
 
 def print_pods_and_events(op: OperatorProcess, lines: int = 40) -> None:
@@ -54,6 +55,31 @@ def print_pods_and_events(op: OperatorProcess, lines: int = 40) -> None:
                                capture_output=True, text=True, timeout=30, check=False)
             tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
             print(f"----- kubectl -n {namespace} {' '.join(args)} -----\n{tail}")
+
+
+def node_lines(nodes: list[dict]) -> list[str]:
+    """Each node's taints and the conditions not in their healthy state (Ready True, the pressures
+    False), with when they turned: a pod Unschedulable for "untolerated taint(s)" names no taint."""
+    lines = []
+    for node in nodes:
+        taints = [f"{t['key']}:{t['effect']}" for t in (node.get("spec") or {}).get("taints") or ()]
+        off = [f"{c['type']}={c['status']} since {c.get('lastTransitionTime')} ({c.get('reason')}: {c.get('message')})"
+               for c in (node.get("status") or {}).get("conditions") or ()
+               if c["status"] != ("True" if c["type"] == "Ready" else "False")]
+        lines.append(f"{node['metadata']['name']}: taints {taints}; conditions off: {off or 'none'}")
+    return lines
+
+
+def print_nodes(cluster, lines: int = 40) -> None:
+    """The nodes' taints and conditions, and the Events about nodes (DiskPressure, NotReady), as the
+    admin sees them: what held a pod off the real node."""
+    r = cluster.kubectl("get", "nodes", "-o", "json", check=False, timeout=30)
+    listing = node_lines(json.loads(r.stdout)["items"]) if r.returncode == 0 else [r.stderr.strip()]
+    print("----- nodes -----\n" + "\n".join(listing))
+    r = cluster.kubectl("get", "events", "-n", "default", "--field-selector=involvedObject.kind=Node",
+                        "--sort-by=.lastTimestamp", check=False, timeout=30)
+    tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
+    print(f"----- kubectl -n default get events (nodes) -----\n{tail}")
 
 
 @pytest.fixture(scope="session")

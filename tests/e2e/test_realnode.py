@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from localcluster import machine
-from localcluster.nodeconfig import (FIREWALL_CHAIN, GPU_RESOURCE, GPUS, NODE_IP, NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR,
-                                     POD_CIDR, TAINT_KEY, TOLERATION, image_targets)
+from localcluster.nodeconfig import (EVICTION_HARD, EVICTION_PRESSURE_PERIOD, FIREWALL_CHAIN, GPU_RESOURCE, GPUS, NODE_IP,
+                                     NODE_KIND_LABEL, NODE_NAME, NODE_SELECTOR, POD_CIDR, TAINT_KEY, TOLERATION,
+                                     image_targets)
 from localcluster.realnode import RealNode
 from localcluster.versions import K8S_VERSION
 from localcluster.waiting import wait_for
@@ -88,6 +89,17 @@ def test_real_node_is_ready_labelled_tainted_and_advertises_gpus(cluster, node):
     assert kwok and all(n["metadata"]["annotations"].get("kwok.x-k8s.io/node") == "fake" for n in kwok)
     if node.ready_seconds is not None:  # None where another worker started the node
         print(f"\nreal node Ready {node.ready_seconds:.1f}s after its start")
+
+
+def test_the_running_kubelet_evicts_on_absolute_thresholds_and_clears_pressure_in_seconds(cluster, node):
+    """The kubelet took the harness's eviction settings (its /configz, through the API server's node
+    proxy): a percentage of the machine's shared disk once held the node tainted DiskPressure for
+    5 minutes (localcluster/nodeconfig.py)."""
+    live = json.loads(cluster.kubectl("get", "--raw", f"/api/v1/nodes/{NODE_NAME}/proxy/configz").stdout)["kubeletconfig"]
+    assert live["evictionHard"] == EVICTION_HARD
+    assert live["evictionPressureTransitionPeriod"] == EVICTION_PRESSURE_PERIOD
+    conditions = {c["type"]: c["status"] for c in get(cluster, "default", "node", NODE_NAME)["status"]["conditions"]}
+    assert conditions["DiskPressure"] == conditions["MemoryPressure"] == "False", conditions
 
 
 def test_pod_runs_with_a_real_ip_passes_its_probe_and_serves_logs_and_exec(cluster, node, namespace):
