@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 import time
 import uuid
@@ -59,7 +60,13 @@ SHORT_TOKENS = 8  # about 1 s on this machine
 # the pods' CPU goes to what the tests are about, not to keeping requests long.
 LONG_SECONDS, LONG_TARGET_SECONDS = 10, 25
 STEP_PAUSE_SEC = 0.05
-PROBE_TOKENS, LONG_MIN_TOKENS, LONG_MAX_TOKENS = 64, 128, 3584  # the tiny model's context is 4096
+PROBE_TOKENS, LONG_MAX_TOKENS = 64, 3584  # the tiny model's context is 4096
+# The pauses alone make a request of LONG_MIN_TOKENS outlast what `_mid_request` asks, however the
+# machine's load moves between the probe and the request: its pod's deletion comes up to ~3 s into
+# it (settleSeconds 2, the watch's poll), the SIGTERM the preStop sleep later, then LONG_SECONDS,
+# with 2 s to spare. A probe timed on a busier moment sized one 165 tokens, which then ran 15.5 s
+# and ended 13.2 s after the deletion (2 s short). The floor wins over the probe's cap.
+LONG_MIN_TOKENS = math.ceil((3 + PRESTOP_SLEEP_SECONDS + LONG_SECONDS + 2) / STEP_PAUSE_SEC)
 LONG_TIMEOUT = 120  # inference.timeoutSeconds while long requests run: the pod's grace period is 5 + 125 s
 SHORT_TIMEOUT, STALL_SEC = 10, 5  # after the rollout: a wedged pod is restarted within ~30 s
 MAX_REQUESTS, MAX_SECONDS = 300, 300  # each load loop's bound
@@ -250,10 +257,11 @@ class Faulty:
         finally:
             client.close()
         assert probe.ok, probe
-        # At most LONG_MAX_TOKENS, and never past half the request deadline at the probe's pace.
+        # At most LONG_MAX_TOKENS, and never past half the request deadline at the probe's pace;
+        # at least LONG_MIN_TOKENS.
         cap = min(LONG_MAX_TOKENS, round(PROBE_TOKENS * LONG_TIMEOUT / 2 / (probe.end - probe.start)))
         tokens = round(PROBE_TOKENS * LONG_TARGET_SECONDS / (probe.end - probe.start))
-        tokens = min(max(tokens, LONG_MIN_TOKENS), cap)
+        tokens = max(min(tokens, cap), LONG_MIN_TOKENS)
         print(f"\n{PROBE_TOKENS} tokens took {probe.end - probe.start:.1f}s: a long request is {tokens} tokens")
         return tokens
 
