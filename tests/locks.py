@@ -30,6 +30,10 @@ def project_name(folder: Path) -> str:
     return canonicalize_name(tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"])
 
 
+def project_version(folder: Path) -> str:
+    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]["version"]
+
+
 def declared(path: Path) -> list[Requirement]:
     """What a lock is made from: the file's requirements, and for each `-e ./folder` the runtime
     dependencies its pyproject.toml declares (`uv pip compile` resolves those too)."""

