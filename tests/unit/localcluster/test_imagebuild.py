@@ -61,7 +61,8 @@ def test_the_repository_dockerfiles_hash_their_sources(tmp_path):
     assert {"server/pyproject.toml", "limits", "server/ocr_server", "models/x"} <= set(server)
     assert not [src for src in server if "testing" in src]  # the production image holds no test helper
     operator = dockerfile.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
-    assert operator == ["operator/pyproject.toml", "limits", "operator/ocr_operator", "operator/ocr_batch_worker"]
+    assert operator == ["operator/requirements.lock", "limits", "operator/pyproject.toml", "operator/ocr_operator",
+                        "operator/ocr_batch_worker"]
 
 
 def test_archive_names_and_base_tags():
