@@ -29,7 +29,7 @@ kubelet (KubeletConfiguration):
   pulled back), `podLogsDir`, `volumePluginDir` in the work dir.
 - eviction thresholds in bytes and inodes, not percent, and `evictionPressureTransitionPeriod`
   15 s: the node shares the machine's disk, whose free space moves with everything else on it (a
-  252 GB disk with 8 GB free to root, seen down to 287 MB). At 1 % (2.7 GB there) a test writing an
+  270 GB disk with 8 GB free to root, seen down to 287 MB). At 1 % (2.7 GB there) a test writing an
   image or a model took the node into DiskPressure, and kubelet's default period (5 min) kept it
   tainted `node.kubernetes.io/disk-pressure` that long: the next module's pods sat Unschedulable
   for 4.5 minutes. Below these thresholds the machine is full anyway.

@@ -34,8 +34,11 @@ def project_name(folder: Path) -> str:
     return canonicalize_name(tomllib.loads((folder / "pyproject.toml").read_text())["project"]["name"])
 
 
-def project_version(folder: Path) -> str:
-    return tomllib.loads((folder / "pyproject.toml").read_text())["project"]["version"]
+def project_versions(*folders: str) -> dict[str, str]:
+    """The repository's own packages in `folders` (relative to the root) as name -> version, as
+    their pyproject.toml declares them: what a venv or an image installs from the checkout."""
+    projects = [tomllib.loads((ROOT / f / "pyproject.toml").read_text())["project"] for f in folders]
+    return {canonicalize_name(p["name"]): p["version"] for p in projects}
 
 
 def declared(path: Path) -> list[Requirement]:

