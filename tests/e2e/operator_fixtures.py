@@ -53,8 +53,13 @@ def print_pods_and_events(op: OperatorProcess, lines: int = 40) -> None:
         for args in (["get", "pods", "-o", "wide"], ["get", "events", "--sort-by=.lastTimestamp"]):
             r = subprocess.run(["kubectl", "--kubeconfig", str(op.kubeconfig), "-n", namespace, *args],
                                capture_output=True, text=True, timeout=30, check=False)
-            tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
-            print(f"----- kubectl -n {namespace} {' '.join(args)} -----\n{tail}")
+            print_tail(f"kubectl -n {namespace} {' '.join(args)}", r, lines)
+
+
+def print_tail(title: str, r: subprocess.CompletedProcess[str], lines: int) -> None:
+    """A kubectl run's last `lines` lines of output and errors, under a header naming it."""
+    tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
+    print(f"----- {title} -----\n{tail}")
 
 
 def node_lines(nodes: list[dict]) -> list[str]:
@@ -78,8 +83,7 @@ def print_nodes(cluster, lines: int = 40) -> None:
     print("----- nodes -----\n" + "\n".join(listing))
     r = cluster.kubectl("get", "events", "-n", "default", "--field-selector=involvedObject.kind=Node",
                         "--sort-by=.lastTimestamp", check=False, timeout=30)
-    tail = "\n".join((r.stdout + r.stderr).splitlines()[-lines:])
-    print(f"----- kubectl -n default get events (nodes) -----\n{tail}")
+    print_tail("kubectl -n default get events (nodes)", r, lines)
 
 
 @pytest.fixture(scope="session")

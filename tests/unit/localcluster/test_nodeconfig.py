@@ -5,20 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from localcluster.nodeconfig import kubelet_config
-
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+from ocr_operator.runtime.drift import parse_quantity
 
 
 def config() -> dict:
     return kubelet_config(Path("/nonexistent"), 0, 0)
-
-
-def quantity(value: str) -> int:
-    """A Kubernetes quantity with a binary suffix or none, as a number."""
-    for suffix, factor in BINARY.items():
-        if value.endswith(suffix):
-            return int(value[: -len(suffix)]) * factor
-    return int(value)
 
 
 def test_eviction_thresholds_are_absolute_so_the_free_share_of_a_big_shared_disk_never_trips_them():
@@ -26,8 +17,8 @@ def test_eviction_thresholds_are_absolute_so_the_free_share_of_a_big_shared_disk
     assert set(hard) == {"memory.available", "nodefs.available", "imagefs.available", "nodefs.inodesFree"}
     assert not any(v.endswith("%") for v in hard.values()), hard
     for signal in ("nodefs.available", "imagefs.available", "memory.available"):
-        assert quantity(hard[signal]) <= 512 * 2**20, (signal, hard[signal])
-    assert quantity(hard["nodefs.inodesFree"]) <= 100_000
+        assert parse_quantity(hard[signal]) <= 512 * 2**20, (signal, hard[signal])
+    assert parse_quantity(hard["nodefs.inodesFree"]) <= 100_000
 
 
 def test_a_pressure_blip_untaints_the_node_within_seconds_not_kubelets_default_five_minutes():
