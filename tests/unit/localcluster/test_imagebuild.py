@@ -58,7 +58,7 @@ def test_the_content_hash_follows_copied_files_args_and_base_but_not_other_files
 
 def test_the_repository_dockerfiles_hash_their_sources(tmp_path):
     server = dockerfile.copy_sources((ROOT / "Dockerfile.server").read_text(), {"BAKE_MODEL_FROM": "models/x"})
-    assert {"server/pyproject.toml", "limits", "server/ocr_server", "models/x"} <= set(server)
+    assert {"server/pyproject.toml", "server/requirements.lock", "limits", "server/ocr_server", "models/x"} <= set(server)
     assert not [src for src in server if "testing" in src]  # the production image holds no test helper
     operator = dockerfile.copy_sources((ROOT / "Dockerfile.operator").read_text(), {})
     assert operator == ["operator/requirements.lock", "limits", "operator/pyproject.toml", "operator/ocr_operator",
