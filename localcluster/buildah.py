@@ -35,6 +35,22 @@ def state_dir() -> Path:
 
 TOOLS = ("buildah", "mmdebstrap", "runc", "skopeo")
 
+# Free disk a build of the server image's dependency layer needs at its peak, measured: pip's
+# install in the working container (6.5 GB: torch and the CUDA libraries), then buildah's commit
+# writing the layer's diff and the new layer beside it (with 20 GB free it ran out; with 27 GB free
+# it fell to 4 GB).
+DEPENDENCY_LAYER_PEAK_GB = 23
+
+
+def explain_build_failure(message: str, free_bytes: int) -> str:
+    """A failed build's message, led by what to do when the disk ran out ("no space left on
+    device" somewhere in buildah's log tail, where it is easy to miss)."""
+    if "no space left on device" not in message:
+        return message
+    return (f"the disk holding buildah's storage ran out of space during the build ({free_bytes / 1e9:.1f} GB "
+            f"free now): building the server image's dependency layer needs about {DEPENDENCY_LAYER_PEAK_GB} GB "
+            f"free while it runs; free some and run again (a killed build's leftovers are removed then).\n{message}")
+
 
 def ensure_tools(log: Log = print) -> None:
     """buildah, mmdebstrap, runc and skopeo (`Images.import_into`) from Debian's packages;

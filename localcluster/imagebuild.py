@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import IO, Iterator, Mapping, Protocol
 
 from localcluster import imagestream
-from localcluster.buildah import Buildah, ImageBuildError, Log, ensure_tools, state_dir
+from localcluster.buildah import Buildah, ImageBuildError, Log, ensure_tools, explain_build_failure, state_dir
 from localcluster.dockerfile import content_hash
 
 REPO = Path(__file__).resolve().parents[1]
@@ -301,7 +301,10 @@ def build_image(b: Buildah, spec: Build, log: Log, timings: dict[str, float]) ->
         argv += ["--build-arg", f"{k}={v}"]
     log(f"images: building {ref} from {spec.dockerfile} (log {b.logs / (spec.name + '.log')})")
     t0 = time.monotonic()
-    b.run(*argv, ".", log_name=spec.name, cwd=REPO)
+    try:
+        b.run(*argv, ".", log_name=spec.name, cwd=REPO)
+    except ImageBuildError as exc:
+        raise ImageBuildError(explain_build_failure(str(exc), shutil.disk_usage(b.state).free)) from exc
     timings[f"build_{spec.name}_s"] = round(time.monotonic() - t0, 1)
     log(f"images: {ref} built in {timings[f'build_{spec.name}_s']}s")
     return ref

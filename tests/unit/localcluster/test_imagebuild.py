@@ -7,7 +7,7 @@ from pathlib import Path
 
 from localcluster import dockerfile, machine
 from localcluster import imagebuild as img
-from localcluster.buildah import Buildah
+from localcluster.buildah import DEPENDENCY_LAYER_PEAK_GB, Buildah, explain_build_failure
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -117,3 +117,16 @@ def test_the_storage_home_a_killed_build_left_bind_mounted_is_unmounted_and_noth
         for point in (home, other):
             if str(point) in machine.mount_points():
                 subprocess.run(["umount", str(point)], check=False)
+
+
+def test_a_build_that_ran_out_of_disk_says_so_first_with_the_space_it_needs():
+    tail = ('buildah bud (server) failed, rc=1; log x:\nError: committing container for step {...}: processing tar '
+            'file(write /opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9: no space left on device)')
+    explained = explain_build_failure(tail, 1_234_000_000)
+    assert explained.startswith("the disk holding buildah's storage ran out of space during the build (1.2 GB free now)")
+    assert f"about {DEPENDENCY_LAYER_PEAK_GB} GB" in explained and explained.endswith(tail)
+
+
+def test_any_other_build_failure_is_left_as_buildah_told_it():
+    tail = "buildah bud (operator) failed, rc=1; log x:\nERROR: No matching distribution found for kopf==9.9"
+    assert explain_build_failure(tail, 10**9) == tail
