@@ -208,7 +208,9 @@ test-e2e: venv cluster-binaries
 # (mostly downloads and unpacking), which roughly halves a cold set-up on 2 cores. Every step is
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
+# hack/preflight.py first: too little free disk stops the run before it writes anything, saying so.
 setup:
+	$(PY) hack/preflight.py
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv bytecode venv-vllm gpu-replica-env cluster-binaries monitoring-tools kube-score versitygw images-built
 
 # The product images for the real node, built (not exported) ahead of the tests that import them:
