@@ -3,7 +3,7 @@
 No image registry is reachable here, so `FROM ${BASE_IMAGE}` gets a local Debian bookworm image
 made with mmdebstrap from Debian's packages, standing in for the production base:
 
-- `Dockerfile.server`'s base (production: nvidia/cuda ...-runtime-ubuntu24.04) is a minimal
+- `Dockerfile.server`'s base (production: nvidia/cuda ...-base-ubuntu24.04) is a minimal
   Debian with apt and ca-certificates and no python: the Dockerfile installs python itself.
 - `Dockerfile.operator`'s base (production: python:3.12.8-slim-bookworm) is a minimal Debian with
   python3 (3.11, bookworm's) and the venv module, reachable as /usr/local/bin/python like in the
@@ -175,7 +175,7 @@ class BaseRecipe:
         return f"localhost/causalflow-ocr-base-{self.name}:{SUITE}-{_sha(key.encode())[:12]}"
 
 
-# Like the CUDA runtime base: apt, ca-certificates, no python (Dockerfile.server installs it).
+# Like the CUDA base: apt, ca-certificates, no python (Dockerfile.server installs it).
 SERVER_BASE = BaseRecipe("apt", ("ca-certificates",))
 # Like python:*-slim-bookworm: python on PATH at /usr/local/bin, venv module, UTF-8 locale.
 OPERATOR_BASE = BaseRecipe(

@@ -26,7 +26,7 @@ from localcluster.dockerfile import expand_args as expand  # one ARG expansion f
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = ["Dockerfile.server", "Dockerfile.operator"]
 PRODUCTION_BASES = {
-    "Dockerfile.server": "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04",
+    "Dockerfile.server": "nvidia/cuda:13.0.2-base-ubuntu24.04",
     "Dockerfile.operator": "python:3.12.8-slim-bookworm",
 }
 SOURCES = {"Dockerfile.server": "server/ocr_server", "Dockerfile.operator": "operator/ocr_operator"}
