@@ -208,7 +208,8 @@ test-e2e: venv cluster-binaries
 # (mostly downloads and unpacking), which roughly halves a cold set-up on 2 cores. Every step is
 # cached by version under ~/.cache/causalflow-ocr, so a warm set-up takes seconds.
 SETUP_JOBS ?= 4
-# hack/preflight.py first: too little free disk stops the run before it writes anything, saying so.
+# hack/preflight.py first (make demo's too): too little free disk stops the run before it writes
+# anything, saying so.
 setup:
 	$(PY) hack/preflight.py
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) venv bytecode venv-vllm gpu-replica-env cluster-binaries monitoring-tools kube-score versitygw images-built
@@ -241,6 +242,7 @@ test: setup
 # prometheus-adapter); it runs the operator as a local process, so it builds neither helm nor the
 # operator image. That keeps a first `make demo` shorter (minutes of compiling on 2 cores).
 demo:
+	$(PY) hack/preflight.py
 	CAUSALFLOW_METRIC_CHAIN=0 CAUSALFLOW_HELM=0 $(MAKE) --no-print-directory -j$(SETUP_JOBS) PRELOAD=server_tiny IMAGE_KINDS=server,server_tiny venv cluster-binaries images-built
 	$(VPY) hack/demo.py $(DEMO_ARGS)
 
