@@ -11,7 +11,6 @@ only the last layers. `make lint` runs this file.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import shutil
 import subprocess
