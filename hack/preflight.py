@@ -12,16 +12,20 @@ the set-up looks once, before it writes anything, at the disk that holds the har
 - below COLD_GB with no cache yet it warns: a cold set-up writes about 50 GB (Go's caches, the
   venvs' wheels, the images, the node's store), more at a build's peak.
 
-`python3 hack/preflight.py` (standard library only: it runs before the venv exists).
+`python3 hack/preflight.py` (the standard library and localcluster.versions, which needs no more:
+it runs before the venv exists).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from localcluster.versions import cache_root  # noqa: E402
 
 RUN_FLOOR_GB = 4
 COLD_GB = 70
@@ -43,15 +47,13 @@ def verdict(free_gb: dict[str, float], cold: bool) -> tuple[bool, list[str]]:
 
 
 def main() -> int:
-    cache = Path(os.environ.get("CAUSALFLOW_CACHE", Path.home() / ".cache" / "causalflow-ocr"))
+    cache = cache_root()
     places = {f"the cache {cache}": cache if cache.exists() else Path.home(),
               f"the temporary directory {tempfile.gettempdir()}": Path(tempfile.gettempdir())}
-    seen: set[int] = set()
-    free: dict[str, float] = {}
+    by_disk: dict[int, tuple[str, Path]] = {}
     for name, path in places.items():
-        if path.stat().st_dev not in seen:  # one disk: told once
-            seen.add(path.stat().st_dev)
-            free[name] = shutil.disk_usage(path).free / 1e9
+        by_disk.setdefault(path.stat().st_dev, (name, path))  # one disk: told once, by its first name
+    free = {name: shutil.disk_usage(path).free / 1e9 for name, path in by_disk.values()}
     ok, lines = verdict(free, cold=not cache.exists())
     for line in lines:
         print(line, file=sys.stderr)

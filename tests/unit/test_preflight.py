@@ -31,8 +31,7 @@ def test_enough_space_says_nothing():
 
 def test_the_script_stops_make_with_its_exit_status_when_the_disk_is_short(tmp_path):
     """Run as make runs it, with the floor raised past any disk: exit 1 and the reason on stderr."""
-    code = ("import sys; sys.argv = ['preflight']; import hack.preflight as p; p.RUN_FLOOR_GB = 10**9; "
-            "sys.exit(p.main())")
+    code = "import sys, hack.preflight as p; p.RUN_FLOOR_GB = 10**9; sys.exit(p.main())"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "CAUSALFLOW_CACHE": str(tmp_path)})
     assert r.returncode == 1 and "preflight:" in r.stderr and "Free some space" in r.stderr
