@@ -23,15 +23,17 @@ IMAGE_LOCKS = (OPERATOR_LOCK, SERVER_LOCK)
 VENV_SEEDS = frozenset({"pip", "setuptools"})
 
 
+def _entry(raw: str) -> str | None:
+    """A requirements file line's entry, or None for a comment, a blank or an indented (annotation,
+    `--hash`) line; a trailing comment and the line continuation before a pin's hashes dropped."""
+    if not raw or raw[0].isspace() or raw.startswith("#"):
+        return None
+    return raw.split(" #", 1)[0].removesuffix("\\").strip() or None
+
+
 def _lines(path: Path) -> list[str]:
-    """A requirements file's entries: comments, blank and indented (annotation, `--hash`) lines
-    dropped, and the line continuation before a pin's hashes."""
-    entries = []
-    for raw in path.read_text().splitlines():
-        line = raw.split(" #", 1)[0].removesuffix("\\").strip() if not raw.startswith("#") else ""
-        if line and not raw[0].isspace():
-            entries.append(line)
-    return entries
+    """A requirements file's entries."""
+    return [entry for raw in path.read_text().splitlines() if (entry := _entry(raw))]
 
 
 def hashes(lock: Path) -> dict[str, list[str]]:
@@ -39,8 +41,8 @@ def hashes(lock: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     entry = None
     for raw in lock.read_text().splitlines():
-        if raw and not raw[0].isspace() and not raw.startswith("#"):
-            entry = raw.split(" #", 1)[0].removesuffix("\\").strip()
+        if (new := _entry(raw)) is not None:
+            entry = new
             found[entry] = []
         elif entry is not None and raw.strip().startswith("--hash="):
             found[entry].append(raw.strip().removeprefix("--hash=").removesuffix("\\").strip())
