@@ -6,7 +6,8 @@ PVC does not exist (each time the Ready condition names the field and the object
 created), started once both exist (an Indexed Job owned by the batch, its workers' ConfigMap),
 waiting for its workers, which no node takes while their claim is unbound (the Ready condition
 quotes the scheduler), then cancelled: the Job is deleted, the phase is Cancelled, an Event says so.
-A batch whose workers the namespace's ResourceQuota refuses quotes the refusal. Another batch with a
+A batch whose workers the namespace's ResourceQuota refuses quotes the refusal, and goes on once the
+quota has room. Another batch with a
 callback is deleted while it runs: its receiver gets a signed batch.cancelled saying so.
 """
 
@@ -135,10 +136,11 @@ def test_a_running_batch_deleted_sends_a_signed_batch_cancelled_callback_saying_
         receiver.close()
 
 
-def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_the_quota(
+def test_a_batch_whose_workers_the_namespaces_quota_refuses_quotes_the_quota_and_goes_on_once_it_has_room(
         cluster, namespace, ocr, ocr_crd, tmp_path):
     """A ResourceQuota of no pods: the Job exists, the API server refuses every worker (only an Event
-    on the Job says so), and the batch's Ready condition quotes the refusal instead of waiting silently."""
+    on the Job says so), and the batch's Ready condition quotes the refusal instead of waiting silently;
+    raised, the same batch creates its workers and stops quoting it."""
     quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "batch-pods"},
              "spec": {"hard": {"pods": "0"}}}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
@@ -159,6 +161,16 @@ def test_a_batch_whose_workers_the_namespaces_quota_refuses_is_pending_quoting_t
         wait_for(lambda: any(e["reason"] == "WorkersNotCreated" and e["type"] == "Warning" for e in ocr.list("events")
                              if e["involvedObject"].get("kind") == "OcrBatch"),
                  timeout=15, message="the WorkersNotCreated event")
+
+        # The quota raised: the same batch goes on. The Job controller retries the refused creates
+        # (with backoff, a minute at most), the workers exist, and the batch quotes the refusal no
+        # more: it now waits for its never-bound claim, as any batch here does.
+        quota["spec"]["hard"]["pods"] = "10"
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(quota))
+        moved = wait_for(lambda: (c := ready(ocr)) and c["reason"] != "WorkersNotCreated" and c, timeout=120,
+                         message="Ready past the refusal once the quota has room")
+        assert moved["reason"] == "WorkersUnschedulable" and "exceeded quota" not in moved["message"], moved
+        assert len(ocr.list("pod", f"job-name={BATCH}")) == 2
     except BaseException:  # in the body the session has not counted this failure yet: print it here
         print_operator_log(op)
         raise
