@@ -121,6 +121,23 @@ class Outcome:
     refused: bool = False  # the egress guard refused the URL's host (nothing was sent)
 
 
+_TOLD = {"Delivered": "delivered", "GaveUp": "gave up"}
+
+
+def recorded(batch: Mapping[str, Any], event: str, outcome: Outcome, when: str) -> tuple[dict[str, Any], tuple[str, str, str]]:
+    """A finished delivery as status.callback records it, and the Event that tells it (type,
+    reason, message). Pure: the reconcile that finds the outcome writes both once."""
+    record: dict[str, Any] = {"event": event, "id": idempotency_key(batch, event), "state": outcome.state,
+                              "attempts": outcome.attempts, "time": when}
+    if outcome.status is not None:
+        record["lastStatus"] = outcome.status
+    if outcome.error:
+        record["error"] = outcome.error
+    told = (f"{event} to {batch['spec']['callback']['url']}: {_TOLD.get(outcome.state, outcome.state)} after "
+            f"{outcome.attempts} attempt(s)" + (f" ({outcome.error})" if outcome.error else ""))
+    return record, ("Normal" if outcome.state == "Delivered" else "Warning", f"Callback{outcome.state}", told)
+
+
 Post = Callable[[str, bytes, dict[str, str]], Awaitable[tuple[int | None, str | None, str]]]
 
 

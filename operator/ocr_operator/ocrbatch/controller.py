@@ -414,12 +414,7 @@ class OcrBatches:
         done = jobs.result(key) if jobs is not None else None
         if done is not None:
             event, outcome = done
-            record = {"event": event, "id": callback.idempotency_key(batch, event), "state": outcome.state,
-                      "attempts": outcome.attempts, "time": iso(ctx.now)}
-            if outcome.status is not None:
-                record["lastStatus"] = outcome.status
-            if outcome.error:
-                record["error"] = outcome.error
+            record, told = callback.recorded(batch, event, outcome, iso(ctx.now))
             log.info("OcrBatch %s/%s callback %s: %s after %d attempt(s) %s", *key, event, outcome.state,
                      outcome.attempts, outcome.error)
             cond = C.Condition(decide.CALLBACK, *decide.callback_condition(
@@ -427,9 +422,7 @@ class OcrBatches:
             recorded = {**st, "callback": record, "conditions": _conditions(batch, st, [cond], ctx.now)}
             await self._write(key, batch, st, recorded, result)
             jobs.forget(key, done)
-            result.events.append(("Normal" if outcome.state == "Delivered" else "Warning", f"Callback{outcome.state}",
-                                  f"{event} to {batch['spec']['callback']['url']}: {outcome.state.lower()} after "
-                                  f"{outcome.attempts} attempt(s)" + (f" ({outcome.error})" if outcome.error else "")))
+            result.events.append(told)
             return await self._expire(key, {**batch, "status": recorded}, ctx, result)
         self._callback(key, {**batch, "status": st}, phase, ctx)
         return await self._expire(key, {**batch, "status": st}, ctx, result)

@@ -81,3 +81,20 @@ def test_without_a_key_the_request_is_not_signed():
     r = Receiver([204])
     run(r, key=None)
     assert callback.SIGNATURE_HEADER not in r.requests[0][2]
+
+
+def test_a_delivered_callback_is_recorded_with_its_last_status_and_a_normal_event():
+    batch = {**BATCH, "spec": {**BATCH["spec"], "callback": {"url": "https://hooks.example/ocr"}}}
+    record, event = callback.recorded(batch, "batch.completed", callback.Outcome("Delivered", 2, 204), "2026-12-02T15:00:00Z")
+    assert record == {"event": "batch.completed", "id": "u-1:batch.completed", "state": "Delivered", "attempts": 2,
+                      "time": "2026-12-02T15:00:00Z", "lastStatus": 204}
+    assert event == ("Normal", "CallbackDelivered",
+                     "batch.completed to https://hooks.example/ocr: delivered after 2 attempt(s)")
+
+
+def test_a_callback_given_up_without_an_answer_is_recorded_with_its_error_and_a_warning():
+    batch = {**BATCH, "spec": {**BATCH["spec"], "callback": {"url": "https://hooks.example/ocr"}}}
+    outcome = callback.Outcome("GaveUp", 5, None, "connection refused")
+    record, event = callback.recorded(batch, "batch.failed", outcome, "2026-12-02T15:00:00Z")
+    assert "lastStatus" not in record and record["error"] == "connection refused" and record["attempts"] == 5
+    assert event[:2] == ("Warning", "CallbackGaveUp") and event[2].endswith(": gave up after 5 attempt(s) (connection refused)")
