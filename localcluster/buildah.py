@@ -43,14 +43,16 @@ TOOLS = ("buildah", "mmdebstrap", "runc", "skopeo")
 DEPENDENCY_LAYER_PEAK_GB = 17
 
 
-def explain_build_failure(message: str, free_bytes: int) -> str:
+def explain_build_failure(message: str, free_bytes: int, image: str = "server") -> str:
     """A failed build's message, led by what to do when the disk ran out ("no space left on
-    device" somewhere in buildah's log tail, where it is easy to miss)."""
+    device" somewhere in buildah's log tail, where it is easy to miss). The measured need is the
+    server images' (their torch and CUDA layers); another image's is only said to be more."""
     if "no space left on device" not in message:
         return message
+    need = (f"building the server image's dependency layers needs about {DEPENDENCY_LAYER_PEAK_GB} GB free "
+            f"while it runs" if image.startswith("server") else f"building the {image} image needs more")
     return (f"the disk holding buildah's storage ran out of space during the build ({free_bytes / 1e9:.1f} GB "
-            f"free now): building the server image's dependency layer needs about {DEPENDENCY_LAYER_PEAK_GB} GB "
-            f"free while it runs; free some and run again (a killed build's leftovers are removed then).\n{message}")
+            f"free now): {need}; free some and run again (a killed build's leftovers are removed then).\n{message}")
 
 
 def ensure_tools(log: Log = print) -> None:

@@ -304,7 +304,7 @@ def build_image(b: Buildah, spec: Build, log: Log, timings: dict[str, float]) ->
     try:
         b.run(*argv, ".", log_name=spec.name, cwd=REPO)
     except ImageBuildError as exc:
-        raise ImageBuildError(explain_build_failure(str(exc), shutil.disk_usage(b.state).free)) from exc
+        raise ImageBuildError(explain_build_failure(str(exc), shutil.disk_usage(b.state).free, spec.name)) from exc
     timings[f"build_{spec.name}_s"] = round(time.monotonic() - t0, 1)
     log(f"images: {ref} built in {timings[f'build_{spec.name}_s']}s")
     return ref

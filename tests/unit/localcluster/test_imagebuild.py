@@ -127,6 +127,14 @@ def test_a_build_that_ran_out_of_disk_says_so_first_with_the_space_it_needs():
     assert f"about {DEPENDENCY_LAYER_PEAK_GB} GB" in explained and explained.endswith(tail)
 
 
+def test_another_image_that_ran_out_of_disk_is_not_told_the_server_images_need():
+    tail = "buildah bud (operator) failed, rc=1; log x:\nError: writing blob: no space left on device"
+    explained = explain_build_failure(tail, 300_000_000, "operator")
+    assert explained.startswith("the disk holding buildah's storage ran out of space during the build (0.3 GB free now): "
+                                "building the operator image needs more")
+    assert f"{DEPENDENCY_LAYER_PEAK_GB} GB" not in explained and explained.endswith(tail)
+
+
 def test_any_other_build_failure_is_left_as_buildah_told_it():
     tail = "buildah bud (operator) failed, rc=1; log x:\nERROR: No matching distribution found for kopf==9.9"
     assert explain_build_failure(tail, 10**9) == tail
